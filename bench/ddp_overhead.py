@@ -1,0 +1,72 @@
+"""How much the training core costs over a bare DDP loop, measured in one invocation.
+
+Throughput is steady state on both sides: from the end of the first step (DDP sets up its
+buckets there) to the end of the last.
+
+Prints steps/s of `training.ddp` (2 workers, torchrun, no checkpoints) against the plainest DDP
+loop of the same model, as a ratio (goal >= 0.97), then the checkpoint save time as a fraction of
+one step. Runs alternate so that machine noise hits both sides alike; medians are reported.
+
+    .venv/bin/python bench/ddp_overhead.py [--steps 400] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from training.logfmt import parse_line  # noqa: E402
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+ENV = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+
+
+def _run(cmd: list[str]) -> list[dict[str, str]]:
+    out = subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True, check=True).stdout
+    return [parse_line(line) for line in out.splitlines()]
+
+
+def ours(steps: int, ckpt_dir: str | None = None, ckpt_every: int = 10) -> list[dict[str, str]]:
+    extra = ["--ckpt-dir", ckpt_dir, "--ckpt-every", str(ckpt_every)] if ckpt_dir else []
+    return _run([*TORCHRUN, "-m", "training.ddp", "--steps", str(steps), *extra])
+
+
+def rank0_done(records: list[dict[str, str]]) -> dict[str, str]:
+    return next(r for r in records if r.get("event") == "done" and r.get("rank") == "0")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=600)
+    p.add_argument("--rounds", type=int, default=7)
+    a = p.parse_args()
+
+    core, plain = [], []
+    for r in range(a.rounds):
+        core.append(float(rank0_done(ours(a.steps))["steps_per_sec"]))
+        plain.append(float(_run([*TORCHRUN, str(REPO / "bench" / "_plain_ddp.py"), str(a.steps)])[-1]["steps_per_sec"]))
+        print(f"round {r + 1}: training.ddp {core[-1]:.1f} steps/s, plain DDP {plain[-1]:.1f} steps/s", flush=True)
+    ratios = sorted(c / b for c, b in zip(core, plain))
+    print(f"throughput ratio training.ddp / plain DDP: median {statistics.median(ratios):.3f} "
+          f"(rounds {ratios[0]:.3f}..{ratios[-1]:.3f}; goal >= 0.97)")
+
+    with tempfile.TemporaryDirectory() as d:
+        records = ours(a.steps, ckpt_dir=d, ckpt_every=10)
+    saves = [float(r["seconds"]) for r in records if r.get("event") == "checkpoint_saved"]
+    step_seconds = 1.0 / statistics.median(core)
+    save = statistics.median(saves)
+    print(f"checkpoint save: {save * 1000:.1f} ms median over {len(saves)} saves = "
+          f"{save / step_seconds:.2f} x one step ({step_seconds * 1000:.2f} ms); "
+          f"at --ckpt-every 10 that is {save / step_seconds / 10:.1%} of training time")
+
+
+if __name__ == "__main__":
+    main()

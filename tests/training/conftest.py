@@ -1,0 +1,54 @@
+"""Launch the real training entry point in real processes (torchrun or a plain interpreter)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from training.logfmt import parse_line
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def records(self) -> list[dict[str, str]]:
+        return [parse_line(line) for line in self.stdout.splitlines() if "=" in line]
+
+    def events(self, name: str) -> list[dict[str, str]]:
+        return [r for r in self.records() if r.get("event") == name]
+
+
+def torchrun_cmd(nproc: int, *args: str) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            f"--nproc-per-node={nproc}", "-m", "training.ddp", *args]
+
+
+def plain_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "training.ddp", *args]
+
+
+def env(**extra: str) -> dict[str, str]:
+    e = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+    e.update(extra)
+    return e
+
+
+def run(cmd: list[str], timeout: float = 240, **extra_env: str) -> Run:
+    p = subprocess.run(cmd, cwd=REPO, env=env(**extra_env), capture_output=True, text=True,
+                       timeout=timeout)
+    return Run(p.returncode, p.stdout, p.stderr)
+
+
+@pytest.fixture
+def ckpt_dir(tmp_path: Path) -> Path:
+    return tmp_path / "ckpt"

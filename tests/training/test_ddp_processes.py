@@ -1,0 +1,141 @@
+"""The training core in real torchrun processes: identical losses, exact resume, safe files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+from tests.training.conftest import REPO, env, plain_cmd, run, torchrun_cmd
+from training import checkpoint_format as fmt
+from training.logfmt import parse_line
+
+
+def _losses_by_step(records: list[dict[str, str]]) -> dict[int, dict[str, str]]:
+    by_step: dict[int, dict[str, str]] = defaultdict(dict)
+    for r in records:
+        if "step" in r and "loss" in r and "event" not in r:
+            by_step[int(r["step"])][r["rank"]] = r["loss"]
+    return by_step
+
+
+def _final_params(directory: Path) -> dict[str, torch.Tensor]:
+    _, payload = fmt.read_payload(fmt.list_files(directory)[-1])
+    import io
+
+    return torch.load(io.BytesIO(payload), weights_only=True)["model"]
+
+
+def test_two_ranks_print_the_same_loss_at_every_step(ckpt_dir):
+    result = run(torchrun_cmd(2, "--steps", "20", "--ckpt-dir", str(ckpt_dir)))
+    assert result.returncode == 0, result.stderr[-2000:]
+    by_step = _losses_by_step(result.records())
+    assert sorted(by_step) == list(range(1, 21))
+    for step, losses in by_step.items():
+        assert set(losses) == {"0", "1"}, f"step {step}: ranks {sorted(losses)}"
+        assert losses["0"] == losses["1"], f"step {step}: {losses}"
+    metrics = json.loads((ckpt_dir / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["steps"] == 20 and metrics["resumes"] == 0
+    assert f"{metrics['final_loss']:.6f}" == by_step[20]["0"]
+
+
+def test_sigkill_of_rank_1_then_relaunch_ends_bitwise_equal(tmp_path):
+    args = ["--steps", "30", "--ckpt-every", "5", "--step-delay", "0.05"]
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    reference = run(torchrun_cmd(2, *args, "--ckpt-dir", str(straight)))
+    assert reference.returncode == 0, reference.stderr[-2000:]
+
+    # Run until step 17 is printed (checkpoints at 5, 10, 15 exist), then SIGKILL rank 1.
+    proc = subprocess.Popen(torchrun_cmd(2, *args, "--ckpt-dir", str(resumed)), cwd=REPO,
+                            env=env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    rank1_pid = killed_at = None
+    for line in proc.stdout:
+        fields = parse_line(line)
+        if fields.get("event") == "start" and fields.get("rank") == "1":
+            rank1_pid = int(fields["pid"])
+        if fields.get("step") == "17" and "event" not in fields:
+            assert rank1_pid is not None
+            os.kill(rank1_pid, signal.SIGKILL)
+            killed_at = 17
+            break
+    proc.stdout.close()
+    assert proc.wait(timeout=120) != 0
+    assert killed_at == 17
+    assert not (resumed / "metrics.json").exists()
+
+    relaunch = run(torchrun_cmd(2, *args, "--ckpt-dir", str(resumed)))
+    assert relaunch.returncode == 0, relaunch.stderr[-2000:]
+    resumed_events = relaunch.events("resumed")
+    assert {e["rank"] for e in resumed_events} == {"0", "1"}
+    assert all(int(e["from_step"]) == 15 for e in resumed_events)
+    assert min(_losses_by_step(relaunch.records())) == 16
+
+    a = json.loads((straight / "metrics.json").read_text())
+    b = json.loads((resumed / "metrics.json").read_text())
+    assert b["resumes"] == 1
+    assert a["params_sha256"] == b["params_sha256"]
+    assert a["loss_history"] == b["loss_history"]
+    pa, pb = _final_params(straight), _final_params(resumed)
+    assert pa.keys() == pb.keys()
+    for name in pa:
+        assert torch.equal(pa[name], pb[name]), name
+
+
+def test_truncated_newest_checkpoint_falls_back_to_the_previous_one(ckpt_dir):
+    first = run(plain_cmd("--steps", "10", "--ckpt-every", "5", "--ckpt-dir", str(ckpt_dir)))
+    assert first.returncode == 0, first.stderr
+    newest = ckpt_dir / fmt.file_name(10)
+    newest.write_bytes(newest.read_bytes()[:-1000])
+    (ckpt_dir / "metrics.json").unlink()
+
+    again = run(plain_cmd("--steps", "12", "--ckpt-every", "5", "--ckpt-dir", str(ckpt_dir)))
+    assert again.returncode == 0, again.stderr
+    skipped = again.events("checkpoint_skipped")
+    assert len(skipped) == 1 and skipped[0]["file"] == newest.name
+    assert skipped[0]["reason"].startswith("truncated")
+    assert [e["from_step"] for e in again.events("resumed")] == ["5"]
+
+
+def test_crash_between_write_and_rename_leaves_nothing_resume_would_pick(tmp_path):
+    args = ["--steps", "12", "--ckpt-every", "5"]
+    crashed_dir, straight_dir = tmp_path / "crashed", tmp_path / "straight"
+    crashed = run(plain_cmd(*args, "--ckpt-dir", str(crashed_dir)),
+                  KFCOCKPIT_FAULT="crash_before_rename@10")
+    assert crashed.returncode == 137
+    temps = list(crashed_dir.glob(".ckpt-step-000010.pt.tmp-*"))
+    assert len(temps) == 1 and temps[0].stat().st_size > 0  # the crash left a full temp file
+    assert [p.name for p in fmt.list_files(crashed_dir)] == [fmt.file_name(5)]
+
+    again = run(plain_cmd(*args, "--ckpt-dir", str(crashed_dir)))
+    assert again.returncode == 0, again.stderr
+    assert [e["from_step"] for e in again.events("resumed")] == ["5"]
+    assert not list(crashed_dir.glob(".ckpt-*tmp*"))  # cleaned on start
+
+    straight = run(plain_cmd(*args, "--ckpt-dir", str(straight_dir)))
+    assert straight.returncode == 0
+    a = json.loads((crashed_dir / "metrics.json").read_text())
+    b = json.loads((straight_dir / "metrics.json").read_text())
+    assert a["params_sha256"] == b["params_sha256"]
+
+
+def test_bad_arguments_get_one_line_and_exit_2(tmp_path):
+    zero = run(plain_cmd("--steps", "0"))
+    assert zero.returncode == 2
+    assert zero.stderr.strip().splitlines() == ["training.ddp: error: --steps must be at least 1, got 0"]
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    unwritable = run(plain_cmd("--steps", "3", "--ckpt-dir", str(blocker / "ckpt")))
+    assert unwritable.returncode == 2
+    lines = unwritable.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"training.ddp: error: cannot write to --ckpt-dir {blocker}")
+    assert "Traceback" not in unwritable.stderr
+
+    too_small = run(plain_cmd("--steps", "3", "--samples", "8", "--batch-size", "32"))
+    assert too_small.returncode == 2
+    assert too_small.stderr.strip().splitlines()[-1].startswith("training.ddp: error: --samples 8 is too small")

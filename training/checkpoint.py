@@ -1,0 +1,106 @@
+"""Checkpoints as files in a directory on the shared volume (the torchrun launcher's store).
+
+Rank 0 writes; every rank reads. A save is: torch.save to memory, header + payload to a temp file,
+fsync, atomic rename, fsync the directory, then prune to the newest `keep`. Resume picks the newest
+file whose checksum holds, reporting each file it skips in one line.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from training import checkpoint_format as fmt
+from training.loop import emit
+
+# Fault injection for tests of the crash window: "crash_before_rename@15" makes the process die
+# after the temp file of step 15 is written and before it is renamed into place.
+FAULT_ENV = "KFCOCKPIT_FAULT"
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class FileCheckpoints:
+    def __init__(self, directory: Path, keep: int, rank: int):
+        self.directory = directory
+        self.keep = keep
+        self.rank = rank
+        if rank == 0:
+            directory.mkdir(parents=True, exist_ok=True)
+            # Leftovers of a writer that died mid-save; no writer runs while a group starts.
+            for stale in directory.glob(".ckpt-step-*.tmp-*"):
+                stale.unlink(missing_ok=True)
+
+    def _choose(self) -> str:
+        """Rank 0: name of the newest valid checkpoint, or '' when there is none."""
+        for path in reversed(fmt.list_files(self.directory)):
+            try:
+                fmt.read_payload(path)
+                return path.name
+            except (fmt.InvalidCheckpoint, OSError) as exc:
+                emit(event="checkpoint_skipped", file=path.name, reason=str(exc), rank=self.rank)
+        return ""
+
+    def load_latest(self) -> dict | None:
+        chosen = [self._choose() if self.rank == 0 else ""]
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            dist.broadcast_object_list(chosen, src=0)
+        if not chosen[0]:
+            return None
+        _, payload = fmt.read_payload(self.directory / chosen[0])
+        return torch.load(io.BytesIO(payload), weights_only=True)
+
+    def save(self, state: dict) -> None:
+        if self.rank != 0:
+            return
+        started = time.perf_counter()
+        step = int(state["step"])
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        history = state["loss_history"]
+        header = {
+            "format": 1,
+            "step": step,
+            "world_size": state["world_size"],
+            "loss": history[-1] if history else None,
+            "created": time.time(),
+        }
+        data = fmt.encode(header, buffer.getvalue())
+        final = self.directory / fmt.file_name(step)
+        tmp = self.directory / fmt.temp_name(step, os.getpid())
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if os.environ.get(FAULT_ENV) == f"crash_before_rename@{step}":
+            os._exit(137)
+        os.replace(tmp, final)
+        _fsync_dir(self.directory)
+        self._prune()
+        emit(event="checkpoint_saved", step=step, file=final.name, bytes=len(data),
+             seconds=time.perf_counter() - started, rank=self.rank)
+
+    def _prune(self) -> None:
+        for old in fmt.list_files(self.directory)[: -self.keep]:
+            old.unlink(missing_ok=True)
+
+
+class NoCheckpoints:
+    """Used when no --ckpt-dir is given: nothing to resume, nothing saved."""
+
+    def load_latest(self) -> dict | None:
+        return None
+
+    def save(self, state: dict) -> None:
+        pass

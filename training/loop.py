@@ -1,0 +1,247 @@
+"""The training loop shared by the torchrun launcher (`ddp.py`) and Ray Train (`ray_train.py`).
+
+Everything that decides the numbers lives here, so both launchers train the same model on the same
+data in the same order: a small MLP regressing a fixed "teacher" function of synthetic inputs made
+from a seed. Data order is a pure function of (seed, world size, rank, step), which is what makes
+resume exact: a run restored from step N replays steps N+1.. bit for bit.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, Protocol
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DistributedSampler, TensorDataset
+
+from training.logfmt import format_line
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 40
+    batch_size: int = 32  # per worker
+    lr: float = 0.005
+    seed: int = 0
+    features: int = 32
+    hidden: int = 256
+    samples: int = 8192
+    ckpt_every: int = 5
+    keep: int = 3
+    step_delay: float = 0.0  # seconds slept after each step, to pace demos; 0 for real work
+
+
+def emit(**fields: object) -> None:
+    """One logfmt line on stdout, flushed: the cockpit reads these as they happen."""
+    sys.stdout.write(format_line(**fields) + "\n")
+    sys.stdout.flush()
+
+
+def build_model(cfg: TrainConfig) -> nn.Module:
+    torch.manual_seed(cfg.seed)
+    return nn.Sequential(
+        nn.Linear(cfg.features, cfg.hidden),
+        nn.Tanh(),
+        nn.Linear(cfg.hidden, cfg.hidden),
+        nn.Tanh(),
+        nn.Linear(cfg.hidden, 1),
+    )
+
+
+def make_dataset(cfg: TrainConfig) -> TensorDataset:
+    g = torch.Generator().manual_seed(cfg.seed + 1)
+    x = torch.randn(cfg.samples, cfg.features, generator=g)
+    teacher = torch.randn(cfg.features, 1, generator=g) / cfg.features**0.5
+    y = torch.tanh(2.0 * x @ teacher) + 0.05 * torch.randn(cfg.samples, 1, generator=g)
+    return TensorDataset(x, y)
+
+
+class ConfigError(ValueError):
+    """A training configuration that cannot work (found once the world size is known)."""
+
+
+class BatchPlan:
+    """Which samples this rank trains on at a given step (DistributedSampler, epoch by epoch)."""
+
+    def __init__(self, dataset: TensorDataset, cfg: TrainConfig, rank: int, world: int):
+        self.sampler = DistributedSampler(
+            dataset, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed, drop_last=True
+        )
+        self.batch = cfg.batch_size
+        self.per_epoch = len(self.sampler) // cfg.batch_size
+        if self.per_epoch == 0:
+            raise ConfigError(
+                f"--samples {cfg.samples} is too small for {world} worker(s) x batch {cfg.batch_size}"
+            )
+        self._epoch = -1
+        self._order = torch.empty(0, dtype=torch.long)
+
+    def position(self, step: int) -> tuple[int, int]:
+        """(epoch, batch index within the epoch) of a 0-based global step."""
+        return divmod(step, self.per_epoch)
+
+    def indices(self, step: int) -> torch.Tensor:
+        epoch, index = self.position(step)
+        if epoch != self._epoch:
+            self.sampler.set_epoch(epoch)
+            self._order = torch.tensor(list(self.sampler))
+            self._epoch = epoch
+        return self._order[index * self.batch : (index + 1) * self.batch]
+
+
+def rng_state() -> dict:
+    # Lists and tensors only, so checkpoints load with torch.load(weights_only=True).
+    np_state = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": [np_state[0], np_state[1].tolist(), *np_state[2:]],
+    }
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+
+
+class Checkpoints(Protocol):
+    """Where the loop's state goes and comes back from (files on a volume, or Ray's storage)."""
+
+    def load_latest(self) -> dict | None: ...
+
+    def save(self, state: dict) -> None: ...
+
+
+class _LossCarrier(nn.Module):
+    """The model plus one zero parameter whose gradient is set to this worker's loss.
+
+    Printing the averaged loss needs a sum over workers every step. DDP already averages every
+    gradient in one all-reduce, so a parameter whose gradient is the local loss comes back holding
+    the mean loss: no second collective, which would cost as much as a small model's whole step.
+    The carrier stays zero and outside the optimizer, so the model's gradients are untouched.
+    """
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+        self.carrier = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
+
+    def loss(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        loss = F.mse_loss(out, target)
+        return loss + self.carrier * loss.detach()  # same value; d/d(carrier) = local loss
+
+
+class Training:
+    """Model, optimizer and data plan of one worker, with the state a checkpoint holds."""
+
+    def __init__(self, cfg: TrainConfig, rank: int, world: int):
+        self.cfg, self.rank, self.world = cfg, rank, world
+        dataset = make_dataset(cfg)
+        self.x, self.y = dataset.tensors
+        self.plan = BatchPlan(dataset, cfg, rank, world)
+        self.module = build_model(cfg)
+        self.carrier = _LossCarrier(self.module)
+        self.model = DistributedDataParallel(self.carrier)
+        self.optimizer = torch.optim.Adam(self.module.parameters(), lr=cfg.lr)
+        self.steps_done = 0
+        self.loss_history: list[float] = []
+        self.first_started_at = time.time()
+        self.resumes = 0
+
+    def train_step(self) -> float:
+        """One optimizer step; returns the loss averaged over all workers (same on every rank)."""
+        idx = self.plan.indices(self.steps_done)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.carrier.carrier.grad = None  # not in the optimizer: cleared by hand
+        self.carrier.loss(self.model(self.x[idx]), self.y[idx]).backward()
+        self.optimizer.step()
+        value = float(self.carrier.carrier.grad.item())  # the mean loss over all workers
+        self.steps_done += 1
+        self.loss_history.append(value)
+        return value
+
+    def state(self) -> dict:
+        epoch, index = self.plan.position(self.steps_done)
+        return {
+            "step": self.steps_done,
+            "model": self.module.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "rng": rng_state(),
+            "sampler": {"epoch": epoch, "index": index, "seed": self.cfg.seed},
+            "world_size": self.world,
+            "loss_history": list(self.loss_history),
+            "first_started_at": self.first_started_at,
+            "resumes": self.resumes,
+            "config": asdict(self.cfg),
+        }
+
+    def load(self, state: dict) -> None:
+        self.module.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        set_rng_state(state["rng"])
+        self.steps_done = int(state["step"])
+        self.loss_history = list(state["loss_history"])
+        self.first_started_at = float(state["first_started_at"])
+        self.resumes = int(state["resumes"]) + 1
+
+    def params_digest(self) -> str:
+        """sha256 over the parameters' bytes: equal digests mean bitwise-equal models."""
+        import hashlib
+
+        h = hashlib.sha256()
+        for name, tensor in sorted(self.module.state_dict().items()):
+            h.update(name.encode())
+            h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return h.hexdigest()
+
+
+def run(
+    cfg: TrainConfig,
+    rank: int,
+    world: int,
+    checkpoints: Checkpoints,
+    on_step: Callable[[Training, float], None] | None = None,
+) -> Training:
+    """Resume if a checkpoint exists, train to cfg.steps, checkpoint every cfg.ckpt_every steps."""
+    training = Training(cfg, rank, world)
+    state = checkpoints.load_latest()
+    if state is not None:
+        training.load(state)
+        emit(event="resumed", from_step=training.steps_done, rank=rank, world=world,
+             checkpoint_world=state["world_size"])
+    loop_started = time.perf_counter()
+    first_step = training.steps_done
+    warm_at = None  # after the first step (DDP's bucket set-up): steady-state throughput from here
+    while training.steps_done < cfg.steps:
+        loss = training.train_step()
+        step = training.steps_done
+        if warm_at is None:
+            warm_at = time.perf_counter()
+        emit(step=step, loss=loss, rank=rank, world=world)
+        if step % cfg.ckpt_every == 0 or step == cfg.steps:
+            checkpoints.save(training.state())
+        if on_step is not None:
+            on_step(training, loss)
+        if cfg.step_delay:
+            time.sleep(cfg.step_delay)
+    ended = time.perf_counter()
+    steady = training.steps_done - first_step - 1
+    emit(event="done", step=training.steps_done, rank=rank, world=world,
+         final_loss=training.loss_history[-1] if training.loss_history else float("nan"),
+         train_seconds=ended - loop_started,
+         steps_per_sec=steady / (ended - warm_at) if steady > 0 and ended > warm_at else 0.0)
+    return training
