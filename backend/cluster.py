@@ -1,0 +1,118 @@
+"""The Cluster protocol: one async interface over the embedded local cluster and Kubernetes.
+
+The UI, the CLI, the lesson engine and pipeline components talk only to this, so none of them asks
+which platform it runs on. Both implementations follow Kubernetes' model: resources are declared
+(`apply`), the platform reconciles them into pods, and observers list-then-watch.
+
+Errors an operator can act on are `ClusterError`s whose `str()` is one line (the CLI prints it and
+exits 2; the TUI shows it as a notification). Anything else is a bug.
+"""
+
+from __future__ import annotations
+
+from typing import AsyncIterator, Literal, Protocol, runtime_checkable
+
+from backend.models import (
+    Check,
+    Checkpoint,
+    JobPhase,
+    JobSummary,
+    LogLine,
+    Pod,
+    PodEvent,
+    RunMetrics,
+    Snapshot,
+    VolumeInfo,
+)
+
+
+class ClusterError(Exception):
+    """A problem the user can act on; the message is one line and says what to do."""
+
+
+class NotFound(ClusterError):
+    pass
+
+
+class InvalidResource(ClusterError):
+    """A manifest or argument the platform refuses (bad name, unknown runtime, numNodes 0...)."""
+
+
+class Unavailable(ClusterError):
+    """The platform does not answer: controller down, API server unreachable, no kube context."""
+
+
+class Timeout(ClusterError):
+    pass
+
+
+ResourceKind = Literal["TrainJob", "TrainingRuntime", "PersistentVolumeClaim", "VolumeSnapshot", "Pod"]
+
+
+@runtime_checkable
+class Cluster(Protocol):
+    """What a platform offers the cockpit. All methods may raise ClusterError."""
+
+    #: "local" or "kube"
+    backend: str
+
+    async def apply(self, resource) -> str:
+        """Create or update a declared resource (a `backend.models.Resource`); returns
+        "<kind>/<name> created|configured|unchanged"."""
+        ...
+
+    async def delete(self, kind: ResourceKind, name: str) -> None:
+        """Delete a resource; deleting a TrainJob stops its pods. NotFound if absent."""
+        ...
+
+    async def get_job(self, name: str) -> JobSummary: ...
+
+    async def list_jobs(self) -> list[JobSummary]: ...
+
+    async def list_pods(self, job: str | None = None) -> list[Pod]: ...
+
+    def watch_pods(self, job: str | None = None) -> AsyncIterator[PodEvent]:
+        """List-then-watch: first an ADDED event per existing pod, then every change as it
+        happens (phase, restart attempt, last step/loss), until the caller stops iterating.
+        Replacement pods of a restarted group arrive as ADDED. Never a polling loop over the
+        platform: local watches files with inotify-like notification, kube uses the watch API."""
+        ...
+
+    def watch_jobs(self) -> AsyncIterator[JobSummary]:
+        """Each job's summary now, then again whenever its phase or restart attempt changes."""
+        ...
+
+    def stream_logs(self, job: str, follow: bool = True) -> AsyncIterator[list[LogLine]]:
+        """All workers' lines of a job from the start, merged, in batches; with `follow`, keeps
+        going and picks up replacement pods (like stern) until the job finishes."""
+        ...
+
+    async def kill_pod(self, name: str) -> None:
+        """Fault injection: the pod dies at once (SIGKILL locally, delete with grace 0 on kube).
+        NotFound if there is no such running pod."""
+        ...
+
+    async def wait_job(self, name: str, until: frozenset[JobPhase], timeout: float) -> JobSummary:
+        """Return the job once its phase is in `until`; Timeout after `timeout` seconds.
+        A job that finishes in a phase not in `until` is returned too (callers check)."""
+        ...
+
+    async def volumes(self) -> list[VolumeInfo]: ...
+
+    async def checkpoints(self, volume: str) -> list[Checkpoint]:
+        """Checkpoint files on a volume, read by a separate reader (never the workers)."""
+        ...
+
+    async def snapshot(self, volume: str, name: str) -> Snapshot: ...
+
+    async def snapshots(self) -> list[Snapshot]: ...
+
+    async def read_metrics(self, volume: str | None = None, snapshot: str | None = None) -> list[RunMetrics]:
+        """metrics.json of every run on a volume or in a snapshot."""
+        ...
+
+    async def preflight(self) -> list[Check]:
+        """Is the platform ready for the lesson: controller, runtime, pipelines, snapshots."""
+        ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,32 @@
+"""Where the cockpit keeps its state and which platform it talks to (pydantic, from CLI/env)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+def default_home() -> Path:
+    """$KFCOCKPIT_HOME, else $XDG_STATE_HOME/kfcockpit, else ~/.local/state/kfcockpit."""
+    if os.environ.get("KFCOCKPIT_HOME"):
+        return Path(os.environ["KFCOCKPIT_HOME"]).expanduser()
+    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(xdg).expanduser() / "kfcockpit"
+
+
+class Settings(BaseModel):
+    backend: Literal["local", "kube"] = "local"
+    context: str | None = None  # kube context; None means the kubeconfig's current context
+    namespace: str = "default"
+    kubeconfig: Path | None = None
+    kfp_host: str | None = None  # Pipelines endpoint on kube; default: the port-forward address
+    home: Path = Field(default_factory=default_home)
+
+    @property
+    def workspace(self) -> Path:
+        """Lesson progress and notes, one folder per platform so switching loses nothing."""
+        place = "local" if self.backend == "local" else f"kube-{self.context or 'current'}-{self.namespace}"
+        return self.home / "workspace" / place

@@ -1,0 +1,78 @@
+"""`kfcockpit`: with no command, the cockpit; with one, the same operations headless.
+
+Each command group lives in its own module with a `register(subparsers)` function; modules import
+the backend inside their handlers, so `kfcockpit --help` and the UI start without heavy imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import inspect
+import sys
+
+from tui.cli.common import EXIT_USAGE, fail, global_options
+
+# Order is the order of `kfcockpit --help`.
+COMMAND_MODULES = (
+    "tui.cli.app_cmds",
+    "tui.cli.cluster_cmds",
+    "tui.cli.lesson_cmds",
+    "tui.cli.pipeline_cmds",
+    "tui.cli.compare_cmds",
+)
+
+DESCRIPTION = """\
+A terminal cockpit that teaches and runs distributed PyTorch training the Kubeflow way.
+
+With no command it opens the cockpit on the embedded local cluster (worker pods are processes on
+this machine); --backend kube --context NAME opens it on a Kubernetes cluster with Kubeflow
+Trainer and Pipelines. The commands below do the same things headless, kubectl style."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not usage + message
+        fail(f"{message} (see '{self.prog} --help')")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kfcockpit", description=DESCRIPTION,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    global_options(parser)
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:  # a real import error inside an existing module
+                raise
+            continue  # a command group not built yet
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from backend.cluster import ClusterError
+    from backend.models import ManifestError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        from tui.cli.app_cmds import open_cockpit
+
+        handler = open_cockpit
+    try:
+        result = handler(args)
+        if inspect.iscoroutine(result):
+            result = asyncio.run(result)
+        return int(result or 0)
+    except (ClusterError, ManifestError) as exc:
+        return fail(str(exc), exit_code=EXIT_USAGE, exit_now=False)
+    except KeyboardInterrupt:
+        return 130
+
+
+def run() -> None:
+    sys.exit(main())
