@@ -116,7 +116,10 @@ def set_rng_state(state: dict) -> None:
 
 
 class Checkpoints(Protocol):
-    """Where the loop's state goes and comes back from (files on a volume, or Ray's storage)."""
+    """Where the loop's state goes and comes back from (files on a volume, or Ray's storage).
+
+    A store may also have `wait()`: block until saves in flight are durable (run() calls it
+    before reporting done)."""
 
     def load_latest(self) -> dict | None: ...
 
@@ -238,6 +241,9 @@ def run(
             on_step(training, loss)
         if cfg.step_delay:
             time.sleep(cfg.step_delay)
+    finish_saves = getattr(checkpoints, "wait", None)
+    if finish_saves is not None:
+        finish_saves()
     ended = time.perf_counter()
     steady = training.steps_done - first_step - 1
     emit(event="done", step=training.steps_done, rank=rank, world=world,
