@@ -1,0 +1,90 @@
+"""What a step's run action and verify receive, and what they hand back.
+
+Each step has a `Handler`: an optional `run` (an async generator of RunUpdates: progress lines, the
+TrainJob it started) and a `verify` that reads real evidence (logs, pod records, files on the
+volume, snapshots, metrics) through the Cluster protocol and returns Evidence. `unavailable` says
+in one line why the step cannot run here (machinery not built yet, or not on this platform).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Awaitable, Callable, Literal
+
+from pydantic import BaseModel
+
+from backend.cluster import Cluster, ClusterError
+from backend.lesson.steps import Step
+from backend.models import Evidence
+from backend.settings import Settings
+
+
+class LessonError(ClusterError):
+    """Unknown step, a step run out of order, a bad note: one line saying what to do."""
+
+
+class RunUpdate(BaseModel):
+    kind: Literal["line", "job", "evidence"]
+    text: str = ""  # "line": a progress or output line to show
+    job: str | None = None  # "job": the TrainJob the step just started (the TUI follows its pods)
+    evidence: Evidence | None = None  # "evidence": the verify result, always the last update
+
+
+def line(text: str) -> RunUpdate:
+    return RunUpdate(kind="line", text=text)
+
+
+def job_started(name: str) -> RunUpdate:
+    return RunUpdate(kind="job", job=name, text=f"TrainJob {name} submitted")
+
+
+@dataclass
+class StepContext:
+    step: Step
+    settings: Settings
+    cluster: Cluster | None
+    run_dir: Path  # where this step keeps what its run leaves behind
+    note: Callable[[str], str]  # step id -> the learner's note ("" when none)
+    save_note: Callable[[str, str], None]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def backend(self) -> str:
+        return self.settings.backend
+
+    def require_cluster(self) -> Cluster:
+        if self.cluster is None:
+            raise ClusterError(missing_cluster(self.settings))
+        return self.cluster
+
+    def evidence(self, ok: bool, seen: str, details: list[str] | None = None,
+                 checked: str | None = None) -> Evidence:
+        return Evidence(ok=ok, checked=checked or self.step.done_when, seen=seen,
+                        details=details or [], at=time.time())
+
+
+def missing_cluster(settings: Settings) -> str:
+    if settings.backend == "kube":
+        return "not available yet: needs the Kubernetes backend (backend/kube)"
+    return "not available yet: needs the embedded local cluster (backend/local)"
+
+
+RunAction = Callable[[StepContext], AsyncIterator[RunUpdate]]
+Verify = Callable[[StepContext], Awaitable[Evidence]]
+
+
+def always_available(ctx: StepContext) -> str | None:
+    return None
+
+
+def needs_cluster(ctx: StepContext) -> str | None:
+    return missing_cluster(ctx.settings) if ctx.cluster is None else None
+
+
+@dataclass(frozen=True)
+class Handler:
+    verify: Verify
+    run: RunAction | None = None  # None: the step is done by a note, or by the verify alone
+    unavailable: Callable[[StepContext], str | None] = always_available

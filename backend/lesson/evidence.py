@@ -1,0 +1,81 @@
+"""Checks that turn what the workers printed into Evidence. Pure functions over log text, so each
+can be tested on a real log and on a tampered one."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable
+
+from backend.models import Evidence
+from training.logfmt import parse_line
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def same_loss_every_step(lines: Iterable[str], source: str) -> Evidence:
+    """Step 3: every rank printed a loss at every step, and the printed losses are identical.
+
+    Compares the printed text (six decimals, what a person would compare), not re-parsed floats.
+    """
+    checked = "every rank printed the same loss at every step"
+    losses: dict[int, dict[int, str]] = {}  # rank -> step -> printed loss
+    worlds: set[int] = set()
+    pids: set[str] = set()
+    planned: int | None = None
+    for line in lines:
+        if "=" not in line:
+            continue
+        fields = parse_line(line)
+        if fields.get("event") == "start":
+            planned = _int(fields.get("steps")) or planned
+            if fields.get("pid"):
+                pids.add(fields["pid"])
+        rank, step, world = _int(fields.get("rank")), _int(fields.get("step")), _int(fields.get("world"))
+        if "loss" in fields and "event" not in fields and rank is not None and step is not None:
+            losses.setdefault(rank, {})[step] = fields["loss"]
+            if world is not None:
+                worlds.add(world)
+
+    def fail(seen: str, details: list[str] | None = None) -> Evidence:
+        return Evidence(ok=False, checked=checked, seen=seen, details=details or [f"log: {source}"],
+                        at=time.time())
+
+    if not losses:
+        return fail(f"no step lines (step=N loss=X rank=R) in {source}")
+    if len(worlds) != 1:
+        return fail(f"the workers disagree on the world size: {sorted(worlds)}")
+    world = worlds.pop()
+    if world < 2:
+        return fail(f"only one worker ran (world={world}); the step needs two processes")
+    missing_ranks = [r for r in range(world) if r not in losses]
+    if missing_ranks:
+        return fail(f"rank {', '.join(map(str, missing_ranks))} printed no step lines (world={world})")
+    if pids and len(pids) < world:
+        return fail(f"{world} ranks but only {len(pids)} process(es) started; the step needs one "
+                    "process per worker")
+    reference = losses[0]
+    last = max(reference)
+    if planned is not None and last < planned:
+        return fail(f"the run stopped at step {last} of {planned}")
+    for rank in range(world):
+        gaps = [s for s in range(1, last + 1) if s not in losses[rank]]
+        if gaps:
+            return fail(f"rank {rank} printed no loss at step {gaps[0]}"
+                        + (f" (and {len(gaps) - 1} more steps)" if len(gaps) > 1 else ""))
+    for rank in range(1, world):
+        for step in range(1, last + 1):
+            if losses[rank][step] != reference[step]:
+                return fail(f"at step {step} rank 0 printed loss {reference[step]} but rank {rank} "
+                            f"printed {losses[rank][step]}",
+                            [f"log: {source}", "DDP all-reduces the loss, so the ranks must agree"])
+    ranks = " and ".join(f"rank {r}" for r in range(world)) if world <= 3 else f"all {world} ranks"
+    details = [f"log: {source}", f"final loss {reference[last]}"]
+    if pids:
+        details.append(f"{len(pids)} processes (pids {', '.join(sorted(pids))})")
+    return Evidence(ok=True, checked=checked, at=time.time(),
+                    seen=f"{ranks} printed the same loss at all {last} steps", details=details)

@@ -1,0 +1,30 @@
+"""Reading steps (setup 1, step 2, step 10): done by a note the learner writes."""
+
+from __future__ import annotations
+
+from backend.lesson.context import Handler, StepContext
+from backend.lesson.notes import check_note
+from backend.models import Evidence
+
+
+def platform_record(ctx: StepContext) -> str:
+    """The platform choice as the cockpit's settings hold it."""
+    s = ctx.settings
+    if s.backend == "kube":
+        return (f"Kubernetes, kube context {s.context or '(the current one)'}, namespace {s.namespace}"
+                + (f", Pipelines endpoint {s.kfp_host}" if s.kfp_host else ""))
+    return f"the embedded local cluster (state in {s.home})"
+
+
+def note_command(step_id: str) -> str:
+    return f"kfcockpit lesson note {step_id} --note FILE"
+
+
+async def verify_reading(ctx: StepContext) -> Evidence:
+    evidence = check_note(ctx.step.id, ctx.note(ctx.step.id), note_command(ctx.step.id))
+    if ctx.step.id == "setup-1":
+        evidence.details.append(f"platform in the cockpit: {platform_record(ctx)}")
+    return evidence
+
+
+HANDLERS = {step_id: Handler(verify=verify_reading) for step_id in ("setup-1", "2", "10")}

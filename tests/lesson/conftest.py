@@ -1,0 +1,43 @@
+"""The lesson engine in real processes: the `kfcockpit` command, real torchrun, a tmp state root."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from backend.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+KFCOCKPIT = Path(sys.executable).with_name("kfcockpit")
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh state root per test, for this process and every command it starts."""
+    root = tmp_path / "home"
+    monkeypatch.setenv("KFCOCKPIT_HOME", str(root))
+    return root
+
+
+@pytest.fixture
+def settings(home: Path) -> Settings:
+    return Settings(home=home)
+
+
+def kfcockpit(*args: str, home: Path, stdin: str | None = None, timeout: float = 900) -> Result:
+    env = dict(os.environ, KFCOCKPIT_HOME=str(home), PYTHONUNBUFFERED="1")
+    p = subprocess.run([str(KFCOCKPIT), *args], cwd=REPO, env=env, input=stdin,
+                       capture_output=True, text=True, timeout=timeout)
+    return Result(p.returncode, p.stdout, p.stderr)

@@ -1,0 +1,119 @@
+"""Progress and notes live in the workspace and survive a new Lesson (a new process, a new SSH
+session); reading steps pass only when the note covers what the step asks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from backend.lesson.engine import Lesson, LessonError
+from backend.lesson.progress import StepState, StepStatus
+from backend.models import Evidence
+
+GOOD_SETUP_NOTE = """I will install Kubeflow standalone components with kustomize on a kind cluster:
+only Kubeflow Trainer (v2.3) and Kubeflow Pipelines, no full platform."""
+
+GOOD_STEP2_NOTE = """The Trainer launches the worker pods, gives each its rank, world size and the
+master address, and restarts the group. PyTorch owns the process group and DDP's gradient
+all-reduce, the training loop and the checkpoints."""
+
+
+def test_notes_round_trip_through_a_new_lesson(settings):
+    Lesson(None, settings).save_note("2", "first draft\nwith ünïcode\n")
+    again = Lesson(None, settings)
+    assert again.note("2") == "first draft\nwith ünïcode\n"
+    assert again.note("step 2") == again.note("2")
+    assert again.note("10") == ""
+    note_file = settings.workspace / "notes" / "2.md"
+    assert note_file.read_text(encoding="utf-8") == "first draft\nwith ünïcode\n"
+    assert not [p for p in note_file.parent.iterdir() if p.name.startswith(".")]  # no temp left
+
+
+async def test_reading_step_names_the_missing_topic(settings):
+    lesson = Lesson(None, settings)
+    empty = await lesson.verify("2")
+    assert not empty.ok and "no note yet" in empty.seen
+    lesson.save_note("2", "The Trainer launches the worker pods for the job.")
+    partial = await lesson.verify("2")
+    assert not partial.ok
+    assert "what PyTorch does" in partial.seen and "how the workers find each other" in partial.seen
+    assert "launching the workers" not in partial.seen
+    lesson.save_note("2", GOOD_STEP2_NOTE)
+    full = await lesson.verify("2")
+    assert full.ok, full.seen
+    assert Lesson(None, settings).state("2").status is StepStatus.DONE
+
+
+async def test_setup_1_records_the_platform_and_ignores_template_placeholders(settings):
+    lesson = Lesson(None, settings)
+    lesson.save_note("setup-1", "Install method: <standalone, manifests or a distribution?>\n"
+                                "Subprojects: <which Kubeflow projects: trainer? pipelines?>\n")
+    assert not (await lesson.verify("setup-1")).ok
+    lesson.save_note("setup-1", GOOD_SETUP_NOTE)
+    evidence = await lesson.verify("setup-1")
+    assert evidence.ok, evidence.seen
+    assert any("embedded local cluster" in d for d in evidence.details)
+
+
+async def test_reading_step_run_verifies_the_note(settings):
+    lesson = Lesson(None, settings)
+    lesson.save_note("setup-1", GOOD_SETUP_NOTE)
+    updates = [u async for u in lesson.run("setup-1")]
+    assert [u.kind for u in updates] == ["evidence"] and updates[0].evidence.ok
+
+
+def test_progress_survives_a_new_lesson_and_reset(settings):
+    first = Lesson(None, settings)
+    first._record(first.step("3"), Evidence(ok=True, checked="c", seen="rank 0 and rank 1 agreed"))
+    first._record(first.step("2"), Evidence(ok=False, checked="c", seen="missing: x"))
+    second = Lesson(None, settings)
+    assert second.state("3").status is StepStatus.DONE
+    assert second.state("3").evidence.seen == "rank 0 and rank 1 agreed"
+    assert second.state("2").status is StepStatus.FAILED
+    second.save_note("2", "kept")
+    second.reset("3")
+    assert Lesson(None, settings).state("3").status is StepStatus.TODO
+    assert Lesson(None, settings).state("2").status is StepStatus.FAILED
+    second.reset()
+    third = Lesson(None, settings)
+    assert {s.status for s in third.states().values()} == {StepStatus.TODO}
+    assert third.note("2") == "kept"  # reset never throws away what the learner wrote
+
+
+def test_a_run_whose_process_died_shows_as_interrupted(settings):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    lesson = Lesson(None, settings)
+    lesson.store.put("3", StepState(status=StepStatus.RUNNING, updated=1.0, pid=dead.pid))
+    state = Lesson(None, settings).state("3")
+    assert state.status is StepStatus.FAILED and "interrupted" in state.evidence.seen
+
+
+def test_unreadable_progress_is_set_aside_not_lost(settings):
+    settings.workspace.mkdir(parents=True)
+    (settings.workspace / "progress.json").write_text("{not json")
+    assert Lesson(None, settings).state("3").status is StepStatus.TODO
+    kept = list(settings.workspace.glob("progress.json.unreadable-*"))
+    assert len(kept) == 1 and kept[0].read_text() == "{not json"
+
+
+def test_unknown_and_out_of_order_steps_say_what_to_do(settings):
+    lesson = Lesson(None, settings)
+    with pytest.raises(LessonError, match=r"unknown step '13'.*kfcockpit lesson list"):
+        lesson.step("13")
+    with pytest.raises(LessonError, match=r"^do step 4 first: .*\(kfcockpit lesson run 4\); step 5 needs it$"):
+        lesson.run("5")
+    lesson._record(lesson.step("6"), Evidence(ok=True, checked="c", seen="s"))
+    with pytest.raises(LessonError, match=r"do step 8 first"):
+        lesson.run("10")
+    assert lesson.state("5").status is StepStatus.TODO  # nothing started
+
+
+def test_progress_file_is_plain_json(settings):
+    lesson = Lesson(None, settings)
+    lesson._record(lesson.step("3"), Evidence(ok=True, checked="c", seen="s"))
+    data = json.loads((settings.workspace / "progress.json").read_text())
+    assert data["steps"]["3"]["status"] == "done" and data["steps"]["3"]["evidence"]["seen"] == "s"

@@ -1,0 +1,75 @@
+"""The 15 steps as data: the lesson's structure, criteria and doc titles kept, the text our own."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from backend.lesson.steps import STEP_IDS, STEPS, normalise_id
+
+SEED = Path(__file__).resolve().parents[3] / "shared" / "seeds" / "lesson-distributed-training.txt"
+
+
+def _seed_steps() -> list[dict[str, str]]:
+    """Each numbered item of the seed: its explanation, doc title and done-when."""
+    if not SEED.exists():
+        pytest.skip(f"the lesson seed is not on this machine ({SEED})")
+    items, current = [], None
+    for raw in SEED.read_text().splitlines():
+        text = raw.strip()
+        if re.match(r"^\d+\. ", text):
+            current = {"title": text, "why": ""}
+            items.append(current)
+        elif current is None:
+            continue
+        elif text.startswith("Explained in: "):
+            current["doc"] = text.removeprefix("Explained in: ").split(" (www.kubeflow.org)")[0]
+        elif text.startswith("Done when: "):
+            current["done"] = text.removeprefix("Done when: ")
+        elif "doc" not in current:
+            current["why"] += " " + text
+    return items
+
+
+def test_three_setup_steps_then_twelve_steps_in_order():
+    assert STEP_IDS == ["setup-1", "setup-2", "setup-3"] + [str(n) for n in range(1, 13)]
+    assert [s.number for s in STEPS] == [1, 2, 3] + list(range(1, 13))
+    assert [s.kind for s in STEPS if s.kind == "reading"] and \
+        {s.id for s in STEPS if s.kind == "reading"} == {"setup-1", "2", "10"}
+    for step in STEPS:
+        assert all(STEP_IDS.index(n) < STEP_IDS.index(step.id) for n in step.needs), step.id
+        assert (step.note_prompt is not None) == (step.kind == "reading"), step.id
+
+
+def test_done_when_and_doc_titles_are_the_lessons():
+    seed = _seed_steps()
+    assert len(seed) == len(STEPS)
+    for step, item in zip(STEPS, seed):
+        assert step.done_when == item["done"], step.id
+        assert step.doc_title == item["doc"], step.id
+        assert step.doc_url.startswith("https://www.kubeflow.org/docs/") and step.doc_url.endswith("/")
+
+
+def test_titles_and_explanations_are_written_anew():
+    seed = _seed_steps()
+    for step, item in zip(STEPS, seed):
+        sentences = [s.strip() for s in re.split(r"(?<=\.)\s+", item["why"]) if len(s.strip()) > 20]
+        for sentence in sentences:
+            assert sentence not in step.why, f"{step.id} copies the lesson's sentence {sentence!r}"
+        assert step.title not in item["title"], step.id
+
+
+def test_same_doc_title_same_link():
+    links: dict[str, str] = {}
+    for step in STEPS:
+        assert links.setdefault(step.doc_title, step.doc_url) == step.doc_url, step.doc_title
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("3", "3"), ("step-3", "3"), ("step 3", "3"), ("s3", "3"), ("03", "3"),
+    ("setup-2", "setup-2"), ("setup 2", "setup-2"), ("Setup2", "setup-2"), ("nope", "nope"),
+])
+def test_step_ids_people_type(text, expected):
+    assert normalise_id(text) == expected
