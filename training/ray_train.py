@@ -1,0 +1,371 @@
+"""The training loop of `loop.py` on N Ray workers, under Ray Train's TorchTrainer.
+
+    python -m training.ray_train --num-workers 2 --steps 40 --storage DIR [--name RUN] ...
+
+The same model, data and step as `training.ddp` (shared through `training.loop`), so every worker
+prints the same `step=N loss=X rank=R world=W` lines and the cockpit reads them unchanged. What
+differs is who launches and restarts the workers: here the Python driver does, through Ray —
+`ScalingConfig(num_workers=N)`, `FailureConfig(max_failures=K)`, checkpoints handed to
+`ray.train.report(..., checkpoint=...)` and resumed from `ray.train.get_checkpoint()`.
+
+The driver starts a private Ray for the run on 127.0.0.1 only (no dashboard, no usage stats), keeps
+its temp files in --temp-dir, and shuts it down at the end. Each run gets a fresh name: Ray Train
+silently resumes a run whose name it finds in the storage, so reusing one is refused.
+
+On the storage, under <storage>/<run>/:
+    ckpt-step-000015/ckpt-step-000015.pt   the checkpoint file in training.checkpoint_format
+    reports.jsonl                          what every worker passed to ray.train.report, per step
+    metrics.json                           written by rank 0 at the end (launcher "ray")
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import sys
+import tempfile
+import time
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from training import metrics
+from training.loop import TrainConfig
+
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+REPORTS_FILE = "reports.jsonl"
+
+# Set before ray is imported (some are read at import) and inherited by every Ray process.
+RAY_ENV = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # node address = loopback, never a public interface
+    "RAY_AUTH_MODE": "disabled",  # a throwaway cluster on loopback: no token files
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_TRAIN_ENABLE_PRINT_PATCH": "0",  # otherwise each print is doubled through a logger
+    "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",  # controller poll: start, reports, death detection
+    "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",  # no spot nodes here; one actor fewer to start
+    "RAY_TRAIN_METRICS_ENABLED": "0",  # Prometheus metrics, which nothing scrapes here
+    "RAY_DEDUP_LOGS": "0",  # the ranks' lines differ only in numbers; Ray would fold them
+    "RAY_DISABLE_WORKER_LOG_PREFIX": "1",  # forward worker lines as printed: plain logfmt
+    "RAY_COLOR_PREFIX": "0",
+}
+
+# Ray names its socket files <temp-dir>/session_<date>_<time>_<usec>_<pid>/sockets/plasma_store
+# and a Unix socket path holds at most 107 bytes.
+_SOCKET_SUFFIX = "/session_2000-01-01_00-00-00_000000_4194304/sockets/plasma_store"
+MAX_TEMP_DIR = 107 - len(_SOCKET_SUFFIX)
+
+# TrainConfig fields that are command-line options (with their help), in --help order.
+_TRAIN_OPTIONS = {
+    "steps": "optimizer steps in total",
+    "ckpt_every": "checkpoint every N steps",
+    "keep": "checkpoints kept (Ray deletes older ones)",
+    "batch_size": "samples per worker per step",
+    "lr": "Adam learning rate",
+    "seed": "seed of data and initial weights",
+    "hidden": "hidden width of the MLP",
+    "samples": "size of the synthetic data set",
+    "step_delay": "seconds to pause after each step, to pace a demo",
+}
+_AT_LEAST_ONE = ("num_workers", "report_every", "steps", "ckpt_every", "keep", "batch_size", "hidden", "samples", "threads")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one clear line, not usage + message
+        sys.stderr.write(f"training.ray_train: error: {message}\n")
+        sys.exit(EXIT_USAGE)
+
+
+def new_run_name() -> str:
+    return time.strftime("ray-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = _Parser(prog="training.ray_train", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--num-workers", type=int, default=2, help="Ray workers (default %(default)s)")
+    p.add_argument("--storage", type=Path, required=True,
+                   help="where runs keep checkpoints and metrics, usually the shared volume")
+    p.add_argument("--name", help="run name, new per run (default: ray-<date>-<time>-<random>)")
+    p.add_argument("--max-failures", type=int, default=3,
+                   help="worker-group restarts Ray may make (default %(default)s)")
+    p.add_argument("--temp-dir", type=Path,
+                   help=f"Ray's temp files and logs (absolute, at most {MAX_TEMP_DIR} characters; "
+                        "default: a fresh directory removed at the end)")
+    p.add_argument("--report-every", type=int,
+                   help="ray.train.report every N steps, besides every checkpoint (default: --ckpt-every)")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per worker (default 1)")
+    defaults = TrainConfig()
+    for field in fields(TrainConfig):
+        if field.name in _TRAIN_OPTIONS:
+            default = getattr(defaults, field.name)
+            p.add_argument("--" + field.name.replace("_", "-"), type=type(default), default=default,
+                           help=f"{_TRAIN_OPTIONS[field.name]} (default {default})")
+    args = p.parse_args(argv)
+    if args.report_every is None:
+        args.report_every = args.ckpt_every
+    for name in _AT_LEAST_ONE:
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.lr <= 0:
+        p.error(f"--lr must be positive, got {args.lr}")
+    if args.step_delay < 0:
+        p.error(f"--step-delay must not be negative, got {args.step_delay}")
+    if args.max_failures < -1:
+        p.error(f"--max-failures must be -1 (no limit) or more, got {args.max_failures}")
+    args.name = args.name or new_run_name()
+    if not args.name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        p.error(f"--name {args.name!r} may hold only letters, digits, '-', '_' and '.'")
+    problem = _unwritable(args.storage)
+    if problem:
+        p.error(f"cannot write to --storage {args.storage}: {problem}")
+    args.storage = args.storage.resolve()
+    if (args.storage / args.name).exists():
+        p.error(f"run {args.name!r} already exists in {args.storage} (Ray Train would resume it); "
+                "choose another --name")
+    if args.temp_dir is not None:
+        if not args.temp_dir.is_absolute():
+            p.error(f"--temp-dir must be an absolute path, got {args.temp_dir}")
+        if len(str(args.temp_dir)) > MAX_TEMP_DIR:
+            p.error(f"--temp-dir {args.temp_dir} is {len(str(args.temp_dir))} characters; Ray's "
+                    f"socket paths allow at most {MAX_TEMP_DIR}")
+        problem = _unwritable(args.temp_dir)
+        if problem:
+            p.error(f"cannot write to --temp-dir {args.temp_dir}: {problem}")
+    return args
+
+
+def _unwritable(directory: Path) -> str:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".write-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return ""
+
+
+def train_config(args: argparse.Namespace) -> TrainConfig:
+    return TrainConfig(**{name: getattr(args, name) for name in _TRAIN_OPTIONS})
+
+
+# ---------------------------------------------------------------- inside each Ray worker
+
+
+class RayCheckpoints:
+    """The loop's Checkpoints protocol on Ray Train, and the loop's on_step hook that reports.
+
+    `ray.train.report` is a barrier: every worker must call it equally often. So every worker
+    reports from `report_step` at the same steps (every `report_every` steps, at a checkpoint
+    step and at the last step), and at a checkpoint step rank 0 attaches the checkpoint that
+    `save` (which the loop calls just before) prepared. The file inside the Ray checkpoint
+    directory is the cockpit's own checkpoint format, so the checkpoint browser reads it.
+    """
+
+    def __init__(self, rank: int, world: int, report_every: int, staging: Path):
+        self.rank, self.world = rank, world
+        self.report_every = report_every
+        self.staging = staging
+        self._pending: dict | None = None
+        self._checkpoint_due = False
+        self._losses: list[float] = []  # since the last report
+
+    def load_latest(self) -> dict | None:
+        import io
+
+        import ray.train
+        import torch
+
+        from training import checkpoint_format as fmt
+        from training.loop import emit
+
+        checkpoint = ray.train.get_checkpoint()
+        if checkpoint is None:
+            return None
+        with checkpoint.as_directory() as directory:
+            for path in reversed(fmt.list_files(Path(directory))):
+                try:
+                    _, payload = fmt.read_payload(path)
+                except (fmt.InvalidCheckpoint, OSError) as exc:
+                    emit(event="checkpoint_skipped", file=path.name, reason=str(exc), rank=self.rank)
+                    continue
+                return torch.load(io.BytesIO(payload), weights_only=True)
+        return None
+
+    def save(self, state: dict) -> None:
+        self._checkpoint_due = True  # every rank: all must report at this step
+        self._pending = state if self.rank == 0 else None
+
+    def report_step(self, training, loss: float) -> None:
+        import ray.train
+
+        from training.loop import emit
+
+        self._losses.append(loss)
+        step = training.steps_done
+        if not (self._checkpoint_due or step % self.report_every == 0 or step == training.cfg.steps):
+            return
+        epoch, _ = training.plan.position(step - 1)
+        reported = {"step": step, "epoch": epoch, "loss": loss, "rank": self.rank, "pid": os.getpid(),
+                    "mean_loss": sum(self._losses) / len(self._losses)}
+        name = ""
+        if self._pending is None:
+            ray.train.report(reported)
+        else:
+            with tempfile.TemporaryDirectory(dir=self.staging) as directory:
+                name = _write_checkpoint(Path(directory), self._pending)
+                ray.train.report(reported, checkpoint=ray.train.Checkpoint.from_directory(directory),
+                                 checkpoint_dir_name=name.removesuffix(".pt"))
+        # No "loss=" key: the cockpit takes lines with step= and loss= for step lines.
+        emit(event="reported", step=step, epoch=epoch, mean_loss=reported["mean_loss"],
+             rank=self.rank, world=self.world, checkpoint=name)
+        self._pending, self._checkpoint_due, self._losses = None, False, []
+
+
+def _write_checkpoint(directory: Path, state: dict) -> str:
+    import io
+
+    import torch
+
+    from training import checkpoint_format as fmt
+
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    history = state["loss_history"]
+    header = {"format": 1, "step": int(state["step"]), "world_size": state["world_size"],
+              "loss": history[-1] if history else None, "created": time.time()}
+    name = fmt.file_name(int(state["step"]))
+    (directory / name).write_bytes(fmt.encode(header, buffer.getvalue()))
+    return name
+
+
+def train_per_worker(config: dict) -> None:
+    """What every Ray worker runs; a new worker group after a failure runs it again."""
+    import ray.train
+    import torch
+
+    from training.loop import emit, run
+
+    context = ray.train.get_context()
+    rank, world = context.get_world_rank(), context.get_world_size()
+    torch.set_num_threads(config["threads"])
+    cfg = TrainConfig(**config["train"])
+    emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps, launcher="ray")
+    store = RayCheckpoints(rank, world, config["report_every"], Path(config["staging"]))
+    training = run(cfg, rank, world, store, on_step=store.report_step)
+    if rank == 0:
+        metrics.write_atomic(Path(config["run_dir"]) / metrics.FILE_NAME, {
+            "final_loss": training.loss_history[-1],
+            "steps": training.steps_done,
+            "world_size": world,
+            "wall_seconds": round(time.time() - training.first_started_at, 3),
+            "resumes": training.resumes,
+            "params_sha256": training.params_digest(),
+            "loss_history": training.loss_history,
+            "launcher": "ray",
+        })
+
+
+# ---------------------------------------------------------------- in the Ray Train controller
+
+
+def _report_log_callback(path: Path):
+    """A UserCallback appending what all workers reported (and worker errors) to reports.jsonl.
+
+    It runs in the controller, which sees every worker's metrics (Result keeps only rank 0's)."""
+    from ray.train import UserCallback
+
+    class ReportLog(UserCallback):
+        def _append(self, record: dict) -> None:
+            with open(path, "a") as f:
+                f.write(json.dumps(dict(record, time=time.time())) + "\n")
+
+        def after_report(self, run_context, metrics, checkpoint):
+            self._append({"metrics": metrics, "checkpoint": checkpoint.path if checkpoint else None})
+
+        def after_exception(self, run_context, worker_exceptions):
+            self._append({"errors": {str(rank): _one_line(exc) for rank, exc in worker_exceptions.items()}})
+
+    return ReportLog()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[-1] if text else ''}"
+
+
+# ---------------------------------------------------------------- the driver
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cfg = train_config(args)
+    from training.loop import BatchPlan, ConfigError, emit, make_dataset
+
+    try:  # fail here, once, not in every worker and again on every restart
+        BatchPlan(make_dataset(cfg), cfg, 0, args.num_workers)
+    except ConfigError as exc:
+        sys.stderr.write(f"training.ray_train: error: {exc}\n")
+        return EXIT_USAGE
+    for key, value in RAY_ENV.items():
+        os.environ.setdefault(key, value)
+
+    owned_temp = args.temp_dir is None
+    temp_dir = Path(tempfile.mkdtemp(prefix="kfc-ray-")) if owned_temp else args.temp_dir
+    run_dir = args.storage / args.name
+    started = time.time()
+    import ray
+
+    try:
+        ray.init(address="local", num_cpus=args.num_workers, include_dashboard=False,
+                 _temp_dir=str(temp_dir), object_store_memory=80 * 1024 * 1024,
+                 log_to_driver=True, logging_level="WARNING")
+        emit(event="ray_started", seconds=time.time() - started, node=ray.util.get_node_ip_address(),
+             temp_dir=temp_dir, name=args.name, storage=args.storage)
+        return _fit(args, cfg, run_dir, temp_dir)
+    finally:
+        ray.shutdown()
+        if owned_temp:
+            import shutil
+
+            shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _fit(args: argparse.Namespace, cfg: TrainConfig, run_dir: Path, temp_dir: Path) -> int:
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    from training import ray_train  # by module name, so Ray pickles a reference, not __main__
+    from training.loop import emit
+
+    staging = temp_dir / "staging"
+    staging.mkdir(parents=True, exist_ok=True)
+    run_dir.mkdir(parents=True)
+    trainer = TorchTrainer(
+        ray_train.train_per_worker,
+        train_loop_config={"train": asdict(cfg), "threads": args.threads,
+                           "report_every": args.report_every, "run_dir": str(run_dir),
+                           "staging": str(staging)},
+        scaling_config=ScalingConfig(num_workers=args.num_workers, use_gpu=False),
+        run_config=RunConfig(
+            name=args.name,
+            storage_path=str(args.storage),
+            failure_config=FailureConfig(max_failures=args.max_failures),
+            checkpoint_config=CheckpointConfig(num_to_keep=cfg.keep),
+            callbacks=[ray_train._report_log_callback(run_dir / REPORTS_FILE)],
+        ),
+    )
+    try:
+        result = trainer.fit()
+    except Exception as exc:  # TrainingFailedError: out of restarts, or the controller gave up
+        emit(event="failed", name=args.name, reason=_one_line(exc))
+        sys.stderr.write(f"training.ray_train: error: run {args.name} failed: {_one_line(exc)}\n")
+        return EXIT_FAILED
+    emit(event="finished", name=args.name, checkpoint=result.checkpoint.path if result.checkpoint else "")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
