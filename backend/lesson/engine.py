@@ -13,6 +13,7 @@ from typing import AsyncIterator
 
 from backend.cluster import Cluster, ClusterError
 from backend.lesson.context import LessonError, RunUpdate, StepContext
+from backend.lesson.drafts import draft
 from backend.lesson.handlers import HANDLERS
 from backend.lesson.progress import ProgressStore, StepState, StepStatus
 from backend.lesson.reading import note_command
@@ -134,6 +135,12 @@ class Lesson:
 
     def note(self, step_id: str) -> str:
         return self.store.note(self.step(step_id).id)
+
+    async def draft_note(self, step_id: str) -> str:
+        """What a note editor opens with: the saved note, else a template to fill in (setup 1
+        records the platform; step 7's is filled by its run; step 10's from measured runs)."""
+        step = self.step(step_id)
+        return self.store.note(step.id) or await draft(self._context(step))
 
     def save_note(self, step_id: str, text: str) -> None:
         step = self.step(step_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend.lesson import ddp_step, reading, setup_steps
+from backend.lesson import ddp_step, reading, resume_step, scaling_step, setup_steps
 from backend.lesson.context import Handler, StepContext
 from backend.models import Evidence
 
@@ -22,12 +22,12 @@ def _registry() -> dict[str, Handler]:
     handlers.update(reading.HANDLERS)
     handlers.update(setup_steps.HANDLERS)
     handlers.update(ddp_step.HANDLERS)
+    handlers.update(resume_step.HANDLERS)
+    handlers.update(scaling_step.HANDLERS)
     for step_id, needs in {
         "1": "the one-step print pipeline (backend/pipelines)",
         "4": "the TrainJob-submitting pipeline component (backend/pipelines)",
         "5": "the checkpoint-volume pipeline component (backend/pipelines)",
-        "6": "the embedded local cluster (backend/local)",
-        "7": "the embedded local cluster (backend/local)",
         "8": "the Ray Train variant (training/ray_train.py) and its pipeline component",
         "9": "the pinned base image in the pipeline (backend/pipelines)",
         "11": "the pipeline's platform settings (backend/pipelines)",

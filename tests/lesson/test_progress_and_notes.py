@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from backend.lesson.engine import Lesson, LessonError
+from backend.lesson.notes import covered_text
 from backend.lesson.progress import StepState, StepStatus
 from backend.models import Evidence
 
@@ -117,3 +118,14 @@ def test_progress_file_is_plain_json(settings):
     lesson._record(lesson.step("3"), Evidence(ok=True, checked="c", seen="s"))
     data = json.loads((settings.workspace / "progress.json").read_text())
     assert data["steps"]["3"]["status"] == "done" and data["steps"]["3"]["evidence"]["seen"] == "s"
+
+
+async def test_an_untouched_draft_never_passes(settings):
+    lesson = Lesson(None, settings)
+    for step_id in ("setup-1", "2", "10"):
+        text = await lesson.draft_note(step_id)
+        assert text.strip() and not covered_text(text).strip(), step_id  # nothing counts yet
+        lesson.save_note(step_id, text)
+        assert not (await lesson.verify(step_id)).ok, step_id
+        assert await lesson.draft_note(step_id) == text  # the saved note wins over the template
+    assert "embedded local cluster" in await lesson.draft_note("setup-1")

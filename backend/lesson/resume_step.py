@@ -1,0 +1,114 @@
+"""Step 6: kill a worker mid-training; the group comes back and resumes from the last checkpoint.
+
+The run applies a two-worker TrainJob with the checkpoint volume, follows its logs until rank 0
+has saved a checkpoint and the workers are past it, kills one worker pod, and follows the
+recreated group to the end. The verify reads the job's pods and logs back from the platform.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from backend.cluster import Cluster, ClusterError
+from backend.lesson.context import Handler, StepContext, job_started, line, needs_cluster
+from backend.lesson.jobs import (JobRecord, apply_runtime_and_volume, fresh_name, job_logs,
+                                 lesson_trainjob, step_of)
+from backend.models import Evidence, JobPhase, Pod, PodPhase
+from training.logfmt import parse_line
+
+STEPS = 40
+CKPT_EVERY = 5
+STEP_DELAY = 0.1  # long enough to kill a worker mid-run, short enough to stay a quick step
+TIMEOUT = 600.0
+
+
+async def _worker_to_kill(cluster: Cluster, job: str) -> Pod:
+    running = [p for p in await cluster.list_pods(job) if p.phase is PodPhase.RUNNING]
+    if not running:
+        raise ClusterError(f"TrainJob {job} has no running worker to kill (it may have finished)")
+    newest = max(p.restart_attempt for p in running)
+    group = [p for p in running if p.restart_attempt == newest]
+    return max(group, key=lambda p: p.rank)  # a non-zero rank: "a worker", not the one saving
+
+
+async def run_kill_and_resume(ctx: StepContext):
+    cluster = ctx.require_cluster()
+    for result in await apply_runtime_and_volume(cluster):
+        yield line(result)
+    name = fresh_name("lesson-resume")
+    JobRecord(jobs=[name]).save(ctx)
+    yield line(await cluster.apply(lesson_trainjob(name, 2, STEPS, CKPT_EVERY, STEP_DELAY)))
+    yield job_started(name)
+    yield line("waiting for the first checkpoint on the volume…")
+    saved: int | None = None
+    killed: Pod | None = None
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            async for batch in cluster.stream_logs(name, follow=True):
+                for log in batch:
+                    fields = parse_line(log.text) if "event=" in log.text else {}
+                    if killed is None and saved is None and fields.get("event") == "checkpoint_saved":
+                        saved = int(fields["step"])
+                        yield line(f"rank {log.rank} saved the checkpoint of step {saved}")
+                    elif killed is None and saved is not None and (step_of(log) or 0) > saved:
+                        killed = await _worker_to_kill(cluster, name)
+                        await cluster.kill_pod(killed.name)
+                        yield line(f"step {step_of(log)} reached: killed worker pod {killed.name} "
+                                   f"(rank {killed.rank})")
+                    elif killed is not None and fields.get("event") == "resumed":
+                        yield line(f"{log.pod} (rank {log.rank}) resumed from step {fields.get('from_step')}")
+            summary = await cluster.wait_job(name, frozenset({JobPhase.COMPLETE, JobPhase.FAILED}),
+                                             timeout=TIMEOUT)
+    except TimeoutError:
+        raise ClusterError(f"TrainJob {name} did not finish within {TIMEOUT:.0f} s") from None
+    yield line(f"TrainJob {name}: {summary.phase.value}, restart attempt {summary.restart_attempt}")
+
+
+async def verify_resumed(ctx: StepContext) -> Evidence:
+    cluster = ctx.require_cluster()
+    record = JobRecord.load(ctx)
+    if record is None:
+        return ctx.evidence(False, "no run yet: kfcockpit lesson run 6 kills a worker of a fresh job")
+    name = record.jobs[0]
+    summary = await cluster.get_job(name)
+    pods = {p.name: p for p in await cluster.list_pods(name)}
+    lines = await job_logs(cluster, name)
+    first_step: dict[str, int] = {}  # pod -> first step it printed after starting
+    resumes: list[tuple[int, int, str, int]] = []  # (attempt, from_step, pod, rank)
+    for log in lines:
+        if step_of(log) is not None:
+            first_step.setdefault(log.pod, step_of(log))
+        if "event=resumed" in log.text:
+            fields = parse_line(log.text)
+            pod = pods.get(log.pod)
+            attempt = pod.restart_attempt if pod else -1
+            resumes.append((attempt, int(fields.get("from_step", "0")), log.pod, log.rank))
+    details = [f"TrainJob {name}: {summary.phase.value}, restart attempt {summary.restart_attempt} "
+               f"of at most {summary.max_restarts}"]
+    killed = [p for p in pods.values() if p.restart_attempt == 0 and p.phase is PodPhase.FAILED]
+    details += [f"pod {p.name} (rank {p.rank}, attempt 0) ended {p.reason or 'Failed'}" for p in killed]
+    restarted = [r for r in resumes if r[0] >= 1]
+    if not restarted:
+        if summary.restart_attempt == 0 and not any(p.restart_attempt for p in pods.values()):
+            return ctx.evidence(False, "the worker group never restarted (restart attempt 0): no "
+                                       "worker was killed before the job finished", details)
+        fresh = sorted({(p.restart_attempt, first_step.get(p.name)) for p in pods.values()
+                        if p.restart_attempt >= 1 and first_step.get(p.name) is not None})
+        seen = "the restarted group loaded no checkpoint"
+        if fresh:
+            seen += f" (restart attempt {fresh[0][0]} started again at step {fresh[0][1]})"
+        return ctx.evidence(False, seen, details)
+    attempt, from_step, pod, rank = restarted[0]
+    continued = [step_of(log) for log in lines if log.pod == pod and step_of(log) is not None]
+    details.append(f"{pod} (rank {rank}) printed event=resumed from_step={from_step}"
+                   + (f", then steps {continued[0]}..{continued[-1]}" if continued else ""))
+    if from_step <= 0:
+        return ctx.evidence(False, f"restart attempt {attempt} resumed from step {from_step}, "
+                                   "not from a later step than zero", details)
+    if not continued or continued[0] != from_step + 1:
+        return ctx.evidence(False, f"restart attempt {attempt} loaded step {from_step} but did not "
+                                   "continue training from there", details)
+    return ctx.evidence(True, f"restart attempt {attempt} resumed from step {from_step} > 0", details)
+
+
+HANDLERS = {"6": Handler(verify=verify_resumed, run=run_kill_and_resume, unavailable=needs_cluster)}

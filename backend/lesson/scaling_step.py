@@ -1,0 +1,116 @@
+"""Step 7: a one-worker and a two-worker run, a snapshot of the volume after each, and a
+side-by-side note of their final loss and wall time (pre-filled from the snapshots' metrics).
+
+The verify reads the snapshots and the metrics.json files inside them back from the platform.
+"""
+
+from __future__ import annotations
+
+import json
+
+from backend.cluster import ClusterError
+from backend.lesson.context import Handler, StepContext, job_started, line, needs_cluster
+from backend.lesson.jobs import VOLUME, apply_runtime_and_volume, fresh_name, lesson_trainjob
+from backend.lesson.notes import check_note
+from backend.lesson.progress import write_atomic
+from backend.models import Evidence, JobPhase, RunMetrics
+
+WORKER_COUNTS = (1, 2)
+STEPS = 40
+TIMEOUT = 600.0
+RECORD = "runs.json"
+PREFILL = "prefilled-note.md"  # the last pre-filled text: a note still equal to it is ours to replace
+
+
+def side_by_side(runs: list[tuple[str, RunMetrics]]) -> str:
+    rows = [f"| {m.world_size} | {m.final_loss:.6f} | {m.wall_seconds:.2f} s | {m.steps} | {snap} |"
+            for snap, m in runs]
+    return "\n".join([
+        "Step 7: one worker against two, measured from the volume snapshots",
+        "",
+        "| workers | final loss | wall time | steps | snapshot |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+        "What scaling out bought: <your reading of the numbers>",
+        "",
+    ])
+
+
+def _metrics_of(found: list[RunMetrics], run: str) -> RunMetrics | None:
+    return next((m for m in found if m.run == run or m.run.endswith(f"/{run}")), None)
+
+
+async def run_two_sizes(ctx: StepContext):
+    cluster = ctx.require_cluster()
+    for result in await apply_runtime_and_volume(cluster):
+        yield line(result)
+    runs: list[dict] = []
+    for workers in WORKER_COUNTS:
+        name = fresh_name(f"lesson-scale-{workers}w")
+        yield line(await cluster.apply(lesson_trainjob(name, workers, STEPS, step_delay=0.0)))
+        yield job_started(name)
+        summary = await cluster.wait_job(name, frozenset({JobPhase.COMPLETE, JobPhase.FAILED}), TIMEOUT)
+        if summary.phase is not JobPhase.COMPLETE:
+            raise ClusterError(f"TrainJob {name} ended {summary.phase.value}: {summary.message or summary.reason}")
+        snapshot = await cluster.snapshot(VOLUME, name)
+        yield line(f"{workers} worker(s): TrainJob {name} Complete; snapshot {snapshot.name} of "
+                   f"volume {VOLUME} ({snapshot.files} files)")
+        runs.append({"job": name, "workers": workers, "snapshot": snapshot.name})
+        write_atomic(ctx.run_dir / RECORD, json.dumps(runs, indent=2) + "\n")
+    measured = []
+    for run in runs:
+        found = _metrics_of(await cluster.read_metrics(snapshot=run["snapshot"]), run["job"])
+        if found is not None:
+            measured.append((run["snapshot"], found))
+    table = side_by_side(measured)
+    for row in table.splitlines()[2:6]:
+        yield line(row)
+    previous = ctx.note("7")
+    try:
+        last_prefill = (ctx.run_dir / PREFILL).read_text()
+    except FileNotFoundError:
+        last_prefill = ""
+    write_atomic(ctx.run_dir / PREFILL, table)
+    if not previous.strip() or previous == last_prefill:
+        ctx.save_note("7", table)
+        yield line("the side-by-side note is pre-filled; add what you read from it")
+    else:
+        yield line(f"your step-7 note was kept; the new table is in {ctx.run_dir / PREFILL}")
+
+
+async def verify_snapshots(ctx: StepContext) -> Evidence:
+    cluster = ctx.require_cluster()
+    try:
+        runs = json.loads((ctx.run_dir / RECORD).read_text())
+    except (OSError, ValueError):
+        return ctx.evidence(False, "no runs yet: kfcockpit lesson run 7 makes both runs and snapshots")
+    snapshots = {s.name: s for s in await cluster.snapshots()}
+    seen, details = [], []
+    for workers in WORKER_COUNTS:
+        run = next((r for r in runs if r["workers"] == workers), None)
+        if run is None:
+            return ctx.evidence(False, f"the {workers}-worker run has not happened yet")
+        snap = snapshots.get(run["snapshot"])
+        if snap is None:
+            return ctx.evidence(False, f"snapshot {run['snapshot']} of the {workers}-worker run does "
+                                       "not exist (deleted?); run step 7 again")
+        if not snap.ready:
+            return ctx.evidence(False, f"snapshot {snap.name} is not ready yet")
+        metrics = _metrics_of(await cluster.read_metrics(snapshot=snap.name), run["job"])
+        if metrics is None:
+            return ctx.evidence(False, f"snapshot {snap.name} holds no metrics.json of run {run['job']}")
+        if metrics.world_size != workers:
+            return ctx.evidence(False, f"run {run['job']} in snapshot {snap.name} trained with "
+                                       f"{metrics.world_size} workers, expected {workers}")
+        seen.append(f"{snap.name} ({workers} worker{'s' if workers > 1 else ''}: final loss "
+                    f"{metrics.final_loss:.6f} in {metrics.wall_seconds:.2f} s)")
+        details.append(f"snapshot {snap.name}: {snap.files} files, volume {snap.volume}")
+    note = check_note("7", ctx.note("7"), "kfcockpit lesson note 7 --note FILE")
+    if not note.ok:
+        return ctx.evidence(False, f"both snapshots exist, but the side-by-side note: {note.seen}",
+                            details + [f"seen: {s}" for s in seen])
+    return ctx.evidence(True, "2 snapshots: " + "; ".join(seen) + "; your note compares them", details)
+
+
+HANDLERS = {"7": Handler(verify=verify_snapshots, run=run_two_sizes, unavailable=needs_cluster)}
