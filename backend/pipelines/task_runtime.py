@@ -1,0 +1,289 @@
+"""What the pipeline's components do, run inside a task (a pod on a cluster, a process locally).
+
+The lightweight components in `components.py` are thin: each imports this module and calls one
+function. The code lives here because a component's source is shipped as text, while this module
+is in the pinned image (on a cluster) and in the current venv (kfp.local runs tasks with it).
+
+KFP v2 has no ResourceOp, so a task applies the TrainJob through the project's Cluster API —
+the Kubernetes backend in a cluster (in-cluster credentials of the pipeline's service account),
+the embedded cluster's store locally — and waits for it like `kubectl wait` would.
+Everything printed here is the task's log; lines are flushed so they show as they happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from backend.models import JobPhase, JobSummary, TrainJob, parse_resource
+from backend.pipelines.platform import MOUNT_PATH
+from backend.settings import Settings
+
+# Set by the local runner (with KFCOCKPIT_HOME) for the tasks it starts; absent in a cluster pod.
+BACKEND_ENV = "KFCOCKPIT_BACKEND"
+_SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+TRAINJOB_TIMEOUT_S = 3600.0
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def task_settings() -> Settings:
+    """The platform this task runs on: what the local runner said, else the cluster the pod is in."""
+    backend = os.environ.get(BACKEND_ENV) or ("kube" if os.environ.get("KUBERNETES_SERVICE_HOST") else "local")
+    if backend == "kube":
+        namespace = (_SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+                     if _SERVICE_ACCOUNT_NAMESPACE.exists() else "default")
+        return Settings(backend="kube", namespace=namespace)
+    return Settings(backend="local")  # the state root comes from KFCOCKPIT_HOME
+
+
+def _connect(settings: Settings):
+    from backend.connect import connect
+
+    return connect(settings)
+
+
+async def _with_cluster(settings: Settings, work):
+    cluster = _connect(settings)
+    try:
+        return await work(cluster)
+    finally:
+        await cluster.close()
+
+
+def volume_path(settings: Settings, volume: str) -> Path:
+    """Where this task reads and writes the checkpoint volume. In a cluster pod the pipeline
+    mounts the PVC at MOUNT_PATH; kfp.local ignores mounts, so locally the task uses the
+    directory where the embedded cluster keeps the volume."""
+    if settings.backend == "kube":
+        path = Path(MOUNT_PATH)
+        if not path.is_dir():
+            raise RuntimeError(f"volume {volume} is not mounted at {MOUNT_PATH}: the task needs "
+                               "the pipeline's PVC mount (kfp-kubernetes mount_pvc)")
+        return path
+    from backend.local.layout import Layout
+
+    return Layout(settings.home).require_volume(volume)
+
+
+# ---------------------------------------------------------------- step 5: the checkpoint volume
+
+
+def create_volume(access_modes: list[str], size: str, pvc_name_suffix: str, storage_class_name: str) -> str:
+    """The local stand-in for kfp-kubernetes CreatePVC: the same inputs, the same name form
+    (a fresh UUID followed by the suffix), applied to the platform as a PersistentVolumeClaim."""
+    name = f"{uuid.uuid4()}{pvc_name_suffix}"
+    claim = parse_resource({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+        "spec": {"accessModes": list(access_modes), "resources": {"requests": {"storage": size}},
+                 **({"storageClassName": storage_class_name} if storage_class_name else {})},
+    }, "create-volume")
+    settings = task_settings()
+
+    async def work(cluster):
+        return await cluster.apply(claim)
+
+    say(asyncio.run(_with_cluster(settings, work)))
+    say(f"volume={name} size={size} backend={settings.backend}")
+    return name
+
+
+# ---------------------------------------------------------------- step 4: submit a TrainJob and wait
+
+
+def lesson_trainjob(name: str, volume: str, num_nodes: int, steps: int, ckpt_every: int,
+                    step_delay: float, resources: dict, node_selector: dict) -> TrainJob:
+    """The lesson's DDP TrainJob (the shape of manifests/trainjob.yaml) for one pipeline run:
+    the checkpoint volume mounted into every worker, requests and node selection declared."""
+    run = run_name(num_nodes)
+    return parse_resource({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "kfcockpit-pipeline"}},
+        "spec": {
+            "runtimeRef": {"name": "kfcockpit-torch", "kind": "TrainingRuntime",
+                           "apiGroup": "trainer.kubeflow.org"},
+            "trainer": {
+                "numNodes": num_nodes, "numProcPerNode": 1,
+                "command": ["torchrun", "-m", "training.ddp"],
+                "args": ["--steps", str(steps), "--ckpt-dir", f"{MOUNT_PATH}/{run}",
+                         "--ckpt-every", str(ckpt_every), "--step-delay", str(step_delay)],
+                "resourcesPerNode": resources,
+            },
+            "runtimePatches": [{"manager": "kfcockpit-pipeline", "trainingRuntimeSpec": {"template": {"spec": {
+                "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {
+                    "nodeSelector": dict(node_selector),
+                    "volumes": [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": volume}}],
+                    "containers": [{"name": "node", "volumeMounts": [
+                        {"name": "checkpoints", "mountPath": MOUNT_PATH}]}],
+                }}}}}],
+            }}}}],
+        },
+    }, "train-job")
+
+
+def run_name(num_nodes: int) -> str:
+    """The run's directory on the volume: one per worker count, so two runs compare side by side."""
+    return f"ddp-{num_nodes}w"
+
+
+async def follow_job(cluster, job: TrainJob, timeout: float) -> JobSummary:
+    """Apply the job, print its pods' phase changes and its workers' lines, return it finished."""
+    name = job.metadata.name
+    say(await cluster.apply(job))
+
+    async def print_logs() -> None:
+        async for batch in cluster.stream_logs(name, follow=True):
+            for line in batch:
+                say(f"[{line.pod}] {line.text}")
+
+    async def print_pod_phases() -> None:
+        seen: dict[str, str] = {}
+        async for event in cluster.watch_pods(name):
+            pod = event.pod
+            if seen.get(pod.name) != pod.phase.value:
+                seen[pod.name] = pod.phase.value
+                say(f"pod {pod.name} rank={pod.rank} attempt={pod.restart_attempt} "
+                    f"phase={pod.phase.value}" + (f" image={pod.image}" if pod.image else ""))
+
+    logs = asyncio.create_task(print_logs())
+    pods = asyncio.create_task(print_pod_phases())
+    try:
+        summary = await cluster.wait_job(name, frozenset({JobPhase.COMPLETE, JobPhase.FAILED}), timeout)
+    finally:
+        pods.cancel()
+    try:  # the stream ends by itself once the job has finished; bounded in case it does not
+        await asyncio.wait_for(logs, timeout=60)
+    except asyncio.TimeoutError:
+        pass
+    await asyncio.gather(pods, return_exceptions=True)
+    return summary
+
+
+def train_and_wait(volume: str, num_nodes: int, steps: int, ckpt_every: int, step_delay: float,
+                   resources: dict, node_selector: dict) -> tuple[str, str, float, int, float, int]:
+    """Submit a `num_nodes`-worker TrainJob writing to the volume, wait for Complete/Failed.
+    Returns (job, run, final_loss, world_size, wall_seconds, checkpoints)."""
+    from training import checkpoint_format, metrics
+
+    settings = task_settings()
+    run = run_name(num_nodes)
+    name = f"pipeline-{run}-{secrets.token_hex(3)}"  # a new job per run, never an old one's status
+    job = lesson_trainjob(name, volume, num_nodes, steps, ckpt_every, step_delay, resources, node_selector)
+
+    async def work(cluster):
+        return await follow_job(cluster, job, TRAINJOB_TIMEOUT_S)
+
+    summary = asyncio.run(_with_cluster(settings, work))
+    say(f"trainjob={name} phase={summary.phase.value} workers={summary.num_nodes} "
+        f"restarts={summary.restart_attempt}")
+    if summary.phase != JobPhase.COMPLETE:
+        raise RuntimeError(f"TrainJob {name} ended {summary.phase.value}: "
+                           f"{summary.reason or summary.message or 'see its pods logs'}")
+    run_dir = volume_path(settings, volume) / run
+    found = metrics.read(run_dir)
+    if found is None:
+        raise RuntimeError(f"TrainJob {name} completed but left no {metrics.FILE_NAME} in {run}/ on {volume}")
+    checkpoints = checkpoint_format.list_files(run_dir)
+    say(f"run={run} final_loss={found['final_loss']:.6f} world={found['world_size']} "
+        f"wall_seconds={found['wall_seconds']:.1f} checkpoints={len(checkpoints)}")
+    return (name, run, float(found["final_loss"]), int(found["world_size"]),
+            float(found["wall_seconds"]), len(checkpoints))
+
+
+# ---------------------------------------------------------------- checkpoints seen from another task
+
+
+def list_checkpoints(volume: str) -> tuple[int, int]:
+    """Read every checkpoint on the volume from this task (not from the workers that wrote them)
+    and check each one's checksum. Returns (valid checkpoints, newest step); fails if none."""
+    from training import checkpoint_format
+
+    root = volume_path(task_settings(), volume)
+    valid, newest = 0, -1
+    for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        for path in checkpoint_format.list_files(run_dir):
+            info = checkpoint_format.inspect(path)
+            valid += info.valid
+            newest = max(newest, info.step) if info.valid else newest
+            say(f"checkpoint={run_dir.name}/{path.name} step={info.step} world={info.world_size} "
+                f"bytes={info.size_bytes} valid={info.valid}" + (f" problem={info.problem}" if info.problem else ""))
+    if not valid:
+        raise RuntimeError(f"no valid checkpoint on volume {volume}")
+    say(f"volume={volume} valid_checkpoints={valid} newest_step={newest}")
+    return valid, newest
+
+
+# ---------------------------------------------------------------- step 7: snapshots and comparison
+
+
+def snapshot_volume(volume: str, label: str) -> str:
+    name = f"{volume}-{label}"[:63].rstrip("-")
+
+    async def work(cluster):
+        return await cluster.snapshot(volume, name)
+
+    snap = asyncio.run(_with_cluster(task_settings(), work))
+    say(f"snapshot={snap.name} volume={snap.volume} ready={snap.ready} files={snap.files} "
+        f"bytes={snap.size_bytes} runs={','.join(m.run for m in snap.metrics) or '-'}")
+    return snap.name
+
+
+def compare_runs(snapshot_a: str, run_a: str, snapshot_b: str, run_b: str) -> str:
+    """Side by side: final loss, wall time, workers, steps of two runs, each read from its snapshot."""
+
+    async def work(cluster):
+        return [await _run_metrics(cluster, snapshot_a, run_a), await _run_metrics(cluster, snapshot_b, run_b)]
+
+    rows = asyncio.run(_with_cluster(task_settings(), work))
+    say(f"{'run':<10} {'snapshot':<24} {'workers':>7} {'steps':>6} {'final loss':>11} {'wall s':>8}")
+    for row in rows:
+        say(f"{row['run']:<10} {row['snapshot'][-24:]:<24} {row['world_size']:>7} {row['steps']:>6} "
+            f"{row['final_loss']:>11.6f} {row['wall_seconds']:>8.1f}")
+    a, b = rows
+    if b["wall_seconds"] > 0:
+        say(f"{a['run']} took {a['wall_seconds'] / b['wall_seconds']:.2f}x the wall time of {b['run']}")
+    return json.dumps(rows, sort_keys=True)
+
+
+async def _run_metrics(cluster, snapshot: str, run: str) -> dict[str, Any]:
+    for m in await cluster.read_metrics(snapshot=snapshot):
+        if m.run == run or m.run.endswith(f"/{run}"):
+            return {"snapshot": snapshot, "run": run, "final_loss": m.final_loss, "steps": m.steps,
+                    "world_size": m.world_size, "wall_seconds": m.wall_seconds}
+    raise RuntimeError(f"snapshot {snapshot} holds no metrics of run {run}")
+
+
+# ---------------------------------------------------------------- step 8: Ray Train in the task
+
+
+def ray_train(volume: str, num_workers: int, steps: int, ckpt_every: int) -> tuple[str, float, int]:
+    """The same loop under Ray Train with `num_workers` CPU workers inside this task, checkpoints
+    on the volume. Returns (run, final_loss, world_size)."""
+    from training import metrics
+
+    storage = volume_path(task_settings(), volume) / "ray"
+    run = f"ray-{num_workers}w-{secrets.token_hex(3)}"
+    # Ray's socket paths must stay short, so its temp dir lives in /tmp, not under the volume.
+    with tempfile.TemporaryDirectory(prefix="kfc-ray-", dir="/tmp") as temp_dir:
+        cmd = [sys.executable, "-m", "training.ray_train", "--num-workers", str(num_workers),
+               "--steps", str(steps), "--ckpt-every", str(ckpt_every), "--storage", str(storage),
+               "--name", run, "--temp-dir", temp_dir]
+        say("$ " + " ".join(cmd[1:]))
+        code = subprocess.call(cmd, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    if code != 0:
+        raise RuntimeError(f"Ray Train run {run} exited with code {code}")
+    found = metrics.read(storage / run)
+    if found is None:
+        raise RuntimeError(f"Ray Train run {run} left no {metrics.FILE_NAME}")
+    say(f"run={run} launcher=ray final_loss={found['final_loss']:.6f} world={found['world_size']}")
+    return run, float(found["final_loss"]), int(found["world_size"])
