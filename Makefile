@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: run test test-e2e bench clean-venv
+.PHONY: run test test-e2e bench clean-venv image-lock
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ test: $(STAMP)
 # Opt-in: a real cluster. KFCOCKPIT_E2E_CONTEXT=kind-kind make test-e2e
 test-e2e: $(STAMP)
 	$(BIN)/python -m pytest -m e2e tests/e2e $(PYTEST_ARGS)
+
+# The pinned base image's lock (manifests/image/requirements.lock), from the venv's installed
+# dependencies; rerun after changing pyproject.toml's dependencies.
+image-lock: $(STAMP)
+	$(BIN)/python -m backend.pipelines.image_lock
 
 bench: $(STAMP)
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

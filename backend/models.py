@@ -340,16 +340,21 @@ def parse_resource(doc: Any, where: str = "manifest") -> Any:
         raise ManifestError(f"{where}: {kind} {name}: {path}: {message}") from None
 
 
-def parse_manifests(text: str, source: str = "manifest") -> list[Any]:
-    """Every document of a (multi-document) YAML text; empty documents are skipped."""
+def yaml_documents(text: str, source: str = "manifest") -> list[Any]:
+    """The non-empty documents of a (multi-document) YAML text, or ManifestError in one line."""
     import yaml
 
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        return [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark else ""
         raise ManifestError(f"{source}: not valid YAML{at}: {getattr(exc, 'problem', exc)}") from None
+
+
+def parse_manifests(text: str, source: str = "manifest") -> list[Any]:
+    """Every document of a (multi-document) YAML text; empty documents are skipped."""
+    docs = yaml_documents(text, source)
     if not docs:
         raise ManifestError(f"{source}: no documents")
     return [parse_resource(d, f"{source} (document {i + 1})") for i, d in enumerate(docs)]

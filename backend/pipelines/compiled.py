@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from backend.models import ManifestError
+from backend.models import ManifestError, yaml_documents
 from backend.pipelines.images import MANIFESTS
 
 COMPILED_FILES = {"kube": MANIFESTS / "pipeline.yaml", "local": MANIFESTS / "pipeline-local.yaml"}
@@ -24,14 +24,15 @@ _EXECUTOR_MODULE = "kfp.dsl.executor_main"
 _REQUIRED_KEYS = ("pipelineInfo", "root", "components", "deploymentSpec", "schemaVersion")
 
 _HEADER = """\
-# The lesson's pipeline "{pipeline}", compiled for {where}.
+# The lesson's pipeline "{pipeline}", compiled for
+# {where}.
 # Written by `kfcockpit pipeline compile` from backend/pipelines/definition.py: do not edit by hand,
 # change the definition and compile again (compiling twice gives the same bytes).
 """
 _WHERE = {
     "kube": "a cluster's Pipelines endpoint (kfp-kubernetes CreatePVC makes the volume)",
-    "local": "kfp.local on the embedded cluster (a lightweight task makes the volume; kfp.local "
-             "ignores the platform settings)",
+    "local": "kfp.local on the embedded cluster (a lightweight task makes the volume;\n"
+             "# kfp.local ignores the platform settings)",
 }
 
 
@@ -127,8 +128,6 @@ def _coerce(key: str, value: Any, kind: str) -> Any:
 
 def load_compiled(path: Path | str) -> CompiledPipeline:
     """Read a compiled KFP v2 pipeline; ManifestError in one line if the file is not one."""
-    import yaml
-
     path = Path(path)
     try:
         text = path.read_text()
@@ -136,12 +135,7 @@ def load_compiled(path: Path | str) -> CompiledPipeline:
         raise ManifestError(f"{path}: no such file (compile one with `kfcockpit pipeline compile`)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark else ""
-        raise ManifestError(f"{path}: not a compiled KFP pipeline: not valid YAML{at}") from None
+    docs = yaml_documents(text, str(path))
     spec = docs[0] if docs else None
     missing = [k for k in _REQUIRED_KEYS if not isinstance(spec, dict) or k not in spec]
     if missing:

@@ -75,7 +75,7 @@ def compile_handler(args: argparse.Namespace) -> int:
     for path, target in plan:
         compiled = load_compiled(compile_pipeline(path, args.pipeline, target))
         print(f"wrote {_display(path)}: {compiled.name}, {len(compiled.tasks)} tasks, for "
-              f"{'a cluster' if target == 'kube' else 'kfp.local'}, image {', '.join(compiled.images)}")
+              f"{'a cluster' if target == 'kube' else 'kfp.local'}, images {', '.join(compiled.images)}")
     return 0
 
 

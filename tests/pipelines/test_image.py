@@ -1,0 +1,85 @@
+"""The pinned base image: the Dockerfile installs exactly the lock, the lock is current and holds
+the project's pins, and every component and worker names the same tag."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import yaml
+from packaging.version import Version
+
+from backend.pipelines import image_lock
+from backend.pipelines.compiled import COMPILED_FILES, load_compiled
+from backend.pipelines.images import BASE_IMAGE, DOCKERFILE, LOCK_FILE, MANIFESTS, PROJECT_ROOT, RAY_PACKAGES
+
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==(\S+)$")
+
+
+def _instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of the Dockerfile, continuation lines joined, comments dropped."""
+    lines, current = [], ""
+    for line in DOCKERFILE.read_text().splitlines():
+        if line.lstrip().startswith("#") or not line.strip():
+            continue
+        current += line.rstrip("\\").strip() + " "
+        if not line.rstrip().endswith("\\"):
+            lines.append(current.strip())
+            current = ""
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in lines]
+
+
+def _pip_installs() -> list[list[str]]:
+    installs = []
+    for instruction, args in _instructions():
+        if instruction == "RUN":
+            for command in args.split("&&"):
+                words = shlex.split(command)
+                if words[:2] == ["pip", "install"]:
+                    installs.append(words[2:])
+    return installs
+
+
+def test_the_dockerfile_pins_equal_the_lock():
+    python, pins = image_lock.read_lock()
+    [base] = [args for instruction, args in _instructions() if instruction == "FROM"]
+    assert base == f"python:{python}-slim", "the base image's Python must be the lock's"
+
+    installs = _pip_installs()
+    assert len(installs) == 2, "one install of the lock, one of the project"
+    lock_install, project_install = installs
+    assert "--no-deps" in lock_install and "-r" in lock_install
+    copied = {args.split()[-1]: args.split()[0] for i, args in _instructions() if i == "COPY"}
+    assert copied[lock_install[lock_install.index("-r") + 1]] == str(LOCK_FILE.relative_to(PROJECT_ROOT))
+    assert "--no-deps" in project_install and "--no-build-isolation" in project_install
+    assert project_install[-1] == "."
+
+    # Any version the Dockerfile names itself must be the lock's.
+    named = [PIN.match(word) for install in installs for word in install if PIN.match(word)]
+    for match in named:
+        assert pins[image_lock.canonical(match.group(1))] == match.group(3)
+
+
+def test_the_lock_is_current_and_holds_the_projects_pins():
+    assert LOCK_FILE.read_text() == image_lock.render(image_lock.closure(image_lock.image_requirements())), (
+        "manifests/image/requirements.lock is out of date: run `make image-lock`")
+    _, pins = image_lock.read_lock()
+    project = (PROJECT_ROOT / "pyproject.toml").read_text()
+    exact = re.findall(r'"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^"]+)"', project)
+    assert exact, "pyproject.toml pins torch, kfp, ray... exactly"
+    for name, version in exact:
+        assert Version(pins[image_lock.canonical(name)]).public == Version(version).public, name
+    assert not set(pins) & image_lock.UI_ONLY, "the image carries no terminal UI"
+    for package in RAY_PACKAGES:  # step 8's declared packages are what the image already holds
+        name, _, version = package.partition("==")
+        assert pins[image_lock.canonical(name.split("[")[0])] == version
+
+
+def test_components_and_workers_name_the_pinned_tag():
+    runtime = yaml.safe_load((MANIFESTS / "runtime.yaml").read_text())
+    [job] = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    [container] = job["template"]["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == BASE_IMAGE
+    assert f'org.opencontainers.image.version="{BASE_IMAGE.split(":")[1]}"' in DOCKERFILE.read_text()
+    assert load_compiled(COMPILED_FILES["local"]).images == [BASE_IMAGE]
+    assert set(load_compiled(COMPILED_FILES["kube"]).images) == {BASE_IMAGE, "argostub/createpvc"}
