@@ -1,0 +1,527 @@
+"""The embedded cluster's controller: API server, scheduler and kubelet of one machine in one
+asyncio process. Exactly one runs per state root (an fcntl lock); clients start it on demand.
+
+    python -m backend.local.controller --home DIR --ready-fd N   (started by client.py)
+
+It serves the API on a Unix socket (apply, delete, get, list + watch with resourceVersions, log
+follow, kill), keeps desired resources as YAML and observed status as JSON under the state root,
+and reconciles each TrainJob (jobs.py). It is single-threaded on purpose: pods are forked from
+it, and fork is only safe without other threads.
+
+When a controller dies its pods die with it (PR_SET_PDEATHSIG). The next one kills any process
+still marked with this state root, then recovers every unfinished job by the failure policy:
+the lost group counts as a failure, so the job is recreated from its checkpoints (restart
+attempt + 1) or, with its restarts used up, Failed. No worker is ever left behind unsupervised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import fcntl
+import json
+import logging
+import os
+import select
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from backend.cluster import ClusterError, InvalidResource, NotFound
+from backend.local import podspec, volumes, wire
+from backend.local.events import EventLog, Subscription
+from backend.local.jobs import JobRunner
+from backend.local.layout import Layout, socket_address, write_atomic
+from backend.local.podlogs import read_lines
+from backend.local.processes import become_subreaper, marked_processes, sweep
+from backend.local.warm import ZygotePool
+from backend.models import (
+    DEFAULT_RUNTIME,
+    Condition,
+    JobPhase,
+    JobSummary,
+    ManifestError,
+    PersistentVolumeClaim,
+    Pod,
+    TrainingRuntime,
+    TrainJob,
+    VolumeSnapshot,
+    parse_resource,
+)
+
+log = logging.getLogger("kfcockpit.controller")
+
+_LOG_BATCH = 5000  # lines per message when sending history
+
+
+class Controller:
+    def __init__(self, layout: Layout):
+        self.layout = layout
+        self.events = EventLog()
+        self.runners: dict[str, JobRunner] = {}
+        self.runtimes: dict[tuple[str, str], TrainingRuntime] = {}
+        self.claims: dict[str, PersistentVolumeClaim] = {}
+        self.snapshot_specs: dict[str, VolumeSnapshot] = {}
+        self.started = time.time()
+        self._exits: dict[int, asyncio.Future[int]] = {}
+        self._stopping: asyncio.Event | None = None
+        self.zygotes: ZygotePool | None = None
+
+    # ------------------------------------------------------------------ processes
+
+    def watch_exit(self, pid: int) -> asyncio.Future[int]:
+        """A future with the wait status of our child `pid` (reaped on SIGCHLD, never polled)."""
+        future = self._exits.get(pid)
+        if future is None:
+            future = self._exits[pid] = asyncio.get_running_loop().create_future()
+        return future
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            future = self._exits.pop(pid, None)
+            if future is not None and not future.done():
+                future.set_result(status)
+            # Other pids are orphans of our pods re-parented to us (we are a subreaper): reaped.
+
+    def _worker_exited(self, pod: str, status: int) -> None:
+        for runner in self.runners.values():
+            if runner.worker_exited(pod, status):
+                return
+
+    def mount_dirs(self, plan: podspec.JobPlan) -> dict[str, str]:
+        return {mount: str(self.layout.volume_dir(claim)) for claim, mount in plan.mounts}
+
+    def _sweep_leftovers(self) -> None:
+        """Kill whatever a previous controller of this state root left running, and wait for it."""
+        marker = {podspec.ENV_CLUSTER: str(self.layout.root)}
+        pids = sweep(marker)
+        if not pids:
+            return
+        log.warning("killed %d process(es) left by a previous controller: %s", len(pids), pids)
+        fds = []
+        for pid in pids:
+            try:
+                fds.append(os.pidfd_open(pid))
+            except OSError:
+                pass
+        deadline = time.monotonic() + 10
+        while fds and time.monotonic() < deadline:
+            ready, _, _ = select.select(fds, [], [], deadline - time.monotonic())
+            for fd in ready:
+                os.close(fd)
+                fds.remove(fd)
+        for fd in fds:
+            os.close(fd)
+        left = list(marked_processes(marker))
+        if left:
+            log.error("processes of this state root still alive after SIGKILL: %s", left)
+
+    # ------------------------------------------------------------------ desired state on disk
+
+    def _load(self) -> None:
+        jobs = []
+        for kind_dir in sorted(self.layout.resources.glob("*")):
+            for path in sorted(kind_dir.glob("*.yaml")):
+                try:
+                    resource = parse_resource(yaml.safe_load(path.read_text()), str(path))
+                except (ManifestError, OSError, yaml.YAMLError) as exc:
+                    log.error("skipping %s: %s", path, exc)
+                    continue
+                if isinstance(resource, TrainingRuntime):
+                    self.runtimes[(resource.kind, resource.metadata.name)] = resource
+                elif isinstance(resource, PersistentVolumeClaim):
+                    self.claims[resource.metadata.name] = resource
+                elif isinstance(resource, VolumeSnapshot):
+                    self.snapshot_specs[resource.metadata.name] = resource
+                elif isinstance(resource, TrainJob):
+                    jobs.append(resource)
+        for job in jobs:
+            self.runners[job.metadata.name] = self._runner_from_status(job)
+
+    def _runner_from_status(self, job: TrainJob) -> JobRunner:
+        path = self.layout.job_status_file(job.metadata.name)
+        try:
+            data = json.loads(path.read_text())
+            summary = JobSummary.model_validate(data["summary"])
+            plan = podspec.JobPlan.from_json(data["plan"])
+            pods = [Pod.model_validate(p) for p in data["pods"]]
+            return JobRunner(self, job, plan, summary, pods, data.get("logs"))
+        except (OSError, ValueError, KeyError, TypeError):
+            # Applied, but the controller stopped before writing its first status: start over.
+            runtime = self.runtimes.get((job.spec.runtime_ref.kind, job.spec.runtime_ref.name))
+            if runtime is None:
+                raise InvalidResource(f"TrainJob {job.metadata.name}: its runtime is gone") from None
+            return self._new_runner(job, podspec.plan_job(job, runtime))
+
+    def _new_runner(self, job: TrainJob, plan: podspec.JobPlan) -> JobRunner:
+        summary = JobSummary(
+            name=plan.name, phase=JobPhase.CREATED, num_nodes=plan.num_nodes, max_restarts=plan.max_restarts,
+            created=time.time(), volumes=[claim for claim, _ in plan.mounts],
+            conditions=[Condition(type="Created", status="True", reason="JobsCreationSucceeded",
+                                  message="the worker group is being created")],
+        )
+        return JobRunner(self, job, plan, summary)
+
+    def _write_resource(self, resource) -> None:
+        text = yaml.safe_dump(resource.to_manifest(), sort_keys=False)
+        write_atomic(self.layout.resource_file(resource.kind, resource.metadata.name), text.encode())
+
+    def _stored_manifest(self, kind: str, name: str) -> dict | None:
+        try:
+            return yaml.safe_load(self.layout.resource_file(kind, name).read_text())
+        except (OSError, yaml.YAMLError):
+            return None
+
+    # ------------------------------------------------------------------ apply / delete
+
+    def apply(self, manifest: dict) -> str:
+        resource = parse_resource(manifest, "manifest")
+        kind, name = resource.kind, resource.metadata.name
+        wanted = resource.to_manifest()
+        wanted.pop("status", None)
+        stored = self._stored_manifest(kind, name)
+        if stored == wanted:
+            return f"{kind.lower()}/{name} unchanged"
+        verb = "configured" if stored is not None else "created"
+        if isinstance(resource, TrainJob):
+            return self._apply_job(resource, stored)
+        if isinstance(resource, TrainingRuntime):
+            self._write_resource(resource)
+            self.runtimes[(kind, name)] = resource
+        elif isinstance(resource, PersistentVolumeClaim):
+            self.layout.volume_dir(name).mkdir(parents=True, exist_ok=True)
+            self._write_resource(resource)
+            self.claims[name] = resource
+        elif isinstance(resource, VolumeSnapshot):
+            if stored is not None:
+                raise InvalidResource(f"VolumeSnapshot {name} already exists with another source; "
+                                      f"delete it first (kfcockpit delete volumesnapshot {name})")
+            self._snapshot(resource)
+        return f"{kind.lower()}/{name} {verb}"
+
+    def _apply_job(self, job: TrainJob, stored: dict | None) -> str:
+        name = job.metadata.name
+        if stored is not None:
+            raise InvalidResource(f"TrainJob {name} already exists with a different spec (a TrainJob's "
+                                  f"spec is immutable); delete it first: kfcockpit delete trainjob {name}")
+        ref = job.spec.runtime_ref
+        runtime = self.runtimes.get((ref.kind, ref.name))
+        if runtime is None:
+            raise InvalidResource(f"TrainJob {name}: {ref.kind} {ref.name!r} not found; apply it first "
+                                  "(kfcockpit apply -f manifests/runtime.yaml)")
+        for claim, _mount in job.volume_mounts():
+            if claim not in self.claims:
+                raise InvalidResource(f"TrainJob {name}: PersistentVolumeClaim {claim!r} not found; apply it "
+                                      "first (kfcockpit apply -f manifests/volume.yaml)")
+        plan = podspec.plan_job(job, runtime)
+        runner = self._new_runner(job, plan)
+        self._write_resource(job)
+        self.runners[name] = runner
+        runner.persist()
+        self.events.publish("jobs", "ADDED", runner.summary.model_dump(mode="json"), name)
+        runner.start()
+        return f"trainjob/{name} created"
+
+    def _snapshot(self, spec: VolumeSnapshot) -> dict:
+        name, claim = spec.metadata.name, spec.spec.source.persistent_volume_claim_name
+        if claim not in self.claims:
+            raise NotFound(f"volume {claim!r} not found (apply its PersistentVolumeClaim first, "
+                           "e.g. kfcockpit apply -f manifests/volume.yaml)")
+        snap = volumes.create_snapshot(self.layout.volume_dir(claim), claim, self.layout.snapshot_dir(name))
+        self._write_resource(spec)
+        self.snapshot_specs[name] = spec
+        return snap.model_dump(mode="json")
+
+    async def delete(self, kind: str, name: str) -> None:
+        if kind == "Pod":
+            self.kill_pod(name)
+            return
+        if kind == "TrainJob":
+            runner = self.runners.get(name)
+            if runner is None:
+                raise NotFound(f"trainjob {name!r} not found")
+            await runner.stop()
+            runner.cancel_timers()
+            for pod in runner.pods():
+                self.events.publish("pods", "DELETED", pod.model_dump(mode="json"), name)
+            del self.runners[name]
+            self.events.publish("jobs", "DELETED", runner.summary.model_dump(mode="json"), name)
+            self.layout.resource_file("TrainJob", name).unlink(missing_ok=True)
+            self.layout.job_status_file(name).unlink(missing_ok=True)
+            shutil.rmtree(self.layout.logs / name, ignore_errors=True)
+            return
+        if kind == "PersistentVolumeClaim":
+            self.layout.volume_dir(name)  # validates the name
+            if name not in self.claims:
+                raise NotFound(f"persistentvolumeclaim {name!r} not found")
+            users = [r.name for r in self.runners.values()
+                     if not r.summary.phase.finished and name in r.summary.volumes]
+            if users:
+                raise InvalidResource(f"volume {name!r} is in use by running TrainJob(s) {', '.join(users)}; "
+                                      "delete those first")
+            self.layout.resource_file(kind, name).unlink(missing_ok=True)
+            shutil.rmtree(self.layout.volume_dir(name), ignore_errors=True)
+            del self.claims[name]
+            return
+        if kind in ("TrainingRuntime", "ClusterTrainingRuntime"):
+            if self.runtimes.pop((kind, name), None) is None:
+                raise NotFound(f"{kind.lower()} {name!r} not found")
+            self.layout.resource_file(kind, name).unlink(missing_ok=True)
+            return
+        if kind == "VolumeSnapshot":
+            path = self.layout.snapshot_dir(name)
+            if name not in self.snapshot_specs and not path.exists():
+                raise NotFound(f"volumesnapshot {name!r} not found")
+            self.snapshot_specs.pop(name, None)
+            self.layout.resource_file(kind, name).unlink(missing_ok=True)
+            shutil.rmtree(path, ignore_errors=True)
+            return
+        raise InvalidResource(f"cannot delete kind {kind!r}")
+
+    def kill_pod(self, name: str) -> None:
+        for runner in self.runners.values():
+            run = runner.runs.get(name)
+            if run is not None and run.finished is not None and not run.finished.done():
+                run.kill(str(self.layout.root))
+                return
+        raise NotFound(f"pod {name!r} not found or not running (see: kfcockpit get pods)")
+
+    # ------------------------------------------------------------------ the API server
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await wire.read(reader)
+            if request is None:
+                return
+            op = request.get("op")
+            if op == "watch":
+                await self._watch(request, reader, writer)
+            elif op == "logs":
+                await self._logs(request, reader, writer)
+            else:
+                try:
+                    reply = await self._unary(op, request)
+                except (ClusterError, ManifestError) as exc:
+                    reply = wire.error_message(exc)
+                except Exception as exc:  # noqa: BLE001 - a bug, reported in one line, logged in full
+                    log.exception("request %s failed", op)
+                    reply = wire.error_message(ClusterError(f"controller error in {op}: {type(exc).__name__}: {exc}"))
+                writer.write(wire.encode(reply))
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    async def _unary(self, op: str, request: dict) -> dict:
+        if op == "ping":
+            return {"pid": os.getpid(), "home": str(self.layout.home), "started": self.started,
+                    "version": self.events.version, "jobs": len(self.runners),
+                    "pods_running": sum(1 for r in self.runners.values() for p in r.pods() if p.phase.value == "Running"),
+                    "warm": self.zygotes.status() if self.zygotes else []}
+        if op == "apply":
+            return {"result": self.apply(request["manifest"])}
+        if op == "delete":
+            await self.delete(request["kind"], request["name"])
+            return {"ok": True}
+        if op == "list_jobs":
+            return {"jobs": [r.summary.model_dump(mode="json")
+                             for r in sorted(self.runners.values(), key=lambda r: r.summary.created)]}
+        if op == "get_job":
+            runner = self.runners.get(request["name"])
+            if runner is None:
+                raise NotFound(f"trainjob {request['name']!r} not found")
+            return {"job": runner.summary.model_dump(mode="json")}
+        if op == "list_pods":
+            return {"pods": [p.model_dump(mode="json") for p in self._pods(request.get("job"))]}
+        if op == "kill_pod":
+            self.kill_pod(request["name"])
+            return {"ok": True}
+        if op == "shutdown":
+            asyncio.get_running_loop().call_soon(self._stopping.set)
+            return {"ok": True, "pid": os.getpid()}
+        raise InvalidResource(f"unknown operation {op!r}")
+
+    def _pods(self, job: str | None) -> list[Pod]:
+        runners = [self.runners[job]] if job in self.runners else [] if job else self.runners.values()
+        return [p for r in runners for p in sorted(r.pods(), key=lambda p: p.rank)]
+
+    async def _watch(self, request: dict, reader, writer) -> None:
+        kind, job, since = request.get("kind"), request.get("job"), request.get("since")
+        if kind not in ("pods", "jobs"):
+            writer.write(wire.encode(wire.error_message(InvalidResource(f"cannot watch {kind!r}"))))
+            return
+        if since:
+            replay = self.events.since(since, kind, job)
+            if replay is None:
+                writer.write(wire.encode({"type": "GONE"}))
+                return
+            sub = self.events.subscribe(kind, job)
+            for event in replay:
+                writer.write(wire.encode(event))
+        else:
+            sub = self.events.subscribe(kind, job)
+            version = self.events.version
+            if kind == "pods":
+                objects = [p.model_dump(mode="json") for p in self._pods(job)]
+            else:
+                objects = [r.summary.model_dump(mode="json") for r in self.runners.values()
+                           if job is None or r.name == job]
+            for obj in objects:
+                writer.write(wire.encode({"type": "ADDED", "object": obj, "rv": version}))
+            writer.write(wire.encode({"type": "SYNCED", "rv": version}))
+        await self._pump(sub, reader, writer, lambda items: items)
+
+    async def _logs(self, request: dict, reader, writer) -> None:
+        job = request.get("job")
+        runner = self.runners.get(job)
+        if runner is None:
+            writer.write(wire.encode(wire.error_message(NotFound(f"trainjob {job!r} not found"))))
+            return
+        offsets = request.get("offsets") or {}
+        sub = self.events.subscribe("logs", job) if request.get("follow") and not runner.logs_done else None
+        history = []
+        for pod, rank in runner.log_index:
+            path = self.layout.pod_log(job, pod)
+            size = path.stat().st_size if path.exists() else 0
+            start = int(offsets.get(pod, 0))
+            for t, text, end in read_lines(path, start, size):
+                history.append((t, pod, rank, text, end))
+        history.sort(key=lambda line: line[0])
+        for i in range(0, len(history), _LOG_BATCH):
+            chunk = history[i:i + _LOG_BATCH]
+            writer.write(wire.encode({"lines": [[pod, rank, t, text] for t, pod, rank, text, _ in chunk],
+                                      "offsets": {pod: end for _t, pod, _r, _x, end in chunk}}))
+            await writer.drain()
+        if sub is None:
+            writer.write(wire.encode({"end": True}))
+            return
+        await self._pump(sub, reader, writer, _log_messages)
+
+    async def _pump(self, sub: Subscription, reader, writer, to_messages) -> None:
+        """Forward a subscription to the client until it hangs up, ends, or falls too far behind."""
+        hung_up = asyncio.ensure_future(reader.read(1))
+        try:
+            await writer.drain()
+            while not sub.overflowed:
+                get = asyncio.ensure_future(sub.queue.get())
+                await asyncio.wait({get, hung_up}, return_when=asyncio.FIRST_COMPLETED)
+                if not get.done():
+                    get.cancel()
+                    return
+                items = [get.result()]
+                while not sub.queue.empty() and len(items) < _LOG_BATCH:
+                    items.append(sub.queue.get_nowait())
+                final = any(item.get("type") == "SHUTDOWN" or item.get("end") for item in items)
+                for message in to_messages(items):
+                    writer.write(wire.encode(message))
+                await writer.drain()
+                if final:
+                    return
+        finally:
+            self.events.unsubscribe(sub)
+            hung_up.cancel()
+
+    # ------------------------------------------------------------------ life cycle
+
+    async def run(self, ready_fd: int | None) -> None:
+        loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        loop.add_signal_handler(signal.SIGCHLD, self._reap)
+        loop.add_signal_handler(signal.SIGTERM, self._stopping.set)
+        loop.add_signal_handler(signal.SIGINT, self._stopping.set)
+        become_subreaper()
+        self._sweep_leftovers()
+        self._load()
+        address, dir_fd = socket_address(self.layout.socket)
+        self.layout.socket.unlink(missing_ok=True)  # a dead controller's; we hold the lock
+        try:
+            server = await asyncio.start_unix_server(self._handle, path=address, limit=wire.LINE_LIMIT)
+        finally:
+            if dir_fd is not None:
+                os.close(dir_fd)
+        log.info("controller %s serving %s", os.getpid(), self.layout.socket)
+        self.zygotes = ZygotePool(self.layout.root, sys.stderr.fileno(), self.watch_exit, self._worker_exited)
+        self._prewarm()
+        for runner in self.runners.values():
+            if not runner.summary.phase.finished:
+                runner.start()
+        if ready_fd is not None:
+            os.write(ready_fd, b"ready\n")
+            os.close(ready_fd)
+        await self._stopping.wait()
+        log.info("controller %s stopping", os.getpid())
+        self.events.close_all({"type": "SHUTDOWN"})
+        await asyncio.gather(*(r.stop() for r in self.runners.values()), return_exceptions=True)
+        for runner in self.runners.values():
+            runner.cancel_timers()
+            runner.persist()
+        self.zygotes.stop()
+        server.close()
+        self.layout.socket.unlink(missing_ok=True)
+
+    def _prewarm(self) -> None:
+        """Start the zygote now, so the first job's pods do not wait for torch to import."""
+        runtime = self.runtimes.get(("TrainingRuntime", DEFAULT_RUNTIME))
+        if runtime is not None:
+            env = {e["name"]: str(e["value"]) for e in runtime.trainer_container().get("env") or []
+                   if isinstance(e, dict) and e.get("value") is not None}
+        else:
+            env = {"OMP_NUM_THREADS": "1"}
+        plan = podspec.JobPlan(name="prewarm", num_nodes=1, num_proc_per_node=1, max_restarts=0, image="",
+                               command=["torchrun", "-m", "x"], args=[], env=env, mounts=[])
+        spec = podspec.launch_spec(plan, 0, 0, "prewarm", self.layout.root, {})
+        self.zygotes.get(spec.zygote_key)
+
+
+def _log_messages(items: list[dict]) -> list[dict]:
+    """Live log items, batched into one message (plus the end marker, if any)."""
+    lines, offsets, tail = [], {}, []
+    for item in items:
+        if "lines" in item:
+            lines.extend([item["pod"], item["rank"], t, text] for t, text in item["lines"])
+            offsets[item["pod"]] = item["offset"]
+        else:
+            tail.append(item)
+    return ([{"lines": lines, "offsets": offsets}] if lines else []) + tail
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="backend.local.controller")
+    parser.add_argument("--home", required=True, type=Path)
+    parser.add_argument("--ready-fd", type=int)
+    parser.add_argument("--foreground", action="store_true", help="do not detach (for debugging)")
+    args = parser.parse_args(argv)
+    if not args.foreground and os.fork() > 0:
+        os._exit(0)  # the starter reaps this parent at once; the controller lives on, detached
+    layout = Layout(args.home)
+    layout.create()
+    lock_fd = os.open(layout.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        if args.ready_fd is not None:
+            os.write(args.ready_fd, b"busy\n")
+        return 0
+    os.ftruncate(lock_fd, 0)
+    os.write(lock_fd, f"{os.getpid()}\n".encode())
+    if args.ready_fd is not None:
+        os.set_inheritable(args.ready_fd, False)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format=f"%(asctime)s controller[{os.getpid()}] %(levelname)s %(message)s")
+    asyncio.run(Controller(layout).run(args.ready_fd))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Where the embedded cluster keeps things under the state root, and atomic file writes.
+
+    <home>/cluster/
+      controller.lock   flock held by the one controller (its pid inside)
+      start.lock        flock clients take while they start a controller
+      controller.sock   the controller's API (list, watch, logs, apply...)
+      controller.log    the controller's own output
+      resources/<Kind>/<name>.yaml   desired state, as applied
+      status/<job>.json              observed state of a TrainJob and its pods
+      logs/<job>/<pod>.log           every line a pod printed: "<epoch seconds> <text>"
+      volumes/<claim>/               a PersistentVolumeClaim's files
+      snapshots/<name>/              snapshot.json + data/ (hard links into the volume's files)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from backend.cluster import InvalidResource, NotFound
+from backend.models import check_name
+
+# Unix socket paths are limited to 108 bytes; longer ones are reached through /proc/self/fd.
+_SUN_PATH_MAX = 100
+
+
+class Layout:
+    def __init__(self, home: Path):
+        self.home = Path(home).expanduser().absolute()
+        self.root = self.home / "cluster"
+        self.lock = self.root / "controller.lock"
+        self.start_lock = self.root / "start.lock"
+        self.socket = self.root / "controller.sock"
+        self.controller_log = self.root / "controller.log"
+        self.resources = self.root / "resources"
+        self.status = self.root / "status"
+        self.logs = self.root / "logs"
+        self.volumes = self.root / "volumes"
+        self.snapshots = self.root / "snapshots"
+
+    def create(self) -> None:
+        for d in (self.resources, self.status, self.logs, self.volumes, self.snapshots):
+            d.mkdir(parents=True, exist_ok=True)
+
+    def resource_file(self, kind: str, name: str) -> Path:
+        return self.resources / kind / f"{name}.yaml"
+
+    def job_status_file(self, job: str) -> Path:
+        return self.status / f"{job}.json"
+
+    def pod_log(self, job: str, pod: str) -> Path:
+        return self.logs / job / f"{pod}.log"
+
+    def volume_dir(self, name: str) -> Path:
+        """The directory of a volume, refusing names that could point outside the state root."""
+        return _inside(self.volumes, name, "volume")
+
+    def snapshot_dir(self, name: str) -> Path:
+        return _inside(self.snapshots, name, "snapshot")
+
+    def require_volume(self, name: str) -> Path:
+        path = self.volume_dir(name)
+        if not self.resource_file("PersistentVolumeClaim", name).exists() or not path.is_dir():
+            raise NotFound(f"volume {name!r} not found (apply its PersistentVolumeClaim first, "
+                           "e.g. kfcockpit apply -f manifests/volume.yaml)")
+        return path
+
+
+def _inside(parent: Path, name: str, what: str) -> Path:
+    try:
+        check_name(name, f"{what} name")
+    except ValueError as exc:
+        raise InvalidResource(str(exc)) from None
+    path = (parent / name).resolve()
+    if path.parent != parent.resolve():  # a symlink planted in the state root
+        raise InvalidResource(f"{what} {name!r} resolves outside the state root ({path})")
+    return path
+
+
+def socket_address(path: Path) -> tuple[str, int | None]:
+    """(address to bind/connect, directory fd to close afterwards) for a Unix socket path.
+
+    Paths longer than sun_path allows are reached through an O_PATH descriptor of their
+    directory: /proc/self/fd/N/<name> resolves to the same file, and is short."""
+    text = str(path)
+    if len(text.encode()) <= _SUN_PATH_MAX:
+        return text, None
+    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
+    return f"/proc/self/fd/{fd}/{path.name}", fd
+
+
+def write_atomic(path: Path, data: bytes, durable: bool = True) -> None:
+    """Readers see the old content or the new, never a mix: temp file, (fsync), rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)

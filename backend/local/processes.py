@@ -1,0 +1,152 @@
+"""Processes as pods: start them in their own session, tie them to their parent, find and kill
+every descendant, reap them without polling.
+
+Three guarantees against orphans, from strongest to last resort:
+- a pod's process gets PR_SET_PDEATHSIG, so it is signalled the moment its parent (the
+  controller, or the warm-worker zygote) dies, even by SIGKILL;
+- each pod is a session and process group of its own, so a kill reaches its descendants;
+- every pod process carries KFCOCKPIT_CLUSTER/KFCOCKPIT_POD in its environment, inherited by
+  anything it starts (torchrun starts its workers in new sessions), so `sweep` finds them in
+  /proc wherever they went.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+from pathlib import Path
+from typing import Iterator
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_libc = ctypes.CDLL(None, use_errno=True)
+_prctl = _libc.prctl  # looked up before any fork: a forked child must not dlopen
+
+
+class SpawnError(Exception):
+    """The command could not be started (not found, not executable, bad directory)."""
+
+
+def set_parent_death_signal(sig: int) -> None:
+    if _prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants of our pods are re-parented to us (and reaped), not to init."""
+    if _prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def enter_pod_session(parent: int, death_signal: int, stdout_fd: int) -> None:
+    """In a freshly forked child: own session, die with `parent`, output to the pod's log pipe."""
+    os.setsid()
+    set_parent_death_signal(death_signal)
+    if os.getppid() != parent:  # the parent died before the line above took effect
+        os._exit(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(stdout_fd, 1)
+    os.dup2(stdout_fd, 2)
+    if devnull > 2:
+        os.close(devnull)
+    if stdout_fd > 2:
+        os.close(stdout_fd)
+
+
+def spawn(argv: list[str], env: dict[str, str], cwd: str, stdout_fd: int,
+          death_signal: int = signal.SIGKILL, keep_fds: tuple[int, ...] = ()) -> int:
+    """fork + exec `argv` (PATH from `env`) as a new session; returns its pid.
+
+    The caller must be single-threaded (the controller is: one asyncio thread). An exec failure
+    comes back through a close-on-exec pipe as SpawnError, like subprocess does."""
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # child: only async-signal-safe work until exec
+        try:
+            enter_pod_session(parent, death_signal, stdout_fd)
+            _close_fds_except({err_w, *keep_fds})
+            for fd in keep_fds:  # Python opens everything close-on-exec
+                os.set_inheritable(fd, True)
+            for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores these; programs expect defaults
+                signal.signal(sig, signal.SIG_DFL)
+            os.chdir(cwd)
+            os.execvpe(argv[0], argv, env)
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent, then exit
+            try:
+                message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                os.write(err_w, f"{argv[0]}: {message}".encode())
+            finally:
+                os._exit(127)
+    os.close(err_w)
+    chunks = []
+    while chunk := os.read(err_r, 4096):
+        chunks.append(chunk)
+    os.close(err_r)
+    if chunks:
+        os.waitpid(pid, 0)
+        raise SpawnError(b"".join(chunks).decode(errors="replace"))
+    return pid
+
+
+def _close_fds_except(keep: set[int]) -> None:
+    low = 3
+    for fd in sorted(f for f in keep if f >= 3):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 16)
+
+
+def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def marked_processes(required: dict[str, str]) -> Iterator[int]:
+    """Pids of live processes whose environment holds every `required` key=value."""
+    me = os.getpid()
+    needles = {f"{k}={v}".encode() for k, v in required.items()}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                environ = set(f.read().split(b"\0"))
+        except OSError:  # gone, or another user's
+            continue
+        if needles <= environ:
+            yield int(entry.name)
+
+
+def sweep(required: dict[str, str], sig: int = signal.SIGKILL) -> list[int]:
+    """Signal every live process marked with all of `required`; returns their pids."""
+    pids = list(marked_processes(required))
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return pids
+
+
+def is_zombie_or_gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def describe_exit(status: int) -> tuple[int, str]:
+    """(exit code as Kubernetes reports it, reason) of a wait status."""
+    code = os.waitstatus_to_exitcode(status)
+    if code == 0:
+        return 0, "Completed"
+    if code < 0:
+        sig = -code
+        return 128 + sig, "Killed" if sig == signal.SIGKILL else f"Signal{signal.Signals(sig).name[3:].title()}"
+    return code, "Error"
