@@ -1,0 +1,86 @@
+"""A TrainJob as the cockpit's `JobSummary`: its conditions say whether it is done, the JobSet the
+Trainer made from it (same name) says how far it is and how often it restarted the group.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from backend.kube.pods import parse_time
+from backend.models import TRAINER_CONTAINER, Condition, JobPhase, JobSummary, TrainJob
+
+
+def _true(conditions: list[dict], kind: str) -> dict | None:
+    for condition in conditions:
+        if condition.get("type") == kind and condition.get("status") == "True":
+            return condition
+    return None
+
+
+def _conditions(raw: dict | None) -> list[dict]:
+    return list(((raw or {}).get("status") or {}).get("conditions") or [])
+
+
+def _num_nodes(trainjob: dict, jobset: dict | None) -> int:
+    nodes = ((trainjob.get("spec") or {}).get("trainer") or {}).get("numNodes")
+    if nodes:
+        return int(nodes)
+    for job in ((jobset or {}).get("spec") or {}).get("replicatedJobs") or []:
+        if job.get("name") == TRAINER_CONTAINER:
+            return int(((job.get("template") or {}).get("spec") or {}).get("parallelism") or 1)
+    return 1
+
+
+def _volumes(trainjob: dict) -> list[str]:
+    try:
+        return [claim for claim, _ in TrainJob.model_validate(trainjob).volume_mounts()]
+    except ValidationError:
+        return []  # a TrainJob the cockpit did not write: show it, without volumes
+
+
+def summarize(trainjob: dict, jobset: dict | None) -> JobSummary:
+    meta = trainjob.get("metadata") or {}
+    job_conditions = _conditions(trainjob)
+    set_conditions = _conditions(jobset)
+    set_status = (jobset or {}).get("status") or {}
+    restarts = int(set_status.get("restarts") or 0)
+    max_restarts = int((((jobset or {}).get("spec") or {}).get("failurePolicy") or {}).get("maxRestarts") or 0)
+
+    # The TrainJob's own conditions decide; the JobSet's are a fallback while the Trainer has not
+    # copied them yet.
+    done = (_true(job_conditions, "Complete") or _true(job_conditions, "Failed")
+            or _true(set_conditions, "Completed") or _true(set_conditions, "Failed"))
+    suspended = _true(job_conditions, "Suspended") or _true(set_conditions, "Suspended")
+    replicated = set_status.get("replicatedJobsStatus") or []
+    expected = len(((jobset or {}).get("spec") or {}).get("replicatedJobs") or []) or 1
+    ready = sum(int(r.get("ready") or 0) + int(r.get("succeeded") or 0) for r in replicated)
+    if done:
+        phase = JobPhase.COMPLETE if done.get("type") in ("Complete", "Completed") else JobPhase.FAILED
+    elif suspended or jobset is None:
+        phase = JobPhase.CREATED
+    elif ready >= expected:
+        phase = JobPhase.RUNNING
+    elif restarts > 0:
+        phase = JobPhase.RESTARTING  # the group is being recreated after a worker failed
+    else:
+        phase = JobPhase.CREATED  # accepted, workers not all running yet
+    decisive = done or suspended or (set_conditions[-1] if set_conditions else {})
+    conditions = []
+    for condition in job_conditions:
+        try:
+            conditions.append(Condition.model_validate(condition))
+        except ValidationError:
+            continue
+    return JobSummary(
+        name=meta.get("name", ""),
+        phase=phase,
+        num_nodes=_num_nodes(trainjob, jobset),
+        restart_attempt=restarts,
+        max_restarts=max_restarts,
+        created=parse_time(meta.get("creationTimestamp")) or 0.0,
+        finished=parse_time(done.get("lastTransitionTime")) if done else None,
+        reason=decisive.get("reason", "") or "",
+        message=" ".join(str(decisive.get("message", "") or "").split()),
+        volumes=_volumes(trainjob),
+        conditions=conditions,
+    )

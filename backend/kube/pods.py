@@ -1,0 +1,90 @@
+"""A Kubernetes pod (the JSON the API server returns) as the cockpit's `Pod`.
+
+Rank is the Indexed Job's completion index and the restart attempt is JobSet's label: both are
+labels the Job and JobSet controllers put on every worker pod of a TrainJob.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from backend.models import (
+    LABEL_JOB,
+    LABEL_RANK,
+    LABEL_RESTART_ATTEMPT,
+    TRAINER_CONTAINER,
+    Pod,
+    PodPhase,
+)
+
+# The completion index is also an annotation (always present on Indexed Job pods; the label
+# only since Kubernetes 1.28).
+ANNOTATION_RANK = "batch.kubernetes.io/job-completion-index"
+
+
+def parse_time(value: str | None) -> float | None:
+    """RFC 3339 (with or without fractions, 'Z' or an offset) as epoch seconds."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _int(value: object, default: int = 0) -> int:
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return default
+
+
+def trainer_status(raw: dict) -> dict:
+    """The status of the trainer container (`node`), else of the first container."""
+    statuses = (raw.get("status") or {}).get("containerStatuses") or []
+    for status in statuses:
+        if status.get("name") == TRAINER_CONTAINER:
+            return status
+    return statuses[0] if statuses else {}
+
+
+def pod_from(raw: dict, deleted: bool = False) -> Pod:
+    meta = raw.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+    container = trainer_status(raw)
+    state = container.get("state") or {}
+    running, terminated, waiting = (state.get(k) or {} for k in ("running", "terminated", "waiting"))
+    try:
+        phase = PodPhase(status.get("phase") or "Pending")
+    except ValueError:
+        phase = PodPhase.UNKNOWN
+    reason = terminated.get("reason") or waiting.get("reason") or status.get("reason") or ""
+    if (deleted or meta.get("deletionTimestamp")) and not phase.finished:
+        reason = "Deleted" if deleted else "Terminating"
+    images = [c.get("image", "") for c in spec.get("containers") or []
+              if c.get("name") == TRAINER_CONTAINER] or [c.get("image", "") for c in spec.get("containers") or []]
+    return Pod(
+        name=meta.get("name", ""),
+        job=labels.get(LABEL_JOB, ""),
+        rank=_int(labels.get(LABEL_RANK, annotations.get(ANNOTATION_RANK))),
+        restart_attempt=_int(labels.get(LABEL_RESTART_ATTEMPT)),
+        phase=phase,
+        node=spec.get("nodeName") or "",
+        restarts=_int(container.get("restartCount")),
+        created=parse_time(meta.get("creationTimestamp")) or 0.0,
+        started=parse_time(running.get("startedAt") or terminated.get("startedAt") or status.get("startTime")),
+        finished=parse_time(terminated.get("finishedAt")),
+        exit_code=terminated.get("exitCode"),
+        reason=reason,
+        image=images[0] if images else "",
+        labels=labels,
+    )
+
+
+def has_started(raw: dict) -> bool:
+    """True once the trainer container has run (its log can be read)."""
+    state = trainer_status(raw).get("state") or {}
+    return bool(state.get("running") or state.get("terminated"))

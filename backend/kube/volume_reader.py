@@ -1,0 +1,75 @@
+"""What a checkpoint volume holds, printed as one JSON line: run inside the reader pod.
+
+    python -m backend.kube.volume_reader /data
+
+The cockpit's checkpoint browser on Kubernetes starts a short-lived pod that mounts the volume
+read-only and runs this (the lesson's "visible from a separate pod"). It walks the volume and
+reports every checkpoint file (step, world size, loss, checksum verdict), every run's
+metrics.json, and the number and size of files. Standard library and training's torch-free
+formats only: the pod needs no torch import to answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from training import checkpoint_format, metrics
+
+# The line that carries the result, so stray output (a warning) cannot be mistaken for it.
+MARKER = "kfcockpit-volume "
+_SKIPPED_DIRS = {"lost+found"}
+
+
+def scan(root: Path) -> dict:
+    checkpoints: list[dict] = []
+    runs: list[dict] = []
+    files = size = 0
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and d not in _SKIPPED_DIRS)
+        here = Path(directory)
+        run = here.relative_to(root).as_posix()
+        run = "" if run == "." else run
+        for name in names:
+            try:
+                size += (here / name).stat().st_size
+                files += 1
+            except OSError:
+                continue  # removed while we looked (a checkpoint being pruned)
+        for path in checkpoint_format.list_files(here):
+            info = checkpoint_format.inspect(path)
+            checkpoints.append({
+                "path": path.relative_to(root).as_posix(), "run": run, "step": info.step,
+                "world_size": info.world_size, "loss": info.loss, "size_bytes": info.size_bytes,
+                "created": info.created, "valid": info.valid, "problem": info.problem,
+            })
+        found = metrics.read(here)
+        if found is not None:
+            runs.append(dict(found, run=run))
+    return {"files": files, "size_bytes": size, "checkpoints": checkpoints, "metrics": runs}
+
+
+def parse_output(text: str) -> dict:
+    """The result from the reader pod's log; ValueError when the log holds none."""
+    for line in reversed(text.splitlines()):
+        if line.startswith(MARKER):
+            return json.loads(line[len(MARKER):])
+    raise ValueError("no result line in the reader's output")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        sys.stderr.write("usage: python -m backend.kube.volume_reader DIRECTORY\n")
+        return 2
+    root = Path(argv[0])
+    if not root.is_dir():
+        sys.stderr.write(f"volume_reader: {root} is not a directory\n")
+        return 2
+    sys.stdout.write(MARKER + json.dumps(scan(root), separators=(",", ":")) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
