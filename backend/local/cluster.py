@@ -32,16 +32,12 @@ from backend.models import (
     JobPhase,
     JobSummary,
     LogLine,
-    ObjectMeta,
     Pod,
     PodEvent,
     PodEventType,
     RunMetrics,
     Snapshot,
-    SnapshotSource,
     VolumeInfo,
-    VolumeSnapshot,
-    VolumeSnapshotSpec,
 )
 from training.logfmt import step_and_loss
 
@@ -201,13 +197,8 @@ class LocalCluster:
     async def snapshot(self, volume: str, name: str) -> Snapshot:
         self.layout.volume_dir(volume)  # names checked here, before anything is sent
         self.layout.snapshot_dir(name)
-        spec = VolumeSnapshot(metadata=ObjectMeta(name=name),
-                              spec=VolumeSnapshotSpec(source=SnapshotSource(persistentVolumeClaimName=volume)))
-        await self.apply(spec)
-        snap = vol.read_snapshot(self.layout.snapshot_dir(name))
-        if snap is None:
-            raise NotFound(f"snapshot {name!r} was not created")
-        return snap
+        reply = await self.client.call("snapshot", volume=volume, name=name)
+        return Snapshot.model_validate(reply["snapshot"])
 
     async def snapshots(self) -> list[Snapshot]:
         return await asyncio.to_thread(vol.list_snapshots, self.layout.snapshots)

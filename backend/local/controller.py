@@ -331,6 +331,13 @@ class Controller:
                     "warm": self.zygotes.status() if self.zygotes else []}
         if op == "apply":
             return {"result": self.apply(request["manifest"])}
+        if op == "snapshot":  # create, never "unchanged": a second snapshot of that name is an error
+            spec = VolumeSnapshot(metadata={"name": request["name"]},
+                                  spec={"source": {"persistentVolumeClaimName": request["volume"]}})
+            if spec.metadata.name in self.snapshot_specs or self.layout.snapshot_dir(spec.metadata.name).exists():
+                raise InvalidResource(f"snapshot {spec.metadata.name!r} already exists (delete it first: "
+                                      f"kfcockpit delete volumesnapshot {spec.metadata.name})")
+            return {"snapshot": self._snapshot(spec)}
         if op == "delete":
             await self.delete(request["kind"], request["name"])
             return {"ok": True}

@@ -10,7 +10,6 @@ either exists complete, with its snapshot.json, or not at all.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import stat
@@ -147,6 +146,3 @@ def list_checkpoints(volume_dir: Path, volume: str) -> list[Checkpoint]:
             ))
     return found
 
-
-def snapshot_json(snap: Snapshot) -> str:
-    return json.dumps(snap.model_dump(mode="json"))

@@ -1,0 +1,93 @@
+"""Fixtures for the embedded cluster: a fresh state root per test and a controller that is always
+stopped at the end (with every process it started), whatever the test did."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from backend.local.cluster import LocalCluster
+from backend.local.podspec import ENV_CLUSTER
+from backend.local.processes import marked_processes, sweep
+from backend.models import LABEL_JOB, TrainJob, parse_manifests
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFESTS = REPO / "manifests"
+WAIT = 300.0  # seconds; generous: the machine has two cores shared by everyone
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+async def cluster(home: Path):
+    cluster = LocalCluster(home)
+    yield cluster
+    try:
+        await cluster.down()
+    finally:
+        pid = cluster.client.controller_pid()
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        sweep({ENV_CLUSTER: str(cluster.layout.root)})
+
+
+def lesson_resources() -> list:
+    return [r for name in ("runtime.yaml", "volume.yaml") for r in parse_manifests((MANIFESTS / name).read_text())]
+
+
+def lesson_job(name: str = "lesson-ddp", steps: int | None = None, step_delay: float | None = None,
+               ckpt_dir: str | None = None, annotations: dict | None = None) -> TrainJob:
+    """The lesson's TrainJob (manifests/trainjob.yaml), with a few arguments changed."""
+    (job,) = parse_manifests((MANIFESTS / "trainjob.yaml").read_text())
+    data = job.to_manifest()
+    data["metadata"]["name"] = name
+    if annotations:
+        data["metadata"]["annotations"] = annotations
+    args = data["spec"]["trainer"]["args"]
+    for flag, value in (("--steps", steps), ("--step-delay", step_delay), ("--ckpt-dir", ckpt_dir)):
+        if value is not None:
+            args[args.index(flag) + 1] = str(value)
+    (changed,) = parse_manifests(yaml.safe_dump(data))
+    return changed
+
+
+async def apply_all(cluster: LocalCluster, *resources) -> None:
+    for resource in resources:
+        await cluster.apply(resource)
+
+
+async def wait_for_pods(cluster: LocalCluster, job: str, predicate) -> list:
+    """The job's pods once `predicate(pods by name)` holds, driven by the pod watch."""
+    pods: dict[str, object] = {}
+    async for event in cluster.watch_pods(job):
+        if event.type.value == "DELETED":
+            pods.pop(event.pod.name, None)
+        else:
+            pods[event.pod.name] = event.pod
+        assert event.pod.labels[LABEL_JOB] == job
+        if predicate(pods):
+            return sorted(pods.values(), key=lambda p: p.rank)
+    raise AssertionError("the pod watch ended")
+
+
+def cluster_processes(cluster: LocalCluster) -> list[int]:
+    return list(marked_processes({ENV_CLUSTER: str(cluster.layout.root)}))
+
+
+def cli(home: Path, *args: str, timeout: float = WAIT) -> subprocess.CompletedProcess:
+    """The `kfcockpit` command of this environment, on the state root `home`."""
+    env = dict(os.environ, KFCOCKPIT_HOME=str(home), PYTHONPATH=str(REPO))
+    return subprocess.run([str(Path(sys.executable).parent / "kfcockpit"), *args],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)

@@ -1,0 +1,123 @@
+"""The controller's life: one per state root, killing it leaves no worker behind, a new one takes
+over the job, and watches live through the change of controller."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from backend.local.cluster import LocalCluster
+from backend.local.podspec import WARM_ANNOTATION
+from backend.local.processes import is_zombie_or_gone
+from backend.models import JobPhase, PodEventType, PodPhase
+from tests.local.conftest import (
+    REPO,
+    WAIT,
+    apply_all,
+    cli,
+    cluster_processes,
+    lesson_job,
+    lesson_resources,
+)
+
+COMPLETE = frozenset({JobPhase.COMPLETE})
+
+
+async def _wait_gone(pids: list[int], timeout: float) -> list[int]:
+    """Wait (on pidfds, no polling) until every pid has exited; the ones still alive after `timeout`."""
+    loop = asyncio.get_running_loop()
+    waits = []
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        gone = loop.create_future()
+        loop.add_reader(fd, lambda g=gone: g.done() or g.set_result(None))
+        waits.append((pid, fd, gone))
+    try:
+        await asyncio.wait_for(asyncio.gather(*(g for _, _, g in waits)), timeout)
+    except asyncio.TimeoutError:
+        pass
+    finally:
+        for _, fd, _ in waits:
+            loop.remove_reader(fd)
+            os.close(fd)
+    return [pid for pid in pids if not is_zombie_or_gone(pid)]
+
+
+async def _run_until_step(cluster: LocalCluster, job: str, step: int) -> None:
+    async for batch in cluster.stream_logs(job):
+        if any(line.step is not None and line.step >= step for line in batch):
+            return
+
+
+async def test_one_controller_per_state_root(cluster, home):
+    statuses = await asyncio.gather(*(LocalCluster(home).up() for _ in range(3)))
+    assert len({s["pid"] for s in statuses}) == 1
+    up = cli(home, "cluster", "up")
+    assert up.returncode == 0 and f"pid {statuses[0]['pid']}" in up.stdout
+    second = subprocess.run([sys.executable, "-m", "backend.local.controller", "--home", str(home), "--foreground"],
+                            cwd=REPO, capture_output=True, text=True, timeout=WAIT)
+    assert second.returncode == 0  # it found the lock taken and left
+    assert (await cluster.status())["pid"] == statuses[0]["pid"]
+
+
+@pytest.mark.parametrize("launch", ["warm", "exec"])
+async def test_killing_the_controller_leaves_no_worker_and_the_next_one_finishes_the_job(cluster, launch):
+    status = await cluster.up()
+    await apply_all(cluster, *lesson_resources())
+    annotations = {WARM_ANNOTATION: "false"} if launch == "exec" else None
+    await cluster.apply(lesson_job(steps=40, step_delay=0.05, annotations=annotations))
+    await asyncio.wait_for(_run_until_step(cluster, "lesson-ddp", 8), WAIT)
+    pods = await cluster.list_pods("lesson-ddp")
+    assert {p.labels["kfcockpit.io/launch"] for p in pods} == {launch}
+    processes = cluster_processes(cluster)
+    assert len(processes) >= 2  # the workers (and the zygote, torchrun's workers)
+
+    os.kill(status["pid"], signal.SIGKILL)
+    assert await _wait_gone(processes, WAIT) == []  # no client is connected: nothing restarted them
+    assert cluster_processes(cluster) == []
+
+    job = await cluster.wait_job("lesson-ddp", COMPLETE, WAIT)  # starts a new controller
+    assert job.phase == JobPhase.COMPLETE and job.restart_attempt == 1
+    assert (await cluster.status())["pid"] != status["pid"]
+    resumed = [line for batch in [b async for b in cluster.stream_logs("lesson-ddp", follow=False)]
+               for line in batch if "event=resumed" in line.text]
+    assert len(resumed) == 2 and all("from_step=0" not in line.text for line in resumed)
+
+
+async def test_a_pod_watch_lives_through_a_new_controller(cluster):
+    status = await cluster.up()
+    await apply_all(cluster, *lesson_resources())
+    await cluster.apply(lesson_job(steps=40, step_delay=0.05))
+    await asyncio.wait_for(_run_until_step(cluster, "lesson-ddp", 5), WAIT)
+    events = []
+    listed = asyncio.Event()
+
+    async def watch_until_the_new_group_succeeds():
+        async for event in cluster.watch_pods("lesson-ddp"):
+            events.append(event)
+            if len({e.pod.name for e in events}) == 2:
+                listed.set()  # both running pods seen
+            if event.pod.restart_attempt == 1 and event.pod.phase == PodPhase.SUCCEEDED:
+                succeeded = {e.pod.name for e in events if e.pod.restart_attempt == 1 and e.pod.phase == PodPhase.SUCCEEDED}
+                if len(succeeded) == 2:
+                    return
+
+    watch = asyncio.create_task(watch_until_the_new_group_succeeds())
+    await asyncio.wait_for(listed.wait(), WAIT)
+    first_group = {e.pod.name for e in events}
+    os.kill(status["pid"], signal.SIGKILL)
+    await asyncio.wait_for(watch, WAIT)
+
+    # The watch re-listed against the new controller: the old group went, the new one came.
+    assert {e.pod.name for e in events if e.type == PodEventType.DELETED} >= first_group
+    added = {e.pod.name for e in events if e.type == PodEventType.ADDED} - first_group
+    assert len(added) == 2
+    assert (await cluster.get_job("lesson-ddp")).phase == JobPhase.COMPLETE

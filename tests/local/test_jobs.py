@@ -1,0 +1,125 @@
+"""TrainJobs on the embedded cluster, in real processes: the lesson job as is, a killed worker's
+group coming back from its checkpoint with bitwise the same result, restarts running out."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import yaml
+
+from backend.local.podspec import WARM_ANNOTATION
+from backend.models import (
+    LABEL_RANK,
+    LABEL_RESTART_ATTEMPT,
+    JobPhase,
+    PodEventType,
+    PodPhase,
+    parse_manifests,
+)
+from tests.local.conftest import MANIFESTS, WAIT, apply_all, cli, lesson_job, lesson_resources, wait_for_pods
+from training.logfmt import parse_line
+
+COMPLETE = frozenset({JobPhase.COMPLETE})
+
+
+def _metrics(cluster, run: str) -> dict:
+    return json.loads((cluster.layout.volume_dir("checkpoints") / run / "metrics.json").read_text())
+
+
+async def test_the_lesson_job_runs_as_is_two_pods_running_then_complete(cluster):
+    await apply_all(cluster, *lesson_resources())
+    (job,) = parse_manifests((MANIFESTS / "trainjob.yaml").read_text())
+    assert await cluster.apply(job) == "trainjob/lesson-ddp created"
+    assert await cluster.apply(job) == "trainjob/lesson-ddp unchanged"
+
+    running = await asyncio.wait_for(wait_for_pods(
+        cluster, "lesson-ddp", lambda pods: len(pods) == 2 and all(p.phase == PodPhase.RUNNING for p in pods.values())),
+        WAIT)
+    for rank, pod in enumerate(running):
+        assert re.fullmatch(rf"lesson-ddp-node-0-{rank}-[a-z0-9]{{5}}", pod.name)
+        assert pod.labels[LABEL_RANK] == str(rank) and pod.labels[LABEL_RESTART_ATTEMPT] == "0"
+
+    done = await cluster.wait_job("lesson-ddp", COMPLETE, WAIT)
+    assert done.phase == JobPhase.COMPLETE and done.restart_attempt == 0
+    assert [c.type for c in done.conditions] == ["Created", "Complete"]
+    pods = await cluster.list_pods("lesson-ddp")
+    assert [p.name for p in pods] == [p.name for p in running]
+    assert all(p.phase == PodPhase.SUCCEEDED and p.exit_code == 0 and p.last_step == 100 for p in pods)
+    assert pods[0].last_loss == pods[1].last_loss  # all-reduced: every rank prints the same loss
+    (metrics,) = await cluster.read_metrics("checkpoints")
+    assert (metrics.run, metrics.steps, metrics.world_size) == ("lesson-ddp", 100, 2)
+    checkpoints = await cluster.checkpoints("checkpoints")
+    assert checkpoints and all(c.valid and c.run == "lesson-ddp" for c in checkpoints)
+    assert checkpoints[-1].step == 100
+
+
+async def test_a_killed_worker_restarts_the_group_which_resumes_and_ends_bitwise_equal(cluster):
+    await apply_all(cluster, *lesson_resources())
+    plan = dict(steps=40, step_delay=0.05)
+    await cluster.apply(lesson_job("straight", ckpt_dir="/checkpoints/straight", **plan))
+    await cluster.apply(lesson_job("killed", ckpt_dir="/checkpoints/killed", **plan))
+
+    events = []
+
+    async def record():
+        async for event in cluster.watch_pods("killed"):
+            events.append(event)
+
+    recorder = asyncio.create_task(record())
+    lines, victim = [], None
+    async for batch in cluster.stream_logs("killed"):  # follows the replacement pods, ends with the job
+        lines += batch
+        if victim is None and any(line.step is not None and line.step >= 12 for line in batch):
+            victim = next(p for p in await cluster.list_pods("killed") if p.rank == 1)
+            await cluster.kill_pod(victim.name)
+    assert victim is not None
+
+    job = await cluster.wait_job("killed", COMPLETE, WAIT)
+    assert job.phase == JobPhase.COMPLETE and job.restart_attempt == 1
+    pods = await cluster.list_pods("killed")
+    assert all(p.phase == PodPhase.SUCCEEDED and p.restart_attempt == 1 for p in pods)
+    assert all(p.labels[LABEL_RESTART_ATTEMPT] == "1" for p in pods)
+    assert victim.name not in {p.name for p in pods}
+
+    resumed = [parse_line(line.text) for line in lines if "event=resumed" in line.text]
+    assert {r["rank"] for r in resumed} == {"0", "1"}
+    assert all(int(r["from_step"]) > 0 for r in resumed)
+    assert {line.pod for line in lines} >= {victim.name, *(p.name for p in pods)}  # old and new pods, one stream
+
+    recorder.cancel()
+    killed = [e.pod for e in events if e.pod.name == victim.name and e.pod.phase == PodPhase.FAILED]
+    assert killed and killed[-1].reason == "Killed" and killed[-1].exit_code == 137
+    assert any(e.type == PodEventType.DELETED and e.pod.name == victim.name for e in events)
+
+    await cluster.wait_job("straight", COMPLETE, WAIT)
+    straight, restarted = _metrics(cluster, "straight"), _metrics(cluster, "killed")
+    assert (straight["resumes"], restarted["resumes"]) == (0, 1)
+    assert restarted["params_sha256"] == straight["params_sha256"]
+    assert restarted["loss_history"] == straight["loss_history"]
+
+
+async def test_restarts_running_out_fails_the_job_with_the_reason(cluster, home):
+    (runtime, volume) = lesson_resources()
+    data = runtime.to_manifest()
+    data["metadata"]["name"] = "one-retry"
+    data["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"] = 1
+    (one_retry,) = parse_manifests(yaml.safe_dump(data))
+    await apply_all(cluster, one_retry, volume)
+    job = lesson_job("doomed", annotations={WARM_ANNOTATION: "true"}).to_manifest()
+    job["spec"]["runtimeRef"]["name"] = "one-retry"
+    job["spec"]["trainer"]["args"] = ["--steps", "0"]  # training.ddp refuses: exit code 2
+    await cluster.apply(parse_manifests(yaml.safe_dump(job))[0])
+
+    failed = await cluster.wait_job("doomed", COMPLETE, WAIT)
+    assert failed.phase == JobPhase.FAILED
+    assert failed.reason == "ReachedMaxRestarts" and failed.restart_attempt == 1 == failed.max_restarts
+    assert "exit code 2" in failed.message
+    assert failed.conditions[-1].type == "Failed" and failed.conditions[-1].reason == "ReachedMaxRestarts"
+    pods = await cluster.list_pods("doomed")
+    assert len(pods) == 2 and all(p.restart_attempt == 1 and p.phase == PodPhase.FAILED for p in pods)
+
+    waited = cli(home, "wait", "trainjob", "doomed", "--for", "Complete", "--timeout", "60")
+    assert waited.returncode == 1
+    assert waited.stderr.count("\n") == 1 and "is Failed, not Complete" in waited.stderr
