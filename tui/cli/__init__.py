@@ -13,6 +13,7 @@ import inspect
 import sys
 
 from tui.cli.common import EXIT_USAGE, fail, global_options
+from tui.cli.app_cmds import cockpit_options
 
 # Order is the order of `kfcockpit --help`.
 COMMAND_MODULES = (
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kfcockpit", description=DESCRIPTION,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     global_options(parser)
+    cockpit_options(parser)  # --no-mouse, --theme: the cockpit's own (tui/cli/app_cmds.py)
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
         try:

@@ -1,0 +1,85 @@
+"""Every action of the cockpit, once: its key, its footer label and what it does. The screen's
+bindings, the footer, the help screen and the command palette are all built from this list, so
+a key can never do one thing and be documented as another."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+STEP_GROUP = Binding.Group("step", compact=True)
+TAB_GROUP = Binding.Group("tabs", compact=True)
+
+
+@dataclass(frozen=True)
+class Action:
+    action: str  # an action of the cockpit screen (what `action_<name>` does)
+    key: str  # Textual key names, comma-separated for alternatives
+    label: str  # short: the footer shows it at 80 columns
+    title: str  # the command palette's entry
+    help: str  # one sentence for the help screen and the palette
+    footer: bool = True
+    priority: bool = False  # fires even when an input box has focus
+    key_display: str | None = None
+    group: Binding.Group | None = None
+
+
+ACTIONS: tuple[Action, ...] = (
+    Action("run_step", "enter", "Run", "Run the selected step",
+           "Do the selected step's action (launch a job, a pipeline…), then check its done-when.",
+           key_display="⏎"),
+    Action("verify_step", "v", "Verify", "Verify the selected step",
+           "Check the selected step's done-when now and keep the evidence."),
+    Action("next_step", "n", "Next", "Next step", "Select the next step of the lesson.",
+           group=STEP_GROUP),
+    Action("previous_step", "p", "Prev", "Previous step", "Select the previous step of the lesson.",
+           group=STEP_GROUP),
+    Action("kill_pod", "ctrl+k", "Kill", "Kill the selected pod",
+           "Kill the pod under the cursor in the pods tab (asks first): the group restarts and "
+           "resumes from its last checkpoint.", priority=True, key_display="^k"),
+    Action("show_logs", "l", "Logs", "Show logs",
+           "Show the merged logs of the followed job; on the pods tab, only the selected pod's."),
+    Action("filter_logs", "slash", "Filter", "Filter logs", "Type text to keep only matching log lines.",
+           key_display="/"),
+    Action("snapshot", "s", "Snap", "Snapshot the volume",
+           "Take a snapshot of the volume shown in the checkpoints tab.", footer=False),
+    Action("compare", "c", "Compare", "Compare two snapshots",
+           "Compare two snapshots side by side (the two marked with space, else the newest two).",
+           footer=False),
+    Action("toggle_follow", "f", "Follow", "Follow or pause the logs",
+           "Pause the logs where they are, or jump to the end and follow new lines.", footer=False),
+    Action("pick_job", "j", "Job", "Follow another job", "Choose which job's pods and logs to show.",
+           footer=False),
+    Action("refresh", "r", "Refresh", "Refresh checkpoints and snapshots",
+           "Read the volume's checkpoints, the snapshots and the step states again.", footer=False),
+    Action("show_tab('step')", "1", "Step", "Show the step tab", "The selected step.",
+           footer=False, group=TAB_GROUP),
+    Action("show_tab('pods')", "2", "Pods", "Show the pods tab", "The followed job's pods, live.",
+           footer=False, group=TAB_GROUP),
+    Action("show_tab('logs')", "3", "Logs", "Show the logs tab", "The followed job's logs.",
+           footer=False, group=TAB_GROUP),
+    Action("show_tab('checkpoints')", "4", "Ckpts", "Show the checkpoints tab",
+           "Checkpoints on the volume and its snapshots.", footer=False, group=TAB_GROUP),
+    Action("show_tab('loss')", "5", "Loss", "Show the loss tab", "Loss curves, one per run.",
+           footer=False, group=TAB_GROUP),
+    Action("toggle_theme", "t", "Theme", "Switch light/dark theme",
+           "Switch between the light and the dark theme (the choice is remembered).", footer=False),
+    Action("help", "question_mark,f1", "Help", "Help", "Show the keys and what each panel shows.",
+           key_display="?"),
+    Action("quit", "q", "Quit", "Quit", "Leave the cockpit; jobs keep running (like a real cluster)."),
+)
+
+
+def bindings() -> list[Binding]:
+    return [
+        Binding(a.key, a.action, a.label, show=a.footer, priority=a.priority,
+                key_display=a.key_display, group=a.group, tooltip=a.help)
+        for a in ACTIONS
+    ]
+
+
+def key_names(action: Action) -> str:
+    """How the help screen spells a key: '?', '^k', '⏎ enter'."""
+    shown = {"question_mark": "?", "slash": "/", "enter": "enter", "ctrl+k": "ctrl+k", "f1": "F1"}
+    return " / ".join(shown.get(k, k) for k in action.key.split(","))

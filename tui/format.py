@@ -1,0 +1,79 @@
+"""How values read on screen: ages, sizes, losses, step status glyphs. Plain functions, no widgets,
+so tables, the job bar and tests agree on one spelling."""
+
+from __future__ import annotations
+
+# Step status → (glyph, word, style). The word keeps state readable with NO_COLOR or a monochrome
+# projector; the colour is a second channel, never the only one.
+STATUS_LOOK: dict[str, tuple[str, str, str]] = {
+    "todo": ("○", "todo", "dim"),
+    "running": ("◐", "running", "bold $warning"),
+    "done": ("✔", "done", "bold $success"),
+    "failed": ("✘", "failed", "bold $error"),
+}
+
+# Pod phase → style; the phase word is always shown beside it.
+PHASE_STYLE: dict[str, str] = {
+    "Pending": "yellow",
+    "Running": "bold green",
+    "Succeeded": "blue",
+    "Failed": "bold red",
+    "Unknown": "magenta",
+}
+
+JOB_PHASE_STYLE: dict[str, str] = {
+    "Created": "yellow",
+    "Running": "bold green",
+    "Restarting": "bold yellow",
+    "Complete": "bold blue",
+    "Failed": "bold red",
+}
+
+# One colour per rank in the logs (cycled); chosen to stay apart in 256 colours and on light or dark.
+RANK_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta")
+
+
+def rank_colour(rank: int) -> str:
+    return RANK_COLOURS[rank % len(RANK_COLOURS)]
+
+
+def age(seconds: float | None) -> str:
+    """kubectl's short age: 42s, 3m12s, 2h5m, 4d3h."""
+    if seconds is None:
+        return "-"
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m{s}s" if m < 10 and s else f"{m}m"
+    h, m = divmod(m, 60)
+    if h < 24:
+        return f"{h}h{m}m" if m else f"{h}h"
+    d, h = divmod(h, 24)
+    return f"{d}d{h}h" if h else f"{d}d"
+
+
+def size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+def loss(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6f}"
+
+
+def step(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f} s" if value < 120 else age(value)

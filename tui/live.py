@@ -1,0 +1,80 @@
+"""Keeping a watch open: when a backend stream ends or fails, say so, wait, and open it again.
+
+The wait grows (0.5 s, 1 s, 2 s … 15 s) and resets once the stream delivers again, so a dead
+controller costs a retry every few seconds, not a busy loop. The waiting happens inside the
+worker that owns the stream; cancelling the worker (following another job, quitting) stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import AsyncIterator, Awaitable, Callable, TypeVar
+
+T = TypeVar("T")
+
+
+class Backoff:
+    def __init__(self, first: float = 0.5, most: float = 15.0) -> None:
+        self.first = first
+        self.most = most
+        self._next = first
+
+    def reset(self) -> None:
+        self._next = self.first
+
+    def next_delay(self) -> float:
+        delay = self._next
+        self._next = min(self.most, self._next * 2)
+        return delay
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text and text[0] else type(exc).__name__
+
+
+async def keep_open(
+    open_stream: Callable[[], AsyncIterator[T]],
+    on_item: Callable[[T], None],
+    on_lost: Callable[[str, float], None],
+    *,
+    on_reopen: Callable[[], None] | None = None,
+    done: Callable[[], Awaitable[bool]] | None = None,
+    gives_up: Callable[[BaseException], bool] = lambda exc: False,
+    backoff: Backoff | None = None,
+) -> None:
+    """Feed every item of `open_stream()` to `on_item`, reopening after an end or an error.
+
+    `done`: asked when the stream ends; True means the end was normal (a finished job's logs
+    stop), not a lost backend, and we stop too.
+    `on_reopen` runs before every reopen (not the first open), e.g. to clear what will be resent.
+    `gives_up(exc)`: errors that reopening cannot cure (the job was deleted): raised to the caller.
+    """
+    backoff = backoff or Backoff()
+    first = True
+    while True:
+        if not first and on_reopen is not None:
+            on_reopen()
+        first = False
+        try:
+            stream = open_stream()
+            try:
+                async for item in stream:
+                    backoff.reset()
+                    on_item(item)
+            finally:
+                close = getattr(stream, "aclose", None)
+                if close is not None:
+                    await close()
+            if done is not None and await done():
+                return
+            reason = "the stream ended early"
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # any other backend failure is a lost connection, never a crash
+            if gives_up(exc):
+                raise
+            reason = one_line(exc)
+        delay = backoff.next_delay()
+        on_lost(reason, delay)
+        await asyncio.sleep(delay)

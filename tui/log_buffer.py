@@ -1,0 +1,130 @@
+"""The log model behind the log view: a bounded buffer of display lines, one per worker line,
+plus which pod printed each, so a filter can be re-applied without asking the cluster again.
+
+Kept apart from the widget so the memory bound and the filter are plain code. Display lines are
+ASCII-prefixed `str`s shared with the Log widget (no copies): one string per retained line.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+if TYPE_CHECKING:
+    from backend.models import LogLine
+
+# Control characters would move the cursor in a terminal; newlines would split one line in two.
+_UNPRINTABLE = {c: "?" for c in range(32) if c != 9}
+
+
+def rank_prefix(rank: int) -> str:
+    return f"r{rank} | "
+
+
+def new_pod_line(pod: str, rank: int) -> str:
+    """The line shown when a pod first speaks (stern's '+ pod'): a replacement group is visible."""
+    return f"r{rank} + {pod}"
+
+
+def rank_of_display(line: str) -> int | None:
+    """The rank a display line belongs to (its prefix), without a regex: this runs per render."""
+    if not line.startswith("r"):
+        return None
+    end = line.find(" ", 1)
+    digits = line[1:end] if end > 1 else ""
+    return int(digits) if digits.isdigit() else None
+
+
+@dataclass(frozen=True)
+class LogFilter:
+    """What the learner asked to see: lines containing `text` (case-insensitive), from one pod or one rank."""
+
+    text: str = ""
+    pod: str | None = None
+    rank: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.text) or self.pod is not None or self.rank is not None
+
+    def accepts(self, display: str, pod: str, rank: int) -> bool:
+        if self.pod is not None and pod != self.pod:
+            return False
+        if self.rank is not None and rank != self.rank:
+            return False
+        return not self.text or self.text.lower() in display.lower()
+
+    def describe(self) -> str:
+        parts = []
+        if self.pod is not None:
+            parts.append(f"pod {self.pod}")
+        if self.rank is not None:
+            parts.append(f"rank {self.rank}")
+        if self.text:
+            parts.append(f"text {self.text!r}")
+        return ", ".join(parts) or "none"
+
+
+class LogBuffer:
+    """The last `capacity` lines of a job, merged across workers."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._lines: deque[str] = deque(maxlen=capacity)
+        self._pods: deque[str] = deque(maxlen=capacity)
+        self._names: dict[str, str] = {}  # one shared string per pod name, not one per line
+        self._ranks: dict[str, int] = {}  # pod name → rank
+        self.added = 0  # worker lines ever added
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    @property
+    def pods(self) -> dict[str, int]:
+        """Every pod seen so far and its rank, in order of first line."""
+        return dict(self._ranks)
+
+    def clear(self) -> None:
+        self._lines.clear()
+        self._pods.clear()
+        self._names.clear()
+        self._ranks.clear()
+
+    def add(self, batch: Iterable["LogLine"], keep: LogFilter) -> list[str]:
+        """Store a batch; return the display lines that pass `keep`, in order."""
+        shown: list[str] = []
+        lines, pods, names, ranks = self._lines, self._pods, self._names, self._ranks
+        filtering = keep.active
+        added = 0
+        for line in batch:
+            added += 1
+            pod = names.get(line.pod)
+            if pod is None:  # first line of a pod: remember it once, announce it
+                pod = names[line.pod] = line.pod
+                ranks[pod] = line.rank
+                marker = new_pod_line(pod, line.rank)
+                lines.append(marker)
+                pods.append(pod)
+                if not filtering or keep.accepts(marker, pod, line.rank):
+                    shown.append(marker)
+            text = line.text
+            if not text.isprintable():
+                text = text.translate(_UNPRINTABLE)
+            display = rank_prefix(line.rank) + text
+            lines.append(display)
+            pods.append(pod)
+            if not filtering or keep.accepts(display, pod, line.rank):
+                shown.append(display)
+        self.added += added
+        return shown
+
+    def matching(self, keep: LogFilter) -> list[str]:
+        """Every retained line that passes `keep` (used when the filter changes)."""
+        if not keep.active:
+            return list(self._lines)
+        ranks = self._ranks
+        return [d for d, p in zip(self._lines, self._pods) if keep.accepts(d, p, ranks.get(p, -1))]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lines)

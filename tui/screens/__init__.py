@@ -1,0 +1,1 @@
+"""The cockpit's screens: the main cockpit and the small dialogs it opens."""

@@ -1,0 +1,636 @@
+"""The cockpit screen: the checklist on the left, tabs on the right (step, pods, logs, checkpoints,
+loss), a job bar on top and the footer below.
+
+This is where the backend meets the widgets, and nothing else happens here: workers call the
+Cluster and the Lesson (every call guarded, so a backend error is a notification), and hand what
+they get to widgets by method calls; widgets report what the learner did with messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.signal import Signal
+from textual.widgets import DataTable, Footer, TabbedContent, TabPane
+from textual.worker import Worker, WorkerState
+
+from tui import actions
+from tui.live import Backoff, keep_open, one_line
+from tui.widgets.checklist import Checklist, step_label
+from tui.widgets.checkpoints import CheckpointsPanel
+from tui.widgets.job_bar import JobBar
+from tui.widgets.log_view import LogView
+from tui.widgets.loss_chart import LossChart
+from tui.widgets.pods_table import PodsTable
+from tui.widgets.step_view import StepView
+
+if TYPE_CHECKING:
+    from backend.models import JobSummary, LogLine, PodEvent
+    from tui.config import CockpitConfig
+    from tui.session import Session
+
+TABS = ("step", "pods", "logs", "checkpoints", "loss")
+CHECKPOINT_REFRESH_SECONDS = 3.0  # at most this often while a job writes checkpoints
+
+
+class CockpitScreen(Screen):
+    BINDINGS = actions.bindings()
+
+    def __init__(self, session: "Session", config: "CockpitConfig",
+                 clock: Callable[[], float] = time.time) -> None:
+        super().__init__(id="cockpit")
+        self.session = session
+        self.config = config
+        self.clock = clock
+        self.jobs: dict[str, "JobSummary"] = {}
+        self.followed: str | None = None
+        self.followed_by_user = False
+        self.running_step: str | None = None
+        self._storage_timer = None
+        # Published after every change the screen makes from backend data ("pods", "logs",
+        # "steps", "connection", "storage"): tests wait on it instead of sleeping.
+        self.changed: Signal[str] = Signal(self, "changed")
+
+    # ------------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        yield JobBar(id="job-bar")
+        with Horizontal(id="body"):
+            yield Checklist(id="checklist")
+            with TabbedContent(id="tabs", initial="step"):
+                with TabPane("Step", id="step"):
+                    yield StepView(clock=self.clock, id="step-view")
+                with TabPane("Pods", id="pods"):
+                    with Vertical(id="pods-panel"):
+                        yield PodsTable(clock=self.clock, id="pods-table")
+                with TabPane("Logs", id="logs"):
+                    yield LogView(capacity=self.config.log_lines, id="log-view")
+                with TabPane("Checkpoints", id="checkpoints"):
+                    yield CheckpointsPanel(clock=self.clock, id="ckpt-panel")
+                with TabPane("Loss", id="loss"):
+                    yield LossChart(id="loss-chart")
+        yield Footer(compact=True)
+
+    @property
+    def checklist(self) -> Checklist:
+        return self.query_one(Checklist)
+
+    @property
+    def step_view(self) -> StepView:
+        return self.query_one(StepView)
+
+    @property
+    def pods_table(self) -> PodsTable:
+        return self.query_one(PodsTable)
+
+    @property
+    def log_view(self) -> LogView:
+        return self.query_one(LogView)
+
+    @property
+    def ckpt_panel(self) -> CheckpointsPanel:
+        return self.query_one(CheckpointsPanel)
+
+    @property
+    def loss_chart(self) -> LossChart:
+        return self.query_one(LossChart)
+
+    @property
+    def job_bar(self) -> JobBar:
+        return self.query_one(JobBar)
+
+    @property
+    def tabs(self) -> TabbedContent:
+        return self.query_one(TabbedContent)
+
+    def on_mount(self) -> None:
+        self.job_bar.platform = self.session.platform
+        self.query_one("#pods-panel").border_title = "pods"
+        self.query_one("#pods-panel").border_subtitle = "ctrl+k kill · enter logs"
+        self.checklist.focus()
+        self.connect()
+
+    # ------------------------------------------------------------------ connection
+
+    @work(group="connect", exclusive=True, exit_on_error=False)
+    async def connect(self) -> None:
+        try:
+            await self.session.open_lesson()
+            self._show_lesson()
+        except Exception as exc:
+            self.notify(one_line(exc), title="lesson unavailable", severity="error")
+        backoff = Backoff()
+        while True:
+            try:
+                await self.session.open_cluster()
+                break
+            except Exception as exc:
+                delay = backoff.next_delay()
+                self._lost(one_line(exc), delay)
+                await asyncio.sleep(delay)
+        self._show_lesson()
+        self.watch_jobs()
+        self.refresh_storage()
+
+    def _connected(self) -> None:
+        if self.job_bar.connection != "connected":
+            was_lost = self.job_bar.connection != "connecting"
+            self.job_bar.connection = "connected"
+            if was_lost:
+                self.notify("connected to the cluster again", title="cluster")
+            self.changed.publish("connection")
+
+    def _lost(self, reason: str, delay: float) -> None:
+        if self.job_bar.connection in ("connected", "connecting"):
+            self.notify(f"{reason}; retrying", title="cluster unreachable", severity="warning")
+        self.job_bar.connection = f"retry in {delay:.0f}s · {reason}"
+        self.changed.publish("connection")
+
+    # ------------------------------------------------------------------ jobs, pods, logs
+
+    @work(group="jobs", exclusive=True, exit_on_error=False)
+    async def watch_jobs(self) -> None:
+        cluster = self.session.cluster
+
+        async def jobs() -> "Iterator[JobSummary]":
+            listed = await cluster.list_jobs()
+            self._connected()
+            for job in listed:
+                self.jobs[job.name] = job
+            self._choose_job()
+            async for job in cluster.watch_jobs():
+                yield job
+
+        await keep_open(jobs, self._job_changed, self._lost)
+
+    def _job_changed(self, job: "JobSummary") -> None:
+        self._connected()
+        before = self.jobs.get(job.name)
+        self.jobs[job.name] = job
+        if job.name == self.followed:
+            self.job_bar.job = job
+            if job.phase.finished and (before is None or not before.phase.finished):
+                self.refresh_storage()
+        elif before is None:
+            self._choose_job()
+        self.changed.publish("jobs")
+
+    def _choose_job(self) -> None:
+        """Follow the newest unfinished job (else the newest), unless the learner chose one."""
+        if self.followed_by_user or not self.jobs:
+            return
+        newest = sorted(self.jobs.values(), key=lambda j: j.created, reverse=True)
+        best = next((j for j in newest if not j.phase.finished), newest[0])
+        current = self.jobs.get(self.followed) if self.followed else None
+        if current is None or (best.created > current.created):
+            self.follow(best.name)
+
+    def follow(self, job: str, by_user: bool = False) -> None:
+        self.followed_by_user = by_user
+        if job == self.followed:
+            return
+        self.followed = job
+        self.job_bar.job = self.jobs.get(job)
+        self.job_bar.progress = (None, None)
+        self.query_one("#pods-panel").border_title = f"pods · {job}"
+        self.pods_table.reset(job)
+        self.log_view.reset(job)
+        self.loss_chart.follow_run(job)
+        self.watch_pods(job)
+        self.stream_logs(job)
+        self.changed.publish("follow")
+
+    @work(group="pods", exclusive=True, exit_on_error=False)
+    async def watch_pods(self, job: str) -> None:
+        cluster = self.session.cluster
+        try:
+            await keep_open(lambda: cluster.watch_pods(job), self._pod_changed, self._lost,
+                            on_reopen=lambda: self.pods_table.reset(job), gives_up=_job_gone)
+        except Exception as exc:
+            self.notify(one_line(exc), title=f"stopped following {job}", severity="warning")
+
+    def _pod_changed(self, event: "PodEvent") -> None:
+        self._connected()
+        if event.pod.job != self.followed:
+            return
+        before = self.pods_table.pods.get(event.pod.name)
+        self.pods_table.apply(event)
+        pod = event.pod
+        if pod.last_step is not None and pod.restart_attempt >= self.pods_table.latest_attempt:
+            self.job_bar.progress = (pod.last_step, pod.last_loss)
+            if before is None or before.last_step != pod.last_step:
+                self._checkpoints_changed_soon()
+        self.changed.publish("pods")
+
+    @work(group="logs", exclusive=True, exit_on_error=False)
+    async def stream_logs(self, job: str) -> None:
+        cluster = self.session.cluster
+
+        async def finished() -> bool:
+            summary = await cluster.get_job(job)
+            return summary.phase.finished
+
+        try:
+            await keep_open(lambda: cluster.stream_logs(job, follow=True), self._log_batch, self._lost,
+                            on_reopen=lambda: self.log_view.reset(job), done=finished,
+                            gives_up=_job_gone)
+        except Exception as exc:
+            self.notify(one_line(exc), title=f"stopped the logs of {job}", severity="warning")
+
+    def _log_batch(self, batch: list["LogLine"]) -> None:
+        self.log_view.ingest(batch)
+        self.loss_chart.add_lines(batch)
+        self.changed.publish("logs")
+
+    # ------------------------------------------------------------------ checkpoints and snapshots
+
+    @work(group="storage", exclusive=True, exit_on_error=False)
+    async def refresh_storage(self) -> None:
+        cluster = self.session.cluster
+        if cluster is None:
+            return
+        volumes = await self._call("list volumes", cluster.volumes())
+        if volumes is not None:
+            preferred = set(self.jobs[self.followed].volumes) if self.followed in self.jobs else set()
+            volumes.sort(key=lambda v: (v.name not in preferred, v.name))
+            self.ckpt_panel.show_volumes(volumes)
+            if self.ckpt_panel.volume is not None:
+                await self._load_volume(self.ckpt_panel.volume)
+        snapshots = await self._call("list snapshots", cluster.snapshots())
+        if snapshots is not None:
+            self.ckpt_panel.show_snapshots(snapshots)
+        self.changed.publish("storage")
+
+    async def _load_volume(self, volume: str) -> None:
+        cluster = self.session.cluster
+        checkpoints = await self._call(f"read checkpoints on {volume}", cluster.checkpoints(volume))
+        if checkpoints is not None:
+            self.ckpt_panel.show_checkpoints(volume, checkpoints)
+        metrics = await self._call(f"read metrics on {volume}", cluster.read_metrics(volume=volume))
+        if metrics:
+            self.loss_chart.set_finished_runs(metrics)
+
+    @work(group="volume", exclusive=True, exit_on_error=False)
+    async def load_volume(self, volume: str) -> None:
+        await self._load_volume(volume)
+        self.changed.publish("storage")
+
+    def _checkpoints_changed_soon(self) -> None:
+        """A job stepped; its checkpoints may have changed. Read them when the tab is open, and
+        not more often than every few seconds (on kube, a read starts a pod)."""
+        if self._storage_timer is not None or self.tabs.active != "checkpoints":
+            return
+
+        def due() -> None:
+            self._storage_timer = None
+            if self.ckpt_panel.volume is not None:
+                self.load_volume(self.ckpt_panel.volume)
+
+        self._storage_timer = self.set_timer(CHECKPOINT_REFRESH_SECONDS, due)
+
+    @on(CheckpointsPanel.VolumeChosen)
+    def _volume_chosen(self, event: CheckpointsPanel.VolumeChosen) -> None:
+        self.load_volume(event.volume)
+
+    @on(TabbedContent.TabActivated)
+    def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
+        pane = event.pane.id
+        if pane == "checkpoints" and self.session.cluster is not None:
+            self.refresh_storage()
+        elif pane == "loss":
+            self.loss_chart.redraw()
+
+    # ------------------------------------------------------------------ the lesson
+
+    def _show_lesson(self) -> None:
+        lesson = self.session.lesson
+        if self.checklist.steps:  # already shown: keep the learner's place
+            self._refresh_states()
+            return
+        try:
+            self.checklist.set_steps(lesson.steps, lesson.states())
+        except Exception as exc:
+            self.notify(one_line(exc), title="lesson progress unreadable", severity="error")
+        self.changed.publish("steps")
+
+    def _show_step(self, step_id: str) -> None:
+        lesson = self.session.lesson
+        if lesson is None:
+            return
+        try:
+            step = lesson.step(step_id)
+            note = lesson.note(step_id) if step.kind == "reading" else ""
+            self.step_view.show(step, lesson.state(step_id), note)
+        except Exception as exc:
+            self.notify(one_line(exc), title=f"step {step_id}", severity="error")
+
+    def _refresh_states(self) -> None:
+        lesson = self.session.lesson
+        try:
+            states = lesson.states()
+        except Exception as exc:
+            self.notify(one_line(exc), title="lesson progress", severity="error")
+            return
+        if self.running_step is not None:  # our own run is live whatever the file says
+            states.pop(self.running_step, None)
+        self.checklist.set_states(states)
+        if self.checklist.step_id is not None:
+            self._show_step(self.checklist.step_id)
+        self.changed.publish("steps")
+
+    @on(Checklist.StepChosen)
+    def _step_chosen(self, event: Checklist.StepChosen) -> None:
+        self._show_step(event.step_id)
+
+    @on(Checklist.RunRequested)
+    def _run_requested(self, event: Checklist.RunRequested) -> None:
+        self.action_run_step()
+
+    @on(StepView.RunPressed)
+    def _run_pressed(self, event: StepView.RunPressed) -> None:
+        self._start_step(event.step_id)
+
+    @on(StepView.VerifyPressed)
+    def _verify_pressed(self, event: StepView.VerifyPressed) -> None:
+        self.verify_step(event.step_id)
+
+    @on(StepView.NoteSaved)
+    def _note_saved(self, event: StepView.NoteSaved) -> None:
+        try:
+            self.session.lesson.save_note(event.step_id, event.text)
+        except Exception as exc:
+            self.notify(one_line(exc), title="note not saved", severity="error")
+            return
+        self.notify("note saved; checking it", title=f"step {event.step_id}")
+        self.verify_step(event.step_id)
+
+    def _start_step(self, step_id: str) -> None:
+        lesson = self.session.lesson
+        if lesson is None:
+            self.notify("not connected yet", severity="warning")
+            return
+        if self.running_step is not None:
+            self.notify(f"step {self.running_step} is still running; its result comes first",
+                        severity="warning")
+            return
+        step = lesson.step(step_id)
+        if step.kind == "reading":
+            self.tabs.active = "step"
+            self.step_view.query_one("#step-note").focus()
+            self.notify("a reading step is done by your note: write it, then ctrl+s",
+                        title=f"step {step_label(step)}")
+            return
+        self.run_step(step_id)
+
+    @work(group="step-run", exit_on_error=False)
+    async def run_step(self, step_id: str) -> None:
+        lesson = self.session.lesson
+        step = lesson.step(step_id)
+        label = step_label(step)
+        self.running_step = step_id
+        self.job_bar.running_step = f"step {label}"
+        self.checklist.set_status(step_id, "running")
+        self.step_view.clear_output(step_id)
+        self.step_view.add_output(step_id, f"$ run step {label}: {step.title}")
+        self._show_step_if_selected(step_id)
+        try:
+            async for update in lesson.run(step_id):
+                if update.kind == "line":
+                    self.step_view.add_output(step_id, update.text)
+                elif update.kind == "job" and update.job:
+                    self.step_view.add_output(step_id, f"following job {update.job}")
+                    self.follow(update.job)
+                elif update.kind == "evidence" and update.evidence is not None:
+                    self._announce(label, update.evidence)
+        except Exception as exc:
+            self.step_view.add_output(step_id, f"error: {one_line(exc)}")
+            self.notify(one_line(exc), title=f"step {label}", severity="error")
+        finally:
+            self.running_step = None
+            self.job_bar.running_step = None
+            self._refresh_states()
+
+    def _show_step_if_selected(self, step_id: str) -> None:
+        if self.checklist.step_id == step_id:
+            self._show_step(step_id)
+
+    def _announce(self, label: str, evidence) -> None:
+        if evidence.ok:
+            self.notify(evidence.seen, title=f"step {label} done ✔")
+        else:
+            self.notify(evidence.seen, title=f"step {label} not done yet ✘", severity="warning")
+
+    @work(group="step-verify", exit_on_error=False)
+    async def verify_step(self, step_id: str) -> None:
+        lesson = self.session.lesson
+        if lesson is None:
+            return
+        try:
+            step = lesson.step(step_id)
+            evidence = await lesson.verify(step_id)
+        except Exception as exc:
+            self.notify(one_line(exc), title=f"verify {step_id}", severity="error")
+            return
+        self._announce(step_label(step), evidence)
+        self._refresh_states()
+
+    # ------------------------------------------------------------------ pods: kill
+
+    def _kill_confirmed(self, pod: str, yes: bool | None) -> None:
+        if yes:
+            self.kill_pod(pod)
+
+    @work(group="kill", exit_on_error=False)
+    async def kill_pod(self, pod: str) -> None:
+        cluster = self.session.cluster
+        if await self._call(f"kill {pod}", cluster.kill_pod(pod), ok=True) is not None:
+            self.notify(f"killed {pod}: watch the group restart and resume", title="fault injected")
+
+    @on(DataTable.RowSelected, "#pods-table")
+    def _pod_chosen(self, event: DataTable.RowSelected) -> None:
+        self.log_view.show_pod(event.row_key.value)
+        self.tabs.active = "logs"
+
+    # ------------------------------------------------------------------ snapshots: take, compare
+
+    def _snapshot_named(self, volume: str, name: str | None) -> None:
+        if name:
+            self.take_snapshot(volume, name)
+
+    @work(group="snapshot", exit_on_error=False)
+    async def take_snapshot(self, volume: str, name: str) -> None:
+        cluster = self.session.cluster
+        snap = await self._call(f"snapshot {volume}", cluster.snapshot(volume, name))
+        if snap is not None:
+            self.notify(f"{snap.name}: {snap.files} files of {volume}", title="snapshot taken")
+            self.refresh_storage()
+
+    @work(group="compare", exclusive=True, exit_on_error=False)
+    async def compare(self, a: str, b: str) -> None:
+        from tui.screens.compare import CompareScreen
+
+        cluster = self.session.cluster
+        snaps = []
+        for name in (a, b):
+            snap = self.ckpt_panel.snapshots.get(name)
+            if snap is None:
+                self.notify(f"snapshot {name} is gone", severity="warning")
+                return
+            if not snap.metrics:
+                metrics = await self._call(f"read metrics of {name}", cluster.read_metrics(snapshot=name))
+                if metrics:
+                    snap = snap.model_copy(update={"metrics": metrics})
+            snaps.append(snap)
+        await self.app.push_screen(CompareScreen(*snaps))
+
+    # ------------------------------------------------------------------ guarded backend calls
+
+    async def _call(self, what: str, awaitable, ok: bool = False):
+        """Await a backend call; any failure becomes a notification and None."""
+        try:
+            result = await awaitable
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.notify(one_line(exc), title=f"could not {what}", severity="error")
+            return None
+        return True if ok and result is None else result
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The last net: a worker that failed in a way nobody caught is a notification, not a crash."""
+        if event.state is WorkerState.ERROR and event.worker.error is not None:
+            self.notify(one_line(event.worker.error), title=f"{event.worker.group} failed",
+                        severity="error")
+
+    # ------------------------------------------------------------------ actions (see tui/actions.py)
+
+    def action_run_step(self) -> None:
+        if self.checklist.step_id is not None:
+            self._start_step(self.checklist.step_id)
+
+    def action_verify_step(self) -> None:
+        if self.checklist.step_id is not None:
+            self.verify_step(self.checklist.step_id)
+
+    def action_next_step(self) -> None:
+        self.checklist.move(+1)
+
+    def action_previous_step(self) -> None:
+        self.checklist.move(-1)
+
+    def action_kill_pod(self) -> None:
+        pod = self.pods_table.selected_pod
+        if pod is None:
+            self.notify("no pod selected: open the pods tab (2) and pick one", severity="warning")
+            return
+        if not self.config.confirm_kill:
+            self.kill_pod(pod)
+            return
+        from tui.screens.confirm import ConfirmScreen
+
+        self.app.push_screen(
+            ConfirmScreen(f"Kill pod {pod}?", "Its group restarts with restart attempt + 1 and "
+                          "resumes from the newest valid checkpoint.", yes="Kill"),
+            lambda yes: self._kill_confirmed(pod, yes))
+
+    def action_show_logs(self) -> None:
+        if self.tabs.active == "pods" and self.pods_table.selected_pod is not None:
+            self.log_view.show_pod(self.pods_table.selected_pod)
+        self.tabs.active = "logs"
+        self.log_view.log_widget.focus()
+
+    def action_filter_logs(self) -> None:
+        self.tabs.active = "logs"
+        self.log_view.focus_filter()
+
+    def action_toggle_follow(self) -> None:
+        self.log_view.toggle_follow()
+
+    def action_snapshot(self) -> None:
+        volume = self.ckpt_panel.volume
+        if volume is None and self.followed in self.jobs and self.jobs[self.followed].volumes:
+            volume = self.jobs[self.followed].volumes[0]
+        if volume is None:
+            self.notify("no volume yet: a training step creates one", severity="warning")
+            return
+        from tui.screens.prompt import PromptScreen
+
+        default = f"{volume}-{time.strftime('%H%M%S', time.localtime(self.clock()))}"
+        self.app.push_screen(
+            PromptScreen(f"Snapshot volume {volume} as", default[:63]),
+            lambda name: self._snapshot_named(volume, name))
+
+    def action_compare(self) -> None:
+        pair = self.ckpt_panel.compare_pair()
+        if pair is None:
+            self.notify("compare needs two snapshots: take them with s", severity="warning")
+            self.tabs.active = "checkpoints"
+            return
+        self.compare(*pair)
+
+    def action_pick_job(self) -> None:
+        if not self.jobs:
+            self.notify("no jobs yet: run a training step", severity="warning")
+            return
+        from tui.screens.pick_job import PickJobScreen
+
+        def chosen(name: str | None) -> None:
+            if name:
+                self.follow(name, by_user=True)
+
+        self.app.push_screen(PickJobScreen(list(self.jobs.values()), self.followed), chosen)
+
+    def action_refresh(self) -> None:
+        if self.session.lesson is not None:
+            self._refresh_states()
+            self.refresh_storage()
+
+    def action_show_tab(self, tab: str) -> None:
+        self.tabs.active = tab
+
+    def action_toggle_theme(self) -> None:
+        self.app.action_toggle_theme()
+
+    def action_help(self) -> None:
+        from tui.screens.help import HelpScreen
+
+        self.app.push_screen(HelpScreen())
+
+    def action_quit(self) -> None:
+        if self.running_step is None:
+            self.app.exit()
+            return
+        from tui.screens.confirm import ConfirmScreen
+
+        self.app.push_screen(
+            ConfirmScreen(f"Step {self.running_step} is running. Quit?",
+                          "Its job keeps running; press v on the step later to check it.", yes="Quit"),
+            lambda yes: self.app.exit() if yes else None)
+
+    # ------------------------------------------------------------------ the command palette
+
+    def commands(self) -> Iterator[tuple[str, str, Callable[[], object]]]:
+        """(title, help, callback) for every action, step and job: the palette lists them all."""
+        for a in actions.ACTIONS:
+            yield a.title, a.help, (lambda name=a.action: self.run_action(name))
+        lesson = self.session.lesson
+        for step in (lesson.steps if lesson is not None else []):
+            label = step_label(step)
+            yield (f"Go to step {label}: {step.title}", step.done_when,
+                   lambda sid=step.id: self.checklist.select_step(sid))
+        for job in sorted(self.jobs.values(), key=lambda j: j.created, reverse=True):
+            yield (f"Follow job {job.name}", f"{job.phase.value}, {job.num_nodes} nodes",
+                   lambda name=job.name: self.follow(name, by_user=True))
+
+
+def _job_gone(exc: BaseException) -> bool:
+    """NotFound: the job was deleted; watching it again cannot help."""
+    from backend.cluster import NotFound
+
+    return isinstance(exc, NotFound)

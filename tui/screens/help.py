@@ -1,0 +1,50 @@
+"""`?`: every key (from the one action list) and what each panel shows."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Markdown
+
+from tui.actions import ACTIONS, key_names
+
+PANELS = """\
+## Panels
+
+- **lesson** (left, always shown): one line per step. ○ todo · ◐ running · ✔ done (with evidence) · ✘ failed.
+- **step**: why the step matters, its *done when*, the doc to read, the evidence of the last check,
+  and for reading steps your note (ctrl+s saves it; the note is the evidence).
+- **pods**: the followed job's worker pods, live: rank, restart attempt, phase, last step and loss.
+  Older restart attempts stay below, dimmed. enter shows that pod's logs.
+- **logs**: every worker merged, one colour per rank; `r0 + pod` marks a pod's first line.
+  Scrolling up pauses following (the border counts new lines); `f` or `end` follows again.
+- **checkpoints**: files on the volume (step, loss, world size, size, valid) and its snapshots;
+  space marks two snapshots, `c` compares them.
+- **loss**: one curve per run, the followed job live.
+
+Jobs keep running when you quit, like on a real cluster. In a browser: `kfcockpit serve`.
+"""
+
+
+def keys_markdown() -> str:
+    rows = ["| key | does |", "|---|---|"]
+    rows += [f"| `{key_names(a)}` | {a.help} |" for a in ACTIONS]
+    rows.append("| `ctrl+p` | The command palette: every action, every step, every job. |")
+    return "## Keys\n\n" + "\n".join(rows)
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="dialog", classes="dialog help"):
+            yield Markdown(keys_markdown() + "\n\n" + PANELS, id="help-text")
+
+    def on_mount(self) -> None:
+        self.query_one("#dialog").border_title = "help · escape closes"
+        self.query_one("#dialog").focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)

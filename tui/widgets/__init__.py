@@ -1,0 +1,1 @@
+"""Widgets that each own their state; the cockpit screen calls their methods and hears their messages."""

@@ -1,0 +1,158 @@
+"""Checkpoints on a volume (step, loss, world size, size, valid) and the volume's snapshots.
+The learner marks two snapshots (space) to compare them side by side (c)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Callable, Iterable
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import Select, Static
+
+from tui import format as fmt
+from tui.widgets.keyed_table import KeyedTable
+
+if TYPE_CHECKING:
+    from backend.models import Checkpoint, Snapshot, VolumeInfo
+
+CHECKPOINT_COLUMNS = (
+    ("step", "STEP", 5),
+    ("loss", "LOSS", 8),
+    ("world", "WORLD", 5),
+    ("size", "SIZE", 9),
+    ("valid", "VALID", 6),
+    ("run", "RUN", 14),
+    ("age", "AGE", 5),
+)
+SNAPSHOT_COLUMNS = (
+    ("mark", "", 1),
+    ("name", "SNAPSHOT", 16),
+    ("volume", "VOLUME", 12),
+    ("runs", "RUNS", 4),
+    ("size", "SIZE", 9),
+    ("age", "AGE", 5),
+)
+
+
+def checkpoint_cells(c: "Checkpoint", now: float) -> tuple:
+    valid = Text("yes", style="green") if c.valid else Text("NO", style="bold red")
+    return (str(c.step), fmt.loss(c.loss), str(c.world_size), fmt.size(c.size_bytes), valid,
+            c.run or "/", fmt.age(now - c.created) if c.created else "-")
+
+
+class SnapshotTable(KeyedTable):
+    BINDINGS = [Binding("space", "toggle_mark", "Mark for compare", show=False)]
+
+    class MarksChanged(Message):
+        pass
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(SNAPSHOT_COLUMNS, **kwargs)
+        self.marked: list[str] = []  # at most two, oldest mark first
+
+    def action_toggle_mark(self) -> None:
+        key = self.selected_key
+        if key is None:
+            return
+        if key in self.marked:
+            self.marked.remove(key)
+        else:
+            self.marked = (self.marked + [key])[-2:]
+        for name in self.keys:
+            self.update_cell(name, "mark", "●" if name in self.marked else " ")
+        self.post_message(self.MarksChanged())
+
+
+class CheckpointsPanel(Vertical):
+    BORDER_TITLE = "checkpoints"
+
+    class VolumeChosen(Message):
+        def __init__(self, volume: str) -> None:
+            super().__init__()
+            self.volume = volume
+
+    def __init__(self, clock: Callable[[], float] = time.time, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.clock = clock
+        self.volume: str | None = None
+        self.snapshots: dict[str, "Snapshot"] = {}
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="ckpt-bar"):
+            yield Select[str]([], prompt="volume", id="ckpt-volume", compact=True, allow_blank=True)
+            yield Static("", id="ckpt-summary")
+        yield KeyedTable(CHECKPOINT_COLUMNS, id="ckpt-table")
+        yield Static("snapshots · space marks two · c compares · s takes one", id="snap-title",
+                     classes="subtitle")
+        yield SnapshotTable(id="snap-table")
+
+    # ------------------------------------------------------------------ method calls down
+
+    def show_volumes(self, volumes: Iterable["VolumeInfo"]) -> None:
+        names = [v.name for v in volumes]
+        select = self.query_one("#ckpt-volume", Select)
+        select.set_options([(n, n) for n in names])
+        wanted = self.volume if self.volume in names else (names[0] if names else None)
+        if wanted is not None:
+            select.value = wanted
+            if wanted != self.volume:
+                self.volume = wanted
+                self.post_message(self.VolumeChosen(wanted))
+        else:
+            self.query_one("#ckpt-summary", Static).update("no volumes yet")
+
+    def show_checkpoints(self, volume: str, checkpoints: list["Checkpoint"]) -> None:
+        if volume != self.volume:
+            return  # an answer for a volume the learner has left
+        now = self.clock()
+        ordered = sorted(checkpoints, key=lambda c: (c.run, c.step))
+        self.query_one("#ckpt-table", KeyedTable).sync(
+            {c.path: checkpoint_cells(c, now) for c in ordered})
+        valid = [c for c in checkpoints if c.valid]
+        newest = max(valid, key=lambda c: c.step, default=None)
+        summary = f"{len(checkpoints)} files"
+        if newest is not None:
+            summary += f" · newest valid step {newest.step}"
+        broken = len(checkpoints) - len(valid)
+        if broken:
+            summary += f" · {broken} invalid"
+        self.query_one("#ckpt-summary", Static).update(summary)
+
+    def show_snapshots(self, snapshots: list["Snapshot"]) -> None:
+        now = self.clock()
+        table = self.query_one("#snap-table", SnapshotTable)
+        self.snapshots = {s.name: s for s in snapshots}
+        table.marked = [m for m in table.marked if m in self.snapshots]
+        table.sync({s.name: ("●" if s.name in table.marked else " ", s.name, s.volume,
+                             str(len(s.metrics)), fmt.size(s.size_bytes), fmt.age(now - s.created))
+                    for s in sorted(snapshots, key=lambda s: s.created)})
+
+    def compare_pair(self) -> tuple[str, str] | None:
+        """The two marked snapshots; else the highlighted one and the one before it; else the newest two."""
+        table = self.query_one("#snap-table", SnapshotTable)
+        if len(table.marked) == 2:
+            return table.marked[0], table.marked[1]
+        names = table.keys
+        if len(names) < 2:
+            return None
+        selected = table.selected_key
+        if len(table.marked) == 1:
+            other = selected if selected not in table.marked else None
+            other = other or next(n for n in reversed(names) if n != table.marked[0])
+            return table.marked[0], other
+        if selected is not None and names.index(selected) > 0:
+            return names[names.index(selected) - 1], selected
+        return names[-2], names[-1]
+
+    @on(Select.Changed, "#ckpt-volume")
+    def _volume_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        value = self.query_one("#ckpt-volume", Select).value
+        if isinstance(value, str) and value != self.volume:
+            self.volume = value
+            self.post_message(self.VolumeChosen(value))

@@ -1,0 +1,47 @@
+"""A DataTable refreshed by key: rows that are new are added, changed cells are updated, rows that
+went away are removed. Nothing is rebuilt, so the cursor stays on the row the learner chose."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from textual.widgets import DataTable
+
+
+class KeyedTable(DataTable):
+    def __init__(self, columns: tuple[tuple[str, str, int | None], ...], **kwargs) -> None:
+        kwargs.setdefault("cursor_type", "row")
+        super().__init__(**kwargs)
+        self._column_spec = columns
+        self._rows: dict[str, tuple[Any, ...]] = {}
+
+    def on_mount(self) -> None:
+        for key, header, width in self._column_spec:
+            self.add_column(header, key=key, width=width)
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self._rows)
+
+    @property
+    def selected_key(self) -> str | None:
+        if not self._rows or not (0 <= self.cursor_row < self.row_count):
+            return None
+        row_key, _ = self.coordinate_to_cell_key((self.cursor_row, 0))
+        return row_key.value
+
+    def sync(self, rows: Mapping[str, tuple[Any, ...]]) -> None:
+        """Make the table show exactly `rows` (key → cells in column order), in that order for new keys."""
+        for gone in [k for k in self._rows if k not in rows]:
+            del self._rows[gone]
+            self.remove_row(gone)
+        column_keys = [key for key, _, _ in self._column_spec]
+        for key, cells in rows.items():
+            old = self._rows.get(key)
+            if old is None:
+                self.add_row(*cells, key=key)
+            elif old != cells:
+                for column, before, after in zip(column_keys, old, cells):
+                    if before != after:
+                        self.update_cell(key, column, after)
+            self._rows[key] = cells

@@ -1,0 +1,263 @@
+"""The logs panel: every worker of the followed job merged, each rank its own colour, a text and
+pod/rank filter, and a follow mode that pauses when the learner scrolls up ("N new lines").
+
+Lines arrive from the screen's stream worker through `ingest` (a method call down). They are kept
+in a bounded LogBuffer and written to the Log widget in one `write_lines` per flush, at most
+`FLUSH_SECONDS` apart: one write per worker line would cap at a few thousand lines a second and
+freeze the UI; batched, the cost per line is a list append.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.highlighter import Highlighter
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Input, Log, Select
+
+from tui.format import rank_colour
+from tui.log_buffer import LogBuffer, LogFilter, rank_of_display
+
+if TYPE_CHECKING:
+    from backend.models import LogLine
+
+FLUSH_SECONDS = 1 / 30
+DEFAULT_CAPACITY = 20_000
+
+
+class RankHighlighter(Highlighter):
+    """Colours a line by the rank in its prefix; runs only for lines on screen."""
+
+    def highlight(self, text: Text) -> None:
+        plain = text.plain
+        rank = rank_of_display(plain)
+        if rank is None:
+            return
+        colour = rank_colour(rank)
+        bar = plain.find(" | ")
+        if bar < 0:  # "r0 + pod": a pod joined the stream
+            text.stylize(f"bold {colour}")
+            return
+        text.stylize(f"bold {colour}", 0, bar + 2)
+        if "resumed" in plain or "checkpoint" in plain:
+            text.stylize("bold", bar + 3)
+        elif "Error" in plain or "error" in plain or "Traceback" in plain:
+            text.stylize("bold red", bar + 3)
+
+
+class FollowLog(Log):
+    """A Log that says when the learner scrolls away from the end, or back to it."""
+
+    class AtEnd(Message):
+        def __init__(self, at_end: bool) -> None:
+            super().__init__()
+            self.at_end = at_end
+
+    def __init__(self, max_lines: int, **kwargs) -> None:
+        super().__init__(highlight=True, max_lines=max_lines, **kwargs)
+        self.highlighter = RankHighlighter()
+        self._at_end = True
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        at_end = new_value >= self.max_scroll_y
+        if at_end != self._at_end:
+            self._at_end = at_end
+            self.post_message(self.AtEnd(at_end))
+
+
+class LogView(Vertical):
+    """Filter bar above a FollowLog; the border subtitle says follow state and new lines."""
+
+    BORDER_TITLE = "logs"
+    BINDINGS = [
+        Binding("escape", "focus_lines", "Back to the lines", show=False),
+        Binding("end", "follow_end", "Follow", show=False),
+    ]
+
+    follow: reactive[bool] = reactive(True)
+    unseen: reactive[int] = reactive(0)  # lines that arrived while not following
+
+    class FilterChanged(Message):
+        def __init__(self, keep: LogFilter) -> None:
+            super().__init__()
+            self.keep = keep
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.buffer = LogBuffer(capacity)
+        self.keep = LogFilter()
+        self.job: str | None = None
+        self.shown = 0  # lines handed to the Log widget (the bench's "lines shown")
+        self._pending: list[str] = []
+        self._flush_timer = None
+        self._known_pods: dict[str, int] = {}
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="log-filter-bar"):
+            yield Input(placeholder="/ filter text", id="log-filter", compact=True)
+            yield Select[str]([], prompt="all workers", id="log-source", compact=True)
+        yield FollowLog(max_lines=self.buffer.capacity, id="log-lines")
+
+    def on_mount(self) -> None:
+        self._show_state()
+
+    @property
+    def log_widget(self) -> FollowLog:
+        return self.query_one(FollowLog)
+
+    # ------------------------------------------------------------------ method calls down
+
+    def reset(self, job: str | None) -> None:
+        """Start over for another job (or the same job's stream reopened from its start)."""
+        self.job = job
+        self.buffer.clear()
+        self._pending.clear()
+        self._known_pods = {}
+        self.log_widget.clear()
+        self.border_title = f"logs · {job}" if job else "logs"
+        self.unseen = 0
+        self._refresh_sources()
+
+    def ingest(self, batch: list["LogLine"]) -> None:
+        """Take a batch from the stream; drawn at the next flush."""
+        shown = self.buffer.add(batch, self.keep)
+        if shown:
+            pending = self._pending
+            pending.extend(shown)
+            if len(pending) > self.buffer.capacity:  # only the newest would survive anyway
+                del pending[: len(pending) - self.buffer.capacity]
+            if self._flush_timer is None:
+                self._flush_timer = self.set_timer(FLUSH_SECONDS, self._flush)
+        if len(self.buffer.pods) != len(self._known_pods):
+            self._refresh_sources()
+
+    def set_filter(self, keep: LogFilter) -> None:
+        if keep == self.keep:
+            return
+        self.keep = keep
+        self._pending.clear()
+        log = self.log_widget
+        log.clear()
+        lines = self.buffer.matching(keep)
+        log.write_lines(lines, scroll_end=True)
+        self.shown += len(lines)
+        self.unseen = 0
+        self.follow = True
+        self._sync_filter_inputs()
+        self._show_state()
+        self.post_message(self.FilterChanged(keep))
+
+    def show_pod(self, pod: str | None) -> None:
+        self.set_filter(LogFilter(text=self.keep.text, pod=pod))
+
+    def focus_filter(self) -> None:
+        self.query_one("#log-filter", Input).focus()
+
+    def toggle_follow(self) -> None:
+        if self.follow:
+            self.follow = False
+        else:
+            self.follow = True
+            self.log_widget.scroll_end(animate=False, immediate=True)
+
+    def action_focus_lines(self) -> None:
+        self.log_widget.focus()
+
+    def action_follow_end(self) -> None:
+        self.follow = True
+        self.log_widget.scroll_end(animate=False, immediate=True)
+
+    # ------------------------------------------------------------------ internals
+
+    def _flush(self) -> None:
+        self._flush_timer = None
+        lines, self._pending = self._pending, []
+        if not lines:
+            return
+        log = self.log_widget
+        overflow = len(log.lines) + len(lines) - self.buffer.capacity
+        log.write_lines(lines, scroll_end=self.follow)
+        self.shown += len(lines)
+        if not self.follow:
+            self.unseen += len(lines)
+            if overflow > 0:  # lines left the top: keep the text the learner reads in place
+                log.scroll_to(y=max(0, log.scroll_y - overflow), animate=False, immediate=True)
+
+    def _refresh_sources(self) -> None:
+        pods = self.buffer.pods
+        self._known_pods = pods
+        ranks = sorted(set(pods.values()))
+        options = [(f"rank {r}", f"rank:{r}") for r in ranks]
+        options += [(f"pod {p}", f"pod:{p}") for p in pods]
+        select = self.query_one("#log-source", Select)
+        current = select.value
+        select.set_options(options)
+        if current != Select.NULL and any(value == current for _, value in options):
+            select.value = current
+
+    def _sync_filter_inputs(self) -> None:
+        field = self.query_one("#log-filter", Input)
+        if field.value != self.keep.text:
+            field.value = self.keep.text
+        select = self.query_one("#log-source", Select)
+        wanted = (f"pod:{self.keep.pod}" if self.keep.pod is not None
+                  else f"rank:{self.keep.rank}" if self.keep.rank is not None else Select.NULL)
+        if select.value != wanted:
+            if wanted is Select.NULL:
+                select.clear()
+            elif self.keep.pod is not None and self.keep.pod not in self._known_pods:
+                pass  # a pod with no lines yet: the filter holds, the list catches up later
+            else:
+                select.value = wanted
+
+    def _show_state(self) -> None:
+        if self.follow:
+            state = "following · f pause"
+        elif self.unseen:
+            state = f"paused · {self.unseen:,} new lines · f follow"
+        else:
+            state = "paused · f follow"
+        if self.keep.active:
+            state = f"filter: {self.keep.describe()} · {state}"
+        self.border_subtitle = state
+
+    def watch_follow(self, follow: bool) -> None:
+        if follow:
+            self.unseen = 0
+        self._show_state()
+
+    def watch_unseen(self, unseen: int) -> None:
+        self._show_state()
+
+    @on(FollowLog.AtEnd)
+    def _scrolled(self, event: FollowLog.AtEnd) -> None:
+        event.stop()
+        self.follow = event.at_end
+
+    @on(Input.Changed, "#log-filter")
+    def _text_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.set_filter(LogFilter(text=event.value, pod=self.keep.pod, rank=self.keep.rank))
+
+    @on(Input.Submitted, "#log-filter")
+    def _text_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.log_widget.focus()
+
+    @on(Select.Changed, "#log-source")
+    def _source_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        value = self.query_one("#log-source", Select).value  # the latest, not the event's
+        pod = rank = None
+        if isinstance(value, str) and value.startswith("pod:"):
+            pod = value[4:]
+        elif isinstance(value, str) and value.startswith("rank:"):
+            rank = int(value[5:])
+        self.set_filter(LogFilter(text=self.keep.text, pod=pod, rank=rank))
