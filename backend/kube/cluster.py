@@ -299,21 +299,27 @@ class KubeCluster:
         return sorted(found, key=lambda c: (c.run, c.step, c.path))
 
     async def read_metrics(self, volume: str | None = None, snapshot: str | None = None) -> list[RunMetrics]:
-        """metrics.json of every run on a volume (default: the lesson's `checkpoints`) or in a
-        snapshot (restored into a temporary PVC that is deleted afterwards)."""
-        if snapshot is None:
-            volume = volume or setup.CHECKPOINT_VOLUME
+        """metrics.json of every run on a volume (default: every volume), or in a snapshot
+        (restored into a temporary PVC that is deleted afterwards)."""
+        if snapshot is not None:
+            return metrics_from(await self._read_snapshot(snapshot))
+        if volume is not None:
             await self.resources.get("PersistentVolumeClaim", volume)
             return metrics_from(await self._read_volume(volume))
+        found: list[RunMetrics] = []
+        for info in await self.volumes():
+            found += metrics_from(await self._read_volume(info.name))
+        return found
+
+    async def _read_snapshot(self, snapshot: str) -> dict:
         raw = await self.resources.get("VolumeSnapshot", snapshot)
         if not (raw.get("status") or {}).get("readyToUse"):
             raise ClusterError(f"snapshot {snapshot} is not ready to use yet")
-        source = snapshot_from(raw).volume
         claim = restore_claim(f"kfcockpit-restore-{secrets.token_hex(3)}", raw,
-                              await self.resources.find("PersistentVolumeClaim", source))
+                              await self.resources.find("PersistentVolumeClaim", snapshot_from(raw).volume))
         await self.resources.create(claim)
         try:
-            return metrics_from(await self._read_volume(claim["metadata"]["name"]))
+            return await self._read_volume(claim["metadata"]["name"])
         finally:
             await asyncio.shield(self._delete_quietly("PersistentVolumeClaim", claim["metadata"]["name"]))
 
@@ -363,19 +369,25 @@ class KubeCluster:
     # ------------------------------------------------------------------ snapshots
 
     async def snapshot(self, volume: str, name: str) -> Snapshot:
+        """A CSI VolumeSnapshot of `volume`, once ready. What the volume held (files, size, runs)
+        is read by the reader pod just before and kept in an annotation, so listing snapshots
+        needs no restore; it is exact for a volume no job is writing to."""
         try:
             check_name(name, "snapshot name")
         except ValueError as exc:
             raise InvalidResource(str(exc)) from None
         claim = await self.resources.get("PersistentVolumeClaim", volume)
+        if await self.resources.find("VolumeSnapshot", name):
+            raise InvalidResource(f"snapshot {name} already exists (choose another name)")
         storage_class, driver = await setup.volume_driver(self.resources, claim)
         class_name = pick_class(await self.resources.list("VolumeSnapshotClass"), driver)
         if class_name is None:
             raise ClusterError(f"volume {volume} cannot be snapshotted: no VolumeSnapshotClass for driver "
                                f"{driver or '?'} of StorageClass {storage_class or '?'} "
                                f"({setup.INSTALL_SNAPSHOTS})")
+        contents = await self._read_volume(volume)
         try:
-            await self.resources.create(snapshot_manifest(volume, name, class_name))
+            await self.resources.create(snapshot_manifest(volume, name, class_name, contents))
         except AlreadyExists:
             raise InvalidResource(f"snapshot {name} already exists (choose another name)") from None
         return snapshot_from(await self._wait_snapshot(name))

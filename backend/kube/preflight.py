@@ -136,6 +136,8 @@ async def check_snapshot_class(resources: Resources) -> Check:
         claim = await resources.find("PersistentVolumeClaim", CHECKPOINT_VOLUME)
         storage_class, driver = await volume_driver(resources, claim)
         classes = await resources.list("VolumeSnapshotClass")
+    except NotFound:
+        return Check(name=name, ok=False, detail="none: the snapshot CRDs are not installed", fix=INSTALL_SNAPSHOTS)
     except ClusterError as exc:
         return Check(name=name, ok=False, detail=str(exc), fix=INSTALL_SNAPSHOTS)
     whose = f"volume {CHECKPOINT_VOLUME}" if claim else "the default StorageClass"

@@ -89,6 +89,8 @@ class Resources:
     async def _json(self, op: str, kind: str, name: str | None = None, body: Any = None,
                     namespace: str | None = None, **kwargs: Any) -> Any:
         fn, args = self.bind(op, kind, name, body, namespace)
+        if op == "delete" and body is not None:  # DeleteOptions go as a keyword, not positionally
+            kwargs["body"] = body
         what = f"{kind} {name}" if name else f"{KINDS[kind].plural} in namespace {namespace or self.namespace}"
         try:
             return await self.conn.call_json(fn, *args, what=what, **kwargs)
@@ -124,11 +126,11 @@ class Resources:
     async def delete(self, kind: str, name: str, grace_period: int | None = None) -> None:
         from kubernetes import client
 
-        options: dict[str, Any] = {}
-        if grace_period is not None:
-            options = {"grace_period_seconds": grace_period,
-                       "body": client.V1DeleteOptions(grace_period_seconds=grace_period)}
-        await self._json("delete", kind, name, **options)
+        if grace_period is None:
+            await self._json("delete", kind, name)
+        else:
+            await self._json("delete", kind, name, client.V1DeleteOptions(grace_period_seconds=grace_period),
+                             grace_period_seconds=grace_period)
 
     # ------------------------------------------------------------------ apply
 

@@ -8,12 +8,17 @@ by that rule, unless one is marked default.
 
 from __future__ import annotations
 
+import json
+
 from backend.kube.pods import parse_time
+from backend.kube.reader import metrics_from
 from backend.models import SNAPSHOT_API, ObjectMeta, Snapshot, SnapshotSource, VolumeSnapshot, VolumeSnapshotSpec
 
 DEFAULT_CLASS_ANNOTATION = "snapshot.storage.kubernetes.io/is-default-class"
 DEFAULT_STORAGE_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 SNAPSHOT_LABELS = {"app.kubernetes.io/part-of": "kfcockpit"}
+# What the volume held when the snapshot was taken (files, bytes, runs' metrics), as JSON.
+CONTENTS_ANNOTATION = "kfcockpit/contents"
 
 
 def quantity_bytes(value: str | int | None) -> int:
@@ -27,24 +32,43 @@ def quantity_bytes(value: str | int | None) -> int:
         return 0
 
 
-def snapshot_manifest(volume: str, name: str, class_name: str | None) -> dict:
+def snapshot_manifest(volume: str, name: str, class_name: str | None, contents: dict | None = None) -> dict:
+    """The VolumeSnapshot; `contents` is the reader's scan of the volume (checkpoint details and
+    loss histories left out: the annotation says what is there, a restore shows it all)."""
+    annotations = {}
+    if contents is not None:
+        runs = [{k: v for k, v in m.items() if k != "loss_history"} for m in contents.get("metrics") or []]
+        annotations[CONTENTS_ANNOTATION] = json.dumps(
+            {"files": contents.get("files", 0), "size_bytes": contents.get("size_bytes", 0), "metrics": runs},
+            separators=(",", ":"))
     return VolumeSnapshot(
-        metadata=ObjectMeta(name=name, labels=dict(SNAPSHOT_LABELS)),
+        metadata=ObjectMeta(name=name, labels=dict(SNAPSHOT_LABELS), annotations=annotations),
         spec=VolumeSnapshotSpec(source=SnapshotSource(persistent_volume_claim_name=volume),
                                 volume_snapshot_class_name=class_name),
     ).to_manifest()
+
+
+def _contents(meta: dict) -> dict:
+    try:
+        found = json.loads((meta.get("annotations") or {}).get(CONTENTS_ANNOTATION) or "{}")
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def snapshot_from(raw: dict) -> Snapshot:
     meta = raw.get("metadata") or {}
     status = raw.get("status") or {}
     source = ((raw.get("spec") or {}).get("source") or {})
+    contents = _contents(meta)
     return Snapshot(
         name=meta.get("name", ""),
         volume=source.get("persistentVolumeClaimName") or source.get("volumeSnapshotContentName") or "",
         created=parse_time(status.get("creationTime")) or parse_time(meta.get("creationTimestamp")) or 0.0,
         ready=bool(status.get("readyToUse")),
-        size_bytes=quantity_bytes(status.get("restoreSize")),
+        files=int(contents.get("files") or 0),
+        size_bytes=int(contents.get("size_bytes") or 0) or quantity_bytes(status.get("restoreSize")),
+        metrics=metrics_from(contents),
     )
 
 

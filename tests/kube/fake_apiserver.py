@@ -146,7 +146,8 @@ class FakeApiServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, name="fake-apiserver", daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                       name="fake-apiserver", daemon=True)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -704,3 +705,40 @@ def set_phase(phase: str, exit_code: int | None = None) -> Callable[[dict], None
     def change(pod: dict) -> None:
         pod["status"] = pod_status(phase, exit_code)
     return change
+
+
+TRAINJOBS = ("apis/trainer.kubeflow.org/v1alpha1", "trainjobs")
+JOBSETS = ("apis/jobset.x-k8s.io/v1alpha2", "jobsets")
+
+
+def train_job(name: str, num_nodes: int = 2, claim: str = "checkpoints") -> dict:
+    """A TrainJob as the lesson declares it (numNodes, the checkpoint PVC via runtimePatches)."""
+    pod_spec = {"volumes": [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": claim}}],
+                "containers": [{"name": "node", "volumeMounts": [{"name": "checkpoints",
+                                                                   "mountPath": "/checkpoints"}]}]}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": name},
+        "spec": {"runtimeRef": {"name": "kfcockpit-torch", "kind": "TrainingRuntime",
+                                "apiGroup": "trainer.kubeflow.org"},
+                 "trainer": {"numNodes": num_nodes},
+                 "runtimePatches": [{"manager": "kfcockpit", "trainingRuntimeSpec": {"template": {"spec": {
+                     "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {
+                         "spec": pod_spec}}}}]}}}}]},
+    }
+
+
+def job_set(name: str, restarts: int = 0, ready: int = 0, max_restarts: int = 3) -> dict:
+    """The JobSet the Trainer makes from a TrainJob (same name): one `node` Job of N pods."""
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name},
+        "spec": {"failurePolicy": {"maxRestarts": max_restarts},
+                 "replicatedJobs": [{"name": "node", "replicas": 1, "template": {"spec": {"parallelism": 2}}}]},
+        "status": {"restarts": restarts,
+                   "replicatedJobsStatus": [{"name": "node", "ready": ready, "succeeded": 0, "failed": 0,
+                                             "active": 1, "suspended": 0}]},
+    }
+
+
+def condition(kind: str, reason: str = "", message: str = "") -> dict:
+    return {"type": kind, "status": "True", "reason": reason, "message": message,
+            "lastTransitionTime": now_rfc3339()}

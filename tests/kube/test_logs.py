@@ -1,0 +1,126 @@
+"""A job's logs on Kubernetes: every worker's log from its first line, merged, in batches; the
+stream picks up the replacement pods of a restarted group (as stern does), survives dropped log
+streams without losing or repeating a line, and ends when the job has finished. kill_pod
+deletes exactly the named pod with grace period 0."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from backend.cluster import NotFound
+from tests.kube.conftest import HANG_GUARD
+from tests.kube.fake_apiserver import (
+    JOBSETS,
+    PODS,
+    TRAINJOBS,
+    condition,
+    job_set,
+    set_phase,
+    train_job,
+    worker_pod,
+)
+
+JOB = "lesson-ddp"
+P0, P1 = f"{JOB}-node-0-0-a0", f"{JOB}-node-0-1-a0"
+P0_NEW, P1_NEW = f"{JOB}-node-0-0-a1", f"{JOB}-node-0-1-a1"
+
+
+async def collect(stream, count: int) -> list:
+    """Lines from the stream until `count` more have arrived."""
+    import asyncio
+
+    lines: list = []
+    async with asyncio.timeout(HANG_GUARD):
+        while len(lines) < count:
+            batch = await anext(stream)
+            assert batch, "batches are never empty"
+            lines += batch
+    assert len(lines) == count, [line.text for line in lines]
+    return lines
+
+
+def texts(lines) -> list[tuple[str, str]]:
+    return [(line.pod, line.text) for line in lines]
+
+
+def running_job(api) -> None:
+    api.put(TRAINJOBS, train_job(JOB))
+    api.put(JOBSETS, job_set(JOB, ready=1))
+    api.put(PODS, worker_pod(JOB, 0, phase="Running"))
+    api.put(PODS, worker_pod(JOB, 1, phase="Running"))
+
+
+async def test_logs_follow_replacement_pods_and_survive_dropped_streams(api, cluster):
+    running_job(api)
+    api.append_log(P0, "event=start rank=0 world=2")  # printed before anyone followed
+    stream = cluster.stream_logs(JOB)
+    try:
+        first = await collect(stream, 1)
+        assert texts(first) == [(P0, "event=start rank=0 world=2")]
+        api.append_log(P0, "step=1 loss=0.900000 rank=0 world=2")
+        api.append_log(P1, "step=1 loss=0.900000 rank=1 world=2")
+        steps = await collect(stream, 2)
+        assert sorted(texts(steps)) == [(P0, "step=1 loss=0.900000 rank=0 world=2"),
+                                        (P1, "step=1 loss=0.900000 rank=1 world=2")]
+        assert {(line.rank, line.step, line.loss) for line in steps} == {(0, 1, 0.9), (1, 1, 0.9)}
+        assert all(abs(line.time - time.time()) < 60 for line in steps)  # the API server's timestamps
+
+        # The learner kills worker 0; JobSet recreates the whole group (restart attempt 1).
+        await cluster.kill_pod(P0)
+        (delete,) = api.requests_for("DELETE", "/pods/")
+        assert delete.path == f"/api/v1/namespaces/default/pods/{P0}"
+        assert delete.query["gracePeriodSeconds"] == "0" and delete.body["gracePeriodSeconds"] == 0
+        api.remove(PODS, P1)
+        api.put(JOBSETS, job_set(JOB, restarts=1, ready=0))
+        api.put(PODS, worker_pod(JOB, 0, attempt=1))
+        api.put(PODS, worker_pod(JOB, 1, attempt=1))
+        api.update(PODS, P0_NEW, set_phase("Running"))
+        api.update(PODS, P1_NEW, set_phase("Running"))
+        for pod, rank in ((P0_NEW, 0), (P1_NEW, 1)):
+            api.append_log(pod, "resumed from checkpoint step=1", f"step=2 loss=0.800000 rank={rank} world=2")
+        resumed = await collect(stream, 4)
+        assert sorted(texts(resumed)) == sorted(
+            [(P0_NEW, "resumed from checkpoint step=1"), (P0_NEW, "step=2 loss=0.800000 rank=0 world=2"),
+             (P1_NEW, "resumed from checkpoint step=1"), (P1_NEW, "step=2 loss=0.800000 rank=1 world=2")])
+
+        # Log streams break mid-way: the followers reopen them and skip what they delivered.
+        api.drop_streams()
+        api.append_log(P0_NEW, "step=3 loss=0.700000 rank=0 world=2")
+        api.append_log(P1_NEW, "step=3 loss=0.700000 rank=1 world=2")
+        after_drop = await collect(stream, 2)
+        assert sorted(texts(after_drop)) == [(P0_NEW, "step=3 loss=0.700000 rank=0 world=2"),
+                                             (P1_NEW, "step=3 loss=0.700000 rank=1 world=2")]
+
+        # The job completes: the last lines arrive and the stream ends by itself.
+        for pod in (P0_NEW, P1_NEW):
+            api.append_log(pod, "event=done")
+            api.update(PODS, pod, set_phase("Succeeded"))
+            api.close_log(pod)
+        api.update(TRAINJOBS, JOB, lambda job: job.setdefault("status", {}).setdefault(
+            "conditions", []).append(condition("Complete", "JobSetCompleted")))
+        rest = []
+        async for batch in stream:
+            rest += batch
+        assert sorted(texts(rest)) == [(P0_NEW, "event=done"), (P1_NEW, "event=done")]
+    finally:
+        await stream.aclose()
+
+
+async def test_whole_logs_are_merged_by_time(api, cluster):
+    running_job(api)
+    api.append_log(P0, "a")
+    api.append_log(P1, "b")
+    api.append_log(P0, "c")
+    lines = [line async for batch in cluster.stream_logs(JOB, follow=False) for line in batch]
+    assert [line.text for line in lines] == ["a", "b", "c"]
+    assert [line.pod for line in lines] == [P0, P1, P0]
+
+
+async def test_logs_and_kill_of_unknown_names_are_not_found(api, cluster):
+    with pytest.raises(NotFound, match="TrainJob nope"):
+        async for _ in cluster.stream_logs("nope"):
+            pass
+    with pytest.raises(NotFound, match="pod nope not found in namespace default"):
+        await cluster.kill_pod("nope")
