@@ -1,0 +1,123 @@
+"""Every manifest the cockpit ships or sends validates against its schema (no hand-written checks):
+Kubeflow Trainer resources through the `kubeflow_trainer_api` models (from_dict must keep every
+field: a field the v2.3 API does not have would be dropped, and the round trip would differ),
+core Kubernetes types through kubernetes-validate (strict: unknown fields fail), VolumeSnapshot
+and VolumeSnapshotClass through the upstream external-snapshotter CRD schemas, with unknown
+fields refused as the API server's strict field validation does."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from kubeflow_trainer_api import models as trainer
+
+from backend.kube import preflight
+from backend.kube.reader import reader_pod
+from backend.kube.snapshots import restore_claim, snapshot_manifest
+from backend.models import parse_manifests
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+SCHEMAS = Path(__file__).parent / "schemas"
+# The oldest Kubernetes Kubeflow Trainer v2.3 supports.
+KUBERNETES_VERSION = "1.31"
+
+
+def documents(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+@pytest.mark.parametrize("name, model", [("runtime.yaml", trainer.TrainerV1alpha1TrainingRuntime),
+                                         ("trainjob.yaml", trainer.TrainerV1alpha1TrainJob)])
+def test_trainer_manifests_round_trip_through_the_v2_3_api_models(name, model):
+    (doc,) = documents(MANIFESTS / name)
+    assert model.from_dict(doc).to_dict() == doc
+    parse_manifests((MANIFESTS / name).read_text(), name)  # and both backends accept it
+
+
+def core_objects() -> list[tuple[str, dict]]:
+    source = {"spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "csi-hostpath-sc",
+                       "resources": {"requests": {"storage": "1Gi"}}}}
+    snapshot = {"metadata": {"name": "run-a"}, "status": {"readyToUse": True, "restoreSize": "1Gi"}}
+    return [("manifests/volume.yaml", documents(MANIFESTS / "volume.yaml")[0]),
+            ("manifests/snapshots/storageclass.yaml", documents(MANIFESTS / "snapshots" / "storageclass.yaml")[0]),
+            ("the reader pod", reader_pod("kfcockpit-reader-abc123", "checkpoints", "kfcockpit-base:0.1.0")),
+            ("the restore PVC", restore_claim("kfcockpit-restore-abc123", snapshot, source))]
+
+
+@pytest.mark.parametrize("what, obj", core_objects(), ids=[w for w, _ in core_objects()])
+def test_core_objects_validate_strictly(what, obj):
+    kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def test_a_wrong_core_field_is_caught():
+    pod = reader_pod("kfcockpit-reader-abc123", "checkpoints", "kfcockpit-base:0.1.0")
+    pod["spec"]["containers"][0]["volumeMount"] = pod["spec"]["containers"][0].pop("volumeMounts")
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(pod, KUBERNETES_VERSION, strict=True)
+
+
+def crd_schema(plural: str) -> dict:
+    (crd,) = documents(SCHEMAS / f"snapshot.storage.k8s.io_{plural}.yaml")
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    return _strict(version["schema"]["openAPIV3Schema"])
+
+
+def _strict(schema: dict) -> dict:
+    """Unknown fields refused where the schema lists the fields (kubectl --validate=strict)."""
+    schema = dict(schema)
+    if "properties" in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        schema["properties"] = {k: _strict(v) for k, v in schema["properties"].items()}
+        schema.setdefault("additionalProperties", False)
+    if isinstance(schema.get("items"), dict):
+        schema["items"] = _strict(schema["items"])
+    return schema
+
+
+def snapshot_objects() -> list[tuple[str, str, dict]]:
+    contents = {"files": 3, "size_bytes": 4096, "metrics": [{"run": "lesson-ddp", "final_loss": 0.1,
+                                                             "loss_history": [0.5, 0.1]}]}
+    return [("manifests/snapshots/volumesnapshotclass.yaml", "volumesnapshotclasses",
+             documents(MANIFESTS / "snapshots" / "volumesnapshotclass.yaml")[0]),
+            ("manifests/snapshots/volumesnapshot.yaml", "volumesnapshots",
+             documents(MANIFESTS / "snapshots" / "volumesnapshot.yaml")[0]),
+            ("snapshot()'s VolumeSnapshot", "volumesnapshots",
+             snapshot_manifest("checkpoints", "run-a", "csi-hostpath-snapclass", contents))]
+
+
+@pytest.mark.parametrize("what, plural, obj", snapshot_objects(), ids=[w for w, _, _ in snapshot_objects()])
+def test_snapshot_objects_validate_against_the_external_snapshotter_crds(what, plural, obj):
+    jsonschema.validate(obj, crd_schema(plural))
+    assert obj["apiVersion"] == "snapshot.storage.k8s.io/v1"
+
+
+def test_a_wrong_snapshot_field_is_caught():
+    obj = documents(MANIFESTS / "snapshots" / "volumesnapshot.yaml")[0]
+    obj["spec"]["source"]["persistentVolumeClaim"] = obj["spec"]["source"].pop("persistentVolumeClaimName")
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(obj, crd_schema("volumesnapshots"))
+
+
+def test_install_pins_the_versions_preflight_names():
+    script = (MANIFESTS / "install" / "install.sh").read_text()
+    pinned = dict(re.findall(r"^([A-Z_]+_VERSION)=(\S+)$", script, re.M))
+    assert pinned == {"TRAINER_VERSION": preflight.TRAINER_VERSION,
+                      "PIPELINES_VERSION": preflight.PIPELINES_VERSION,
+                      "SNAPSHOTTER_VERSION": preflight.SNAPSHOTTER_VERSION,
+                      "HOSTPATH_VERSION": preflight.HOSTPATH_VERSION}
+    refs = {}
+    for kustomization in (MANIFESTS / "install").rglob("kustomization.yaml"):
+        (doc,) = documents(kustomization)
+        for resource in doc["resources"]:
+            repo, ref = re.fullmatch(r"https://github\.com/([^/]+/[^/.]+)(?:\.git)?/\S+\?ref=(\S+)", resource).groups()
+            refs.setdefault(repo, set()).add(ref)
+    assert refs == {"kubeflow/trainer": {preflight.TRAINER_VERSION},
+                    "kubeflow/pipelines": {preflight.PIPELINES_VERSION},
+                    "kubernetes-csi/external-snapshotter": {preflight.SNAPSHOTTER_VERSION}}
+    subprocess.run(["bash", "-n", str(MANIFESTS / "install" / "install.sh")], check=True)
