@@ -245,10 +245,10 @@ def compare_runs(snapshot_a: str, run_a: str, snapshot_b: str, run_b: str) -> st
         return [await _run_metrics(cluster, snapshot_a, run_a), await _run_metrics(cluster, snapshot_b, run_b)]
 
     rows = asyncio.run(_with_cluster(task_settings(), work))
-    say(f"{'run':<10} {'snapshot':<24} {'workers':>7} {'steps':>6} {'final loss':>11} {'wall s':>8}")
+    say(f"{'run':<10} {'workers':>7} {'steps':>6} {'final loss':>11} {'wall s':>8}  snapshot")
     for row in rows:
-        say(f"{row['run']:<10} {row['snapshot'][-24:]:<24} {row['world_size']:>7} {row['steps']:>6} "
-            f"{row['final_loss']:>11.6f} {row['wall_seconds']:>8.1f}")
+        say(f"{row['run']:<10} {row['world_size']:>7} {row['steps']:>6} {row['final_loss']:>11.6f} "
+            f"{row['wall_seconds']:>8.2f}  {row['snapshot']}")
     a, b = rows
     if b["wall_seconds"] > 0:
         say(f"{a['run']} took {a['wall_seconds'] / b['wall_seconds']:.2f}x the wall time of {b['run']}")
