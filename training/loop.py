@@ -201,6 +201,19 @@ class Training:
         self.first_started_at = float(state["first_started_at"])
         self.resumes = int(state["resumes"]) + 1
 
+    def final_metrics(self, launcher: str) -> dict:
+        """What a finished run writes to metrics.json (training.metrics), for either launcher."""
+        return {
+            "final_loss": self.loss_history[-1],
+            "steps": self.steps_done,
+            "world_size": self.world,
+            "wall_seconds": round(time.time() - self.first_started_at, 3),
+            "resumes": self.resumes,
+            "params_sha256": self.params_digest(),
+            "loss_history": self.loss_history,
+            "launcher": launcher,
+        }
+
     def params_digest(self) -> str:
         """sha256 over the parameters' bytes: equal digests mean bitwise-equal models."""
         import hashlib

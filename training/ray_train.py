@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import secrets
+import signal
 import sys
 import tempfile
 import time
@@ -31,7 +32,6 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from training import metrics
-from training.loop import TrainConfig
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -82,6 +82,9 @@ def new_run_name() -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    from training.ddp import _unwritable  # the same check as the torchrun launcher's --ckpt-dir
+    from training.loop import TrainConfig
+
     p = _Parser(prog="training.ray_train", description=__doc__,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--num-workers", type=int, default=2, help="Ray workers (default %(default)s)")
@@ -136,18 +139,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _unwritable(directory: Path) -> str:
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / f".write-probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    return ""
+def train_config(args: argparse.Namespace):
+    from training.loop import TrainConfig
 
-
-def train_config(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(**{name: getattr(args, name) for name in _TRAIN_OPTIONS})
 
 
@@ -246,7 +240,7 @@ def train_per_worker(config: dict) -> None:
     import ray.train
     import torch
 
-    from training.loop import emit, run
+    from training.loop import TrainConfig, emit, run
 
     context = ray.train.get_context()
     rank, world = context.get_world_rank(), context.get_world_size()
@@ -256,16 +250,7 @@ def train_per_worker(config: dict) -> None:
     store = RayCheckpoints(rank, world, config["report_every"], Path(config["staging"]))
     training = run(cfg, rank, world, store, on_step=store.report_step)
     if rank == 0:
-        metrics.write_atomic(Path(config["run_dir"]) / metrics.FILE_NAME, {
-            "final_loss": training.loss_history[-1],
-            "steps": training.steps_done,
-            "world_size": world,
-            "wall_seconds": round(time.time() - training.first_started_at, 3),
-            "resumes": training.resumes,
-            "params_sha256": training.params_digest(),
-            "loss_history": training.loss_history,
-            "launcher": "ray",
-        })
+        metrics.write_atomic(Path(config["run_dir"]) / metrics.FILE_NAME, training.final_metrics("ray"))
 
 
 # ---------------------------------------------------------------- in the Ray Train controller
@@ -312,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in RAY_ENV.items():
         os.environ.setdefault(key, value)
 
+    # SIGTERM (a stopped job) unwinds like Ctrl-C, so the `finally` below shuts Ray down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     owned_temp = args.temp_dir is None
     temp_dir = Path(tempfile.mkdtemp(prefix="kfc-ray-")) if owned_temp else args.temp_dir
     run_dir = args.storage / args.name
@@ -333,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def _fit(args: argparse.Namespace, cfg: TrainConfig, run_dir: Path, temp_dir: Path) -> int:
+def _fit(args: argparse.Namespace, cfg, run_dir: Path, temp_dir: Path) -> int:
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 

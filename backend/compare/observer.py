@@ -1,0 +1,83 @@
+"""Turning a run's timed log lines into the comparison's figures, the same way for every launcher.
+
+A launcher feeds each line it reads to `see()`. When the run reaches the plan's kill step, `see()`
+returns the pid of the worker to kill (once); the launcher kills it and calls `killed()`. After
+that the observer waits for the replacement group: its `event=resumed` line and its first step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from backend.compare.figures import ComparisonPlan
+from backend.raytrain.lines import TimedLine
+
+
+class ObservationError(Exception):
+    """The run did not show what the comparison needs (no kill, no resume, no final loss)."""
+
+
+@dataclass
+class RunObserver:
+    plan: ComparisonPlan
+    launched_at: float
+    first_step_at: float | None = None
+    pids: dict[int, int] = field(default_factory=dict)  # rank -> pid, newest group
+    killed_at: float | None = None
+    killed_at_step: int = 0
+    newest_step: int = 0
+    last_step_before_recovery: int = 0
+    resumed_from: int | None = None
+    recovered_at: float | None = None
+    group_starts: int = 0
+    final_loss: float | None = None
+
+    def see(self, line: TimedLine) -> int | None:
+        """Account for one line; the pid to kill when the kill step is reached, else None."""
+        if line.event == "start":
+            rank = int(line.fields["rank"])
+            if rank == 0:
+                self.group_starts += 1
+            self.pids[rank] = int(line.fields["pid"])
+        elif line.event == "resumed" and self.killed_at is not None and self.resumed_from is None:
+            self.resumed_from = int(line.fields["from_step"])
+            self.last_step_before_recovery = self.newest_step
+        elif line.event == "done" and line.fields.get("rank") == "0":
+            self.final_loss = float(line.fields["final_loss"])
+        step = line.step
+        if step is None:
+            return None
+        if self.first_step_at is None:
+            self.first_step_at = line.time
+        if self.resumed_from is not None and self.recovered_at is None and step > self.resumed_from:
+            self.recovered_at = line.time
+        if self.resumed_from is None:
+            self.newest_step = max(self.newest_step, step)
+        if self.killed_at is None and step >= self.plan.kill_at_step and self.plan.kill_rank in self.pids:
+            self.killed_at_step = step
+            return self.pids[self.plan.kill_rank]
+        return None
+
+    def killed(self, at: float) -> None:
+        self.killed_at = at
+
+    def figures(self, ended_at: float) -> dict:
+        """The measured fields of a Measurement; ObservationError if the run lacks one."""
+        missing = [what for what, value in (
+            ("a first step", self.first_step_at), ("the kill", self.killed_at),
+            ("a resume after the kill", self.resumed_from), ("a step after the resume", self.recovered_at),
+            ("the final loss", self.final_loss)) if value is None]
+        if missing:
+            raise ObservationError("the run showed no " + ", no ".join(missing))
+        return {
+            "time_to_first_step": self.first_step_at - self.launched_at,
+            "killed_rank": self.plan.kill_rank,
+            "killed_at_step": self.killed_at_step,
+            "last_step_before_recovery": self.last_step_before_recovery,
+            "resumed_from_step": self.resumed_from,
+            "steps_lost": self.last_step_before_recovery - self.resumed_from,
+            "recovery_seconds": self.recovered_at - self.killed_at,
+            "restarts": self.group_starts - 1,
+            "final_loss": self.final_loss,
+            "wall_seconds": ended_at - self.launched_at,
+        }

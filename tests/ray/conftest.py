@@ -1,0 +1,66 @@
+"""Real Ray, started once per test session: Ray's start-up is slow on two cores, so one measured
+comparison (a torchrun run and a Ray run, each with a worker SIGKILLed) serves many assertions."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from backend.compare import Comparison, ComparisonPlan, run_comparison
+from backend.raytrain.lines import TimedLine, read_log
+from backend.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+KFCOCKPIT = Path(sys.executable).with_name("kfcockpit")
+PLAN = ComparisonPlan(workers=2, steps=40, ckpt_every=5, kill_at_step=12, kill_rank=1,
+                      step_delay=0.05, samples=640)  # 10 steps per epoch: 4 epochs
+
+
+@dataclass
+class Measured:
+    settings: Settings
+    comparison: Comparison
+    ray_lines: list[TimedLine]
+    trainer_lines: list[TimedLine]
+
+    @property
+    def ray(self):
+        return self.comparison.side("ray")
+
+    @property
+    def trainer(self):
+        return self.comparison.side("trainer")
+
+
+@pytest.fixture(scope="session")
+def state_root():
+    # Short on purpose: Ray's socket paths under <home>/ray must stay within 107 bytes.
+    root = Path(tempfile.mkdtemp(prefix="kfr-", dir="/tmp"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def measured(state_root: Path) -> Measured:
+    settings = Settings(home=state_root)
+    comparison = asyncio.run(run_comparison(settings, PLAN))
+    return Measured(settings, comparison, read_log(Path(comparison.side("ray").log_file)),
+                    read_log(Path(comparison.side("trainer").log_file)))
+
+
+def run_cli(*args: str, home: Path | None = None, module: str | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess:
+    """`kfcockpit ARGS` (or `python -m MODULE ARGS`) in a real process."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+    if home is not None:
+        env["KFCOCKPIT_HOME"] = str(home)
+    cmd = [sys.executable, "-m", module, *args] if module else [str(KFCOCKPIT), *args]
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)

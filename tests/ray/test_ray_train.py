@@ -1,0 +1,135 @@
+"""The Ray Train variant in real Ray: reports from every worker, a killed worker resumed from a
+checkpoint, the same result as torchrun, nothing left running."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from backend.raytrain.leftovers import run_processes
+from backend.raytrain.runner import ray_temp_dir
+from tests.ray.conftest import PLAN
+from training import checkpoint_format as fmt
+from training import metrics as metrics_file
+from training.ray_train import REPORTS_FILE
+
+
+def _losses_by_step(lines) -> dict[int, dict[str, set[str]]]:
+    by_step: dict[int, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for line in lines:
+        if line.step is not None:
+            by_step[line.step][line.fields["rank"]].add(line.fields["loss"])
+    return by_step
+
+
+def _reports(measured) -> list[dict]:
+    text = (Path(measured.ray.run_dir) / REPORTS_FILE).read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_two_ray_workers_report_metrics_for_every_epoch_with_identical_losses(measured):
+    rounds = [r for r in _reports(measured) if "metrics" in r]
+    assert rounds, "the controller saw no ray.train.report"
+    for r in rounds:
+        assert [m["rank"] for m in r["metrics"]] == [0, 1], r
+        first, second = r["metrics"]
+        assert first["step"] == second["step"] and first["epoch"] == second["epoch"], r
+        assert first["loss"] == second["loss"] and first["mean_loss"] == second["mean_loss"], r
+        assert first["pid"] != second["pid"]
+    steps_per_epoch = PLAN.samples // PLAN.workers // PLAN.batch_size
+    reported_epochs = {r["metrics"][0]["epoch"] for r in rounds}
+    assert reported_epochs == set(range(PLAN.steps // steps_per_epoch))
+    # every checkpoint step was reported, each with the checkpoint Ray persisted for it
+    with_checkpoint = {r["metrics"][0]["step"]: r["checkpoint"] for r in rounds if r["checkpoint"]}
+    assert sorted(with_checkpoint) == list(range(PLAN.ckpt_every, PLAN.steps + 1, PLAN.ckpt_every))
+    # and the workers' own log says so too, in logfmt
+    reported_lines = [line for line in measured.ray_lines if line.event == "reported"]
+    assert {line.fields["rank"] for line in reported_lines} == {"0", "1"}
+
+
+def test_every_step_line_has_the_same_loss_on_both_ray_workers(measured):
+    by_step = _losses_by_step(measured.ray_lines)
+    assert sorted(by_step) == list(range(1, PLAN.steps + 1))
+    for step, per_rank in by_step.items():
+        assert set(per_rank) == {"0", "1"}, f"step {step}: ranks {sorted(per_rank)}"
+        # steps redone after the restart print exactly what they printed the first time
+        assert len(per_rank["0"]) == 1 and per_rank["0"] == per_rank["1"], f"step {step}: {per_rank}"
+
+
+def test_a_killed_ray_worker_resumes_from_the_checkpoint_not_from_zero(measured):
+    starts = [line.fields for line in measured.ray_lines if line.event == "start"]
+    assert len(starts) == 4 and {s["rank"] for s in starts} == {"0", "1"}
+    first_group, second_group = starts[:2], starts[2:]
+    assert {s["rank"] for s in first_group} == {s["rank"] for s in second_group} == {"0", "1"}
+    assert not {s["pid"] for s in first_group} & {s["pid"] for s in second_group}
+
+    resumed = [line.fields for line in measured.ray_lines if line.event == "resumed"]
+    assert sorted(r["rank"] for r in resumed) == ["0", "1"]
+    checkpoint_step = PLAN.kill_at_step // PLAN.ckpt_every * PLAN.ckpt_every
+    assert {int(r["from_step"]) for r in resumed} == {checkpoint_step} and checkpoint_step > 0
+
+    errors = [r for r in _reports(measured) if "errors" in r]
+    assert errors, "Ray's controller recorded no worker failure"
+    final = metrics_file.read(Path(measured.ray.run_dir))
+    assert final["launcher"] == "ray" and final["resumes"] == 1 and final["world_size"] == 2
+    assert len(final["loss_history"]) == PLAN.steps
+
+    ray = measured.ray
+    assert ray.restarts == 1 and ray.resumed_from_step == checkpoint_step
+    assert ray.steps_lost == ray.last_step_before_recovery - checkpoint_step >= PLAN.kill_at_step - checkpoint_step
+
+
+def test_ray_checkpoints_are_cockpit_checkpoint_files(measured):
+    run_dir = Path(measured.ray.run_dir)
+    files = sorted(run_dir.glob("ckpt-step-*/ckpt-step-*.pt"))
+    assert files, f"no checkpoint files under {run_dir}"
+    for path in files:
+        info = fmt.inspect(path)
+        assert info.valid, info.problem
+        assert path.parent.name == path.stem and info.world_size == 2
+    assert len(files) == 3  # CheckpointConfig(num_to_keep=keep) pruned the older ones
+    assert fmt.inspect(files[-1]).step == PLAN.steps
+
+
+def test_the_same_loop_both_ways_ends_with_the_same_parameters(measured):
+    trainer, ray = measured.trainer, measured.ray
+    assert measured.comparison.same_result(), (trainer.params_sha256, ray.params_sha256)
+    assert trainer.final_loss == ray.final_loss
+    torchrun_losses = _losses_by_step(measured.trainer_lines)
+    ray_losses = _losses_by_step(measured.ray_lines)
+    assert {s: v["0"] for s, v in torchrun_losses.items()} == {s: v["0"] for s, v in ray_losses.items()}
+
+
+def test_no_ray_process_is_left_behind_and_temp_files_stay_under_the_state_root(measured):
+    ray = measured.ray
+    run_name = Path(ray.run_dir).name
+    assert run_processes(run_name) == []
+    temp = ray_temp_dir(measured.settings)
+    mine = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(temp).encode() in cmdline:
+                mine.append((entry.name, cmdline[:120]))
+    assert mine == [], f"processes still using {temp}: {mine}"
+    sessions = list(temp.glob("session_*/logs"))
+    assert sessions, f"Ray's session is not under {temp}"
+    assert (temp / "drivers" / f"{run_name}.log").is_file()
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_measured_figures_are_consistent(measured, index):
+    m = measured.comparison.sides[index]
+    assert 0 < m.time_to_first_step < m.wall_seconds
+    assert 0 < m.recovery_seconds < m.wall_seconds
+    assert m.killed_at_step >= PLAN.kill_at_step and m.killed_rank == PLAN.kill_rank
+    assert m.last_step_before_recovery >= m.killed_at_step
+    assert m.resumed_from_step == 10 and m.restarts == 1
+    assert Path(m.log_file).is_file() and Path(m.run_dir).is_dir()
