@@ -101,6 +101,9 @@ async def run_local(settings: Settings, compiled: CompiledPipeline, arguments: d
     env = dict(os.environ, KFCOCKPIT_HOME=str(settings.home), PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])))
     env[BACKEND_ENV] = "local"
+    # This venv stands in for the pinned image: a task that declares packages (step 8's Ray Train
+    # component) finds them installed, and must never download into the venv instead.
+    env["PIP_NO_INDEX"] = "1"
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "backend.pipelines.local_child", compiled.path, str(root), json.dumps(arguments),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +29,18 @@ def test_compiling_twice_gives_the_same_bytes_as_the_committed_file(tmp_path, ta
     assert first == second
     assert COMPILED_FILES[target].read_bytes() == first, (
         f"{COMPILED_FILES[target]} is not what the definition compiles to: run `kfcockpit pipeline compile`")
+
+
+def test_the_compile_command_gives_the_same_bytes_in_fresh_processes(tmp_path):
+    """Two `kfcockpit pipeline compile` processes with different hash seeds: no set or dict
+    ordering, timestamp or path leaks into the file."""
+    outputs = []
+    for seed in ("0", "4242"):
+        out = tmp_path / seed / "pipeline.yaml"
+        subprocess.run([str(Path(sys.executable).parent / "kfcockpit"), "pipeline", "compile", "-O", str(out)],
+                       env=dict(os.environ, PYTHONHASHSEED=seed), check=True, capture_output=True, timeout=120)
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] == COMPILED_FILES["kube"].read_bytes()
 
 
 def test_the_cluster_pipeline_declares_its_platform_settings():
