@@ -226,10 +226,12 @@ class LocalCluster:
                                 detail=f"running (pid {status['pid']}, up {time.time() - status['started']:.0f}s)"))
             warm = status.get("warm") or []
             problems = [w["problem"] for w in warm if w["problem"] and w["problem"] != "stopped"]
+            ready = any(w["ready"] for w in warm)
             checks.append(Check(
                 name="warm-workers", ok=not problems,
-                detail=("pods start from a process with torch imported" if not problems else
-                        f"pods run their command as is (slower start): {problems[0]}"),
+                detail=(f"pods run their command as is (slower start): {problems[0]}" if problems else
+                        "pods start from a process with torch imported" if ready else
+                        "warm workers start with the first runtime or job (kfcockpit cluster up starts them now)"),
                 fix="" if not problems else f"see {self.layout.controller_log}"))
         else:
             checks.append(Check(name="controller", ok=False, detail="the local cluster controller is not running",
@@ -262,12 +264,8 @@ class LocalCluster:
         return ""
 
     async def up(self) -> dict:
-        """Start the controller if needed; its status."""
-        await self.client.connect(start=True)
-        status = await self.client.ping()
-        if status is None:
-            raise Unavailable(f"the local cluster controller did not start; see {self.layout.controller_log}")
-        return status
+        """Start the controller if needed, and its warm workers; its status."""
+        return await self.client.call("up")
 
     async def down(self) -> int | None:
         """Stop the controller and every pod; the pid that stopped, or None if none ran."""

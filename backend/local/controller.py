@@ -56,6 +56,10 @@ from backend.models import (
 log = logging.getLogger("kfcockpit.controller")
 
 _LOG_BATCH = 5000  # lines per message when sending history
+# A controller with no unfinished job and no client connected exits after this many seconds (0:
+# never); the next command starts one again. Keeps forgotten state roots from holding memory.
+IDLE_ENV = "KFCOCKPIT_CONTROLLER_IDLE_EXIT"
+DEFAULT_IDLE_EXIT = 600.0
 
 
 class Controller:
@@ -70,6 +74,9 @@ class Controller:
         self._exits: dict[int, asyncio.Future[int]] = {}
         self._stopping: asyncio.Event | None = None
         self.zygotes: ZygotePool | None = None
+        self._clients = 0
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self.idle_exit = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_EXIT))
 
     # ------------------------------------------------------------------ processes
 
@@ -198,6 +205,7 @@ class Controller:
         if isinstance(resource, TrainingRuntime):
             self._write_resource(resource)
             self.runtimes[(kind, name)] = resource
+            self.prewarm(resource)  # a job usually follows its runtime: have the workers warm by then
         elif isinstance(resource, PersistentVolumeClaim):
             self.layout.volume_dir(name).mkdir(parents=True, exist_ok=True)
             self._write_resource(resource)
@@ -299,6 +307,8 @@ class Controller:
     # ------------------------------------------------------------------ the API server
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._clients += 1
+        self.check_idle()
         try:
             request = await wire.read(reader)
             if request is None:
@@ -322,6 +332,22 @@ class Controller:
             pass
         finally:
             writer.close()
+            self._clients -= 1
+            self.check_idle()
+
+    def check_idle(self) -> None:
+        """(Re)arm the idle exit when nothing runs and nobody is connected; disarm otherwise."""
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        busy = self._clients or any(not r.summary.phase.finished for r in self.runners.values())
+        if not busy and self.idle_exit > 0 and self._stopping is not None and not self._stopping.is_set():
+            self._idle_timer = asyncio.get_running_loop().call_later(self.idle_exit, self._exit_idle)
+
+    def _exit_idle(self) -> None:
+        log.info("idle for %gs (no job running, no client): exiting; the next command starts a controller",
+                 self.idle_exit)
+        self._stopping.set()
 
     async def _unary(self, op: str, request: dict) -> dict:
         if op == "ping":
@@ -329,6 +355,9 @@ class Controller:
                     "version": self.events.version, "jobs": len(self.runners),
                     "pods_running": sum(1 for r in self.runners.values() for p in r.pods() if p.phase.value == "Running"),
                     "warm": self.zygotes.status() if self.zygotes else []}
+        if op == "up":
+            self.prewarm()
+            return await self._unary("ping", request)
         if op == "apply":
             return {"result": self.apply(request["manifest"])}
         if op == "snapshot":  # create, never "unchanged": a second snapshot of that name is an error
@@ -459,10 +488,10 @@ class Controller:
                 os.close(dir_fd)
         log.info("controller %s serving %s", os.getpid(), self.layout.socket)
         self.zygotes = ZygotePool(self.layout.root, sys.stderr.fileno(), self.watch_exit, self._worker_exited)
-        self._prewarm()
         for runner in self.runners.values():
             if not runner.summary.phase.finished:
                 runner.start()
+        self.check_idle()
         if ready_fd is not None:
             os.write(ready_fd, b"ready\n")
             os.close(ready_fd)
@@ -477,16 +506,17 @@ class Controller:
         server.close()
         self.layout.socket.unlink(missing_ok=True)
 
-    def _prewarm(self) -> None:
-        """Start the zygote now, so the first job's pods do not wait for torch to import."""
-        runtime = self.runtimes.get(("TrainingRuntime", DEFAULT_RUNTIME))
+    def prewarm(self, runtime: TrainingRuntime | None = None) -> None:
+        """Start the zygote for a runtime's pods now, so they do not wait for torch to import.
+        Started on demand (cluster up, a runtime applied), not with every controller: most
+        controllers only answer a few reads, and the import costs seconds of CPU."""
+        runtime = runtime or self.runtimes.get(("TrainingRuntime", DEFAULT_RUNTIME))
+        env = {"OMP_NUM_THREADS": "1"}
         if runtime is not None:
             env = {e["name"]: str(e["value"]) for e in runtime.trainer_container().get("env") or []
                    if isinstance(e, dict) and e.get("value") is not None}
-        else:
-            env = {"OMP_NUM_THREADS": "1"}
         plan = podspec.JobPlan(name="prewarm", num_nodes=1, num_proc_per_node=1, max_restarts=0, image="",
-                               command=["torchrun", "-m", "x"], args=[], env=env, mounts=[])
+                               command=["torchrun", "-m", "prewarm"], args=[], env=env, mounts=[])
         spec = podspec.launch_spec(plan, 0, 0, "prewarm", self.layout.root, {})
         self.zygotes.get(spec.zygote_key)
 

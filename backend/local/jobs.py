@@ -122,6 +122,8 @@ class JobRunner:
                                           message=message, lastTransitionTime=_now_iso()))
         self.ctl.events.publish("jobs", "MODIFIED", s.model_dump(mode="json"), self.name)
         self.persist()
+        if phase.finished:
+            self.ctl.check_idle()
 
     def persist(self) -> None:
         if self._persist_timer is not None:

@@ -121,3 +121,12 @@ async def test_a_pod_watch_lives_through_a_new_controller(cluster):
     added = {e.pod.name for e in events if e.type == PodEventType.ADDED} - first_group
     assert len(added) == 2
     assert (await cluster.get_job("lesson-ddp")).phase == JobPhase.COMPLETE
+
+
+async def test_an_idle_controller_exits_and_the_next_call_starts_another(cluster, monkeypatch):
+    monkeypatch.setenv("KFCOCKPIT_CONTROLLER_IDLE_EXIT", "1")  # read by the controller this test starts
+    first = await cluster.up()
+    assert await _wait_gone([first["pid"]], WAIT) == []  # nothing runs, nobody is connected: it left
+    assert await cluster.status() is None
+    assert await cluster.list_jobs() == []  # a call starts a new one
+    assert (await cluster.status())["pid"] != first["pid"]

@@ -7,6 +7,7 @@ import asyncio
 import json
 import re
 
+import pytest
 import yaml
 
 from backend.local.podspec import WARM_ANNOTATION
@@ -55,11 +56,13 @@ async def test_the_lesson_job_runs_as_is_two_pods_running_then_complete(cluster)
     assert checkpoints[-1].step == 100
 
 
-async def test_a_killed_worker_restarts_the_group_which_resumes_and_ends_bitwise_equal(cluster):
+@pytest.mark.parametrize("launch", ["warm", "exec"])
+async def test_a_killed_worker_restarts_the_group_which_resumes_and_ends_bitwise_equal(cluster, launch):
     await apply_all(cluster, *lesson_resources())
     plan = dict(steps=40, step_delay=0.05)
+    annotations = {WARM_ANNOTATION: "false"} if launch == "exec" else None  # exec: torchrun in every pod
     await cluster.apply(lesson_job("straight", ckpt_dir="/checkpoints/straight", **plan))
-    await cluster.apply(lesson_job("killed", ckpt_dir="/checkpoints/killed", **plan))
+    await cluster.apply(lesson_job("killed", ckpt_dir="/checkpoints/killed", annotations=annotations, **plan))
 
     events = []
 
@@ -80,7 +83,7 @@ async def test_a_killed_worker_restarts_the_group_which_resumes_and_ends_bitwise
     assert job.phase == JobPhase.COMPLETE and job.restart_attempt == 1
     pods = await cluster.list_pods("killed")
     assert all(p.phase == PodPhase.SUCCEEDED and p.restart_attempt == 1 for p in pods)
-    assert all(p.labels[LABEL_RESTART_ATTEMPT] == "1" for p in pods)
+    assert all(p.labels[LABEL_RESTART_ATTEMPT] == "1" and p.labels["kfcockpit.io/launch"] == launch for p in pods)
     assert victim.name not in {p.name for p in pods}
 
     resumed = [parse_line(line.text) for line in lines if "event=resumed" in line.text]

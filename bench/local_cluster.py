@@ -1,0 +1,271 @@
+"""The embedded cluster against plain torchrun, measured in one invocation (medians of rounds).
+
+  1. submit -> first step: `apply` of a two-worker TrainJob on a running cluster, until a worker
+     prints its first step, against `torchrun --standalone --nproc-per-node 2` of the same script
+     (ratio, goal <= 1.0). The cold path (warm start off: torchrun per pod) is shown beside it.
+  2. kill -> first resumed step: SIGKILL of one worker until the recreated group prints a step,
+     in seconds (goal <= 1.0) and against torchrun's own restart (--max-restarts 3).
+  3. throughput: steady-state steps/s of the same job against plain torchrun (goal >= 0.97).
+  4. snapshot of a 1 GiB volume against `cp -r` of it (goal >= 10x faster).
+
+Times of lines are taken where each side first reads them from a pipe (the controller stamps the
+lines it logs; this script stamps torchrun's), on the same clock.
+
+    .venv/bin/python bench/local_cluster.py [--rounds 3] [--steps 600]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from backend.local.cluster import LocalCluster  # noqa: E402
+from backend.local.podspec import WARM_ANNOTATION  # noqa: E402
+from backend.models import JobPhase, parse_manifests  # noqa: E402
+from training.logfmt import parse_line, step_and_loss  # noqa: E402
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+ENV = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+MANIFESTS = REPO / "manifests"
+
+
+# ---------------------------------------------------------------- plain torchrun
+
+
+class Torchrun:
+    """torchrun of training.ddp with its output read line by line, stamped on arrival."""
+
+    def __init__(self, proc: asyncio.subprocess.Process):
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, *args: str, extra: tuple[str, ...] = ()) -> "Torchrun":
+        proc = await asyncio.create_subprocess_exec(
+            *TORCHRUN, *extra, "-m", "training.ddp", *args, cwd=REPO, env=ENV, start_new_session=True,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, limit=1 << 20)
+        return cls(proc)
+
+    async def lines(self):
+        while line := await self.proc.stdout.readline():
+            yield time.time(), line.decode(errors="replace").rstrip("\n")
+
+    async def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        await self.proc.wait()
+
+
+async def plain_first_step(args: list[str]) -> float:
+    started = time.time()
+    run = await Torchrun.start(*args)
+    try:
+        async for t, line in run.lines():
+            if step_and_loss(line):
+                return t - started
+    finally:
+        await run.stop()
+    raise RuntimeError("torchrun printed no step")
+
+
+async def plain_restart(args: list[str], kill_at: int) -> float:
+    """torchrun --max-restarts 3: SIGKILL rank 1 at `kill_at`; until the restarted workers' first step."""
+    run = await Torchrun.start(*args, extra=("--max-restarts", "3"))
+    rank1 = killed = None
+    restarted = False
+    try:
+        async for t, line in run.lines():
+            fields = parse_line(line)
+            if fields.get("event") == "start":
+                if killed is None and fields.get("rank") == "1":
+                    rank1 = int(fields["pid"])
+                restarted = restarted or (killed is not None and fields.get("restart", "0") != "0")
+            elif killed is None and step_and_loss(line) and int(fields["step"]) >= kill_at:
+                killed = time.time()
+                os.kill(rank1, signal.SIGKILL)
+            elif restarted and step_and_loss(line):
+                return t - killed
+    finally:
+        await run.stop()
+    raise RuntimeError("torchrun did not come back after the kill (its elastic restart failed)")
+
+
+async def plain_throughput(steps: int) -> float:
+    run = await Torchrun.start("--steps", str(steps))
+    try:
+        async for _t, line in run.lines():
+            fields = parse_line(line)
+            if fields.get("event") == "done" and fields.get("rank") == "0":
+                return float(fields["steps_per_sec"])
+    finally:
+        await run.stop()
+    raise RuntimeError("torchrun did not finish")
+
+
+# ---------------------------------------------------------------- the embedded cluster
+
+
+def job(name: str, args: list[str], warm: bool = True):
+    (manifest,) = parse_manifests((MANIFESTS / "trainjob.yaml").read_text())
+    data = manifest.to_manifest()
+    data["metadata"]["name"] = name
+    if not warm:
+        data["metadata"]["annotations"] = {WARM_ANNOTATION: "false"}
+    data["spec"]["trainer"]["args"] = args
+    return parse_manifests(yaml.safe_dump(data))[0]
+
+
+async def ours_first_step(cluster: LocalCluster, name: str, args: list[str], warm: bool) -> float:
+    started = time.time()
+    await cluster.apply(job(name, args, warm))
+    try:
+        async for batch in cluster.stream_logs(name):
+            for line in batch:
+                if line.step is not None:
+                    return line.time - started
+    finally:
+        await cluster.delete("TrainJob", name)
+    raise RuntimeError(f"{name} printed no step")
+
+
+async def ours_restart(cluster: LocalCluster, name: str, args: list[str], kill_at: int) -> float:
+    await cluster.apply(job(name, args))
+    first_group: set[str] = set()
+    killed = None
+    try:
+        async for batch in cluster.stream_logs(name):
+            for line in batch:
+                if killed is None:
+                    first_group.add(line.pod)
+                    if line.step is not None and line.step >= kill_at:
+                        pod = next(p for p in await cluster.list_pods(name) if p.rank == 1)
+                        killed = time.time()
+                        await cluster.kill_pod(pod.name)
+                elif line.pod not in first_group and line.step is not None:
+                    return line.time - killed
+    finally:
+        await cluster.delete("TrainJob", name)
+    raise RuntimeError(f"{name} did not come back after the kill")
+
+
+async def ours_throughput(cluster: LocalCluster, name: str, steps: int) -> float:
+    await cluster.apply(job(name, ["--steps", str(steps)]))
+    try:
+        async for batch in cluster.stream_logs(name):
+            for line in batch:
+                fields = parse_line(line.text)
+                if fields.get("event") == "done" and fields.get("rank") == "0":
+                    return float(fields["steps_per_sec"])
+    finally:
+        await cluster.wait_job(name, frozenset({JobPhase.COMPLETE}), 120)
+        await cluster.delete("TrainJob", name)
+    raise RuntimeError(f"{name} did not finish")
+
+
+def fill_volume(directory: Path, total: int, files: int) -> None:
+    """`total` bytes of incompressible data in `files` checkpoint-sized files."""
+    block = os.urandom(1 << 20)
+    per_file = total // files
+    for i in range(files):
+        with open(directory / f"ckpt-step-{i:06d}.bin", "wb") as f:
+            for j in range(per_file >> 20):
+                f.write(block[j % 7:] + block[: j % 7])  # differs per MiB: no dedup or sparse tricks
+    os.sync()
+
+
+async def snapshot_vs_copy(cluster: LocalCluster, rounds: int) -> tuple[float, float]:
+    volume = cluster.layout.volume_dir("bench-volume")
+    fill_volume(volume, 1 << 30, 64)
+    snaps, copies = [], []
+    for r in range(rounds):
+        started = time.perf_counter()
+        await cluster.snapshot("bench-volume", f"bench-snap-{r}")
+        snaps.append(time.perf_counter() - started)
+        with tempfile.TemporaryDirectory(dir=cluster.layout.home) as d:
+            started = time.perf_counter()
+            subprocess.run(["cp", "-r", str(volume), str(Path(d) / "copy")], check=True)
+            os.sync()  # a copy is done when it is on disk, as the snapshot's links are
+            copies.append(time.perf_counter() - started)
+        await cluster.delete("VolumeSnapshot", f"bench-snap-{r}")
+    return statistics.median(snaps), statistics.median(copies)
+
+
+# ---------------------------------------------------------------- main
+
+
+async def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=600, help="steps of the throughput runs")
+    a = p.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="kfc-bench-"))
+    cluster = LocalCluster(home)
+    try:
+        await cluster.up()
+        for name in ("runtime.yaml", "volume.yaml"):
+            for resource in parse_manifests((MANIFESTS / name).read_text()):
+                await cluster.apply(resource)
+        (volume,) = parse_manifests((MANIFESTS / "volume.yaml").read_text())
+        data = volume.to_manifest()
+        data["metadata"]["name"] = "bench-volume"
+        await cluster.apply(parse_manifests(yaml.safe_dump(data))[0])
+        # A first job warms the zygote and the page cache, for both sides alike.
+        await ours_first_step(cluster, "warmup", ["--steps", "3"], warm=True)
+
+        short = ["--steps", "400", "--step-delay", "0.05"]
+        ckpt = ["--ckpt-every", "5"]
+        submit_plain, submit_warm, submit_cold, kill_plain, kill_ours, tput_plain, tput_ours = ([] for _ in range(7))
+        with tempfile.TemporaryDirectory() as scratch:
+            for r in range(a.rounds):
+                submit_plain.append(await plain_first_step(short))
+                submit_warm.append(await ours_first_step(cluster, f"submit-{r}", short, warm=True))
+                submit_cold.append(await ours_first_step(cluster, f"submit-cold-{r}", short, warm=False))
+                print(f"round {r + 1}: submit -> first step: torchrun {submit_plain[-1]:.3f}s, "
+                      f"cluster {submit_warm[-1]:.3f}s (cold path {submit_cold[-1]:.3f}s)", flush=True)
+            for r in range(a.rounds):
+                kill_plain.append(await plain_restart(short + ckpt + ["--ckpt-dir", f"{scratch}/plain-{r}"], 12))
+                kill_ours.append(await ours_restart(cluster, f"kill-{r}",
+                                                    short + ckpt + ["--ckpt-dir", f"/checkpoints/kill-{r}"], 12))
+                print(f"round {r + 1}: kill -> first resumed step: torchrun restart {kill_plain[-1]:.3f}s, "
+                      f"cluster {kill_ours[-1]:.3f}s", flush=True)
+            for r in range(a.rounds):
+                tput_plain.append(await plain_throughput(a.steps))
+                tput_ours.append(await ours_throughput(cluster, f"tput-{r}", a.steps))
+                print(f"round {r + 1}: throughput: torchrun {tput_plain[-1]:.1f} steps/s, "
+                      f"cluster {tput_ours[-1]:.1f} steps/s", flush=True)
+        snap, copy = await snapshot_vs_copy(cluster, a.rounds)
+
+        med = statistics.median
+        print()
+        print(f"submit -> first step: cluster {med(submit_warm):.3f}s vs torchrun {med(submit_plain):.3f}s "
+              f"= ratio {med(submit_warm) / med(submit_plain):.2f} (goal <= 1.0); "
+              f"cold path {med(submit_cold):.3f}s = {med(submit_cold) / med(submit_plain):.2f}")
+        print(f"kill -> first resumed step: cluster {med(kill_ours):.3f}s (goal <= 1.0 s) vs torchrun "
+              f"--max-restarts {med(kill_plain):.3f}s = ratio {med(kill_ours) / med(kill_plain):.2f}")
+        ratios = sorted(o / b for o, b in zip(tput_ours, tput_plain))
+        print(f"throughput cluster / torchrun: median {statistics.median(ratios):.3f} "
+              f"(rounds {ratios[0]:.3f}..{ratios[-1]:.3f}; goal >= 0.97)")
+        print(f"snapshot of a 1 GiB volume: {snap * 1000:.1f} ms vs cp -r {copy:.2f}s = {copy / snap:.0f}x faster "
+              "(goal >= 10x)")
+    finally:
+        await cluster.down()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
