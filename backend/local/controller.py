@@ -37,7 +37,7 @@ from backend.local.events import EventLog, Subscription
 from backend.local.jobs import JobRunner
 from backend.local.layout import Layout, socket_address, write_atomic
 from backend.local.podlogs import read_lines
-from backend.local.processes import become_subreaper, marked_processes, sweep
+from backend.local.processes import become_subreaper, marked_processes, reap_exited, sweep
 from backend.local.warm import ZygotePool
 from backend.models import (
     DEFAULT_RUNTIME,
@@ -88,13 +88,7 @@ class Controller:
         return future
 
     def _reap(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
+        for pid, status in reap_exited():
             future = self._exits.pop(pid, None)
             if future is not None and not future.done():
                 future.set_result(status)

@@ -99,6 +99,18 @@ def _close_fds_except(keep: set[int]) -> None:
     os.closerange(low, 1 << 16)
 
 
+def reap_exited() -> Iterator[tuple[int, int]]:
+    """(pid, wait status) of each child that has exited, without blocking (call on SIGCHLD)."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        yield pid, status
+
+
 def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
     try:
         os.killpg(pgid, sig)

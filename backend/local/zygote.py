@@ -31,7 +31,7 @@ import socket
 import sys
 import time
 
-from backend.local.processes import enter_pod_session
+from backend.local.processes import enter_pod_session, reap_exited
 
 PRELOAD = ("numpy", "torch", "torch.nn", "torch.nn.functional", "torch.nn.parallel", "torch.optim",
            "torch.distributed", "torch.utils.data",
@@ -91,13 +91,7 @@ def _serve(sock: socket.socket) -> int:
 
 
 def _reap(sock: socket.socket, children: dict[int, str]) -> None:
-    while children:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+    for pid, status in reap_exited():
         pod = children.pop(pid, None)
         if pod is not None:
             _send(sock, {"op": "exited", "pod": pod, "pid": pid, "status": status})
