@@ -34,7 +34,11 @@ async def verify_controller(ctx: StepContext) -> Evidence:
 
 async def run_preflight(ctx: StepContext):
     yield line(f"platform: {platform_record(ctx)}")
-    for check in await ctx.require_cluster().preflight():
+    cluster = ctx.require_cluster()
+    # Any request reaches the control plane; the embedded cluster starts its controller on demand.
+    jobs = await cluster.list_jobs()
+    yield line(f"the platform answers: {len(jobs)} TrainJob(s)")
+    for check in await cluster.preflight():
         yield line(f"{'ok ' if check.ok else 'NOT'} {check.name}: {check.detail}")
 
 
