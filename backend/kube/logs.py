@@ -39,7 +39,7 @@ class PodLog:
     """A producer (see threads.iterate_in_thread) of list[LogLine] for one pod."""
 
     def __init__(self, conn: Connection, pod: str, rank: int, follow: bool = True,
-                 read_timeout: float = DEFAULT_LOG_READ_TIMEOUT) -> None:
+                 read_timeout: float = DEFAULT_LOG_READ_TIMEOUT, restart_count: int = 0) -> None:
         from kubernetes import client
 
         self.conn = conn
@@ -49,6 +49,8 @@ class PodLog:
         self.follow = follow
         self.read_timeout = read_timeout
         self.delivered = 0
+        # A container restarted in place (restartPolicy OnFailure) starts a new, empty log.
+        self.restart_count = restart_count
 
     def __call__(self, emit: Callable[[list[LogLine]], None], halt: Halt) -> None:
         from kubernetes.client.exceptions import ApiException
@@ -117,9 +119,13 @@ class PodLog:
                 return True
             raise
         raw = json.loads(response.data)
-        state = trainer_status(raw).get("state") or {}
+        status = trainer_status(raw)
+        if int(status.get("restartCount") or 0) != self.restart_count:
+            self.restart_count = int(status.get("restartCount") or 0)
+            self.delivered = 0
+            return False
         phase = (raw.get("status") or {}).get("phase")
-        return bool(state.get("terminated")) or phase in ("Succeeded", "Failed")
+        return bool((status.get("state") or {}).get("terminated")) or phase in ("Succeeded", "Failed")
 
 
 class LogFollowers:
@@ -140,7 +146,8 @@ class LogFollowers:
         pod = pod_from(raw_pod)
         if pod.name in self.tasks or not has_started(raw_pod):
             return
-        producer = PodLog(self.conn, pod.name, pod.rank, follow=follow, read_timeout=self.read_timeout)
+        producer = PodLog(self.conn, pod.name, pod.rank, follow=follow, read_timeout=self.read_timeout,
+                          restart_count=pod.restarts)
         self.tasks[pod.name] = pump(iterate_in_thread(producer, f"log-{pod.name}"), self.queue, "log")
 
     def following(self, name: str) -> bool:

@@ -149,7 +149,8 @@ async def test_step5_checkpoints_are_visible_from_a_separate_pod(cluster):
     found = [c for c in await cluster.checkpoints(VOLUME) if c.run == name]
     assert found and all(c.valid and c.world_size == 2 for c in found)
     assert max(c.step for c in found) == 20
-    assert [p.name for p in await cluster.list_pods() if p.name.startswith("kfcockpit-reader")] == []
+    # The reader pod is gone (list_pods shows training pods only, so ask for it by its label).
+    assert await cluster.resources.list("Pod", label_selector="app.kubernetes.io/name=kfcockpit-reader") == []
 
 
 async def test_step6_a_killed_worker_resumes_from_a_later_step(cluster):

@@ -223,6 +223,18 @@ class FakeApiServer:
             self.logs.setdefault((namespace, pod), _Log()).closed = True
             self.cond.notify_all()
 
+    def restart_container(self, pod: str, namespace: str = "default") -> None:
+        """The container restarts in place (restartPolicy OnFailure): its old log stream ends,
+        a new, empty log begins and restartCount goes up."""
+        with self.cond:
+            old = self.logs.setdefault((namespace, pod), _Log())
+            self.logs[(namespace, pod)] = _Log()
+            old.closed = True
+            obj = copy.deepcopy(self.objects[PODS][(namespace, pod)])
+            for status in obj["status"].get("containerStatuses") or []:
+                status["restartCount"] = int(status.get("restartCount") or 0) + 1
+            self._store(PODS, obj, namespace)
+
     def drop_streams(self, then: Callable[[], None] | None = None) -> None:
         """Break every open watch and log stream mid-way (no final chunk). `then` runs under
         the same lock, so a client reconnecting sees its changes, never the state between."""
@@ -419,14 +431,19 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send_json(200, obj)
 
-    def do_POST(self) -> None:  # noqa: N802
-        path, query, body = self._route()
+    def _write_request(self) -> tuple[tuple[str, str], str, str | None, Any] | None:
+        """(collection, namespace, name, body) of an authorised write, or None once answered."""
+        path, _, body = self._route()
         if not self._authorised():
-            return
+            return None
         target = self._target(path)
-        if target is None:
+        return None if target is None else (target[0], target[1], target[2], body)
+
+    def do_POST(self) -> None:  # noqa: N802
+        request = self._write_request()
+        if request is None:
             return
-        key, ns, _, _ = target
+        key, ns, _, body = request
         name = ((body or {}).get("metadata") or {}).get("name")
         with self.api.cond:
             if (ns, name) in self.api.objects[key]:
@@ -442,13 +459,10 @@ class _Handler(BaseHTTPRequestHandler):
             hook(key, copy.deepcopy(created))
 
     def do_PATCH(self) -> None:  # noqa: N802
-        path, query, body = self._route()
-        if not self._authorised():
+        request = self._write_request()
+        if request is None:
             return
-        target = self._target(path)
-        if target is None:
-            return
-        key, ns, name, _ = target
+        key, ns, name, body = request
         with self.api.cond:
             obj = self.api.objects[key].get((ns, name))
             if obj is None:
@@ -460,13 +474,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(200, stored)
 
     def do_DELETE(self) -> None:  # noqa: N802
-        path, query, body = self._route()
-        if not self._authorised():
+        request = self._write_request()
+        if request is None:
             return
-        target = self._target(path)
-        if target is None:
-            return
-        key, ns, name, _ = target
+        key, ns, name, _ = request
         with self.api.cond:
             obj = self.api._remove(key, ns, name)
         if obj is None:

@@ -108,6 +108,20 @@ async def test_logs_follow_replacement_pods_and_survive_dropped_streams(api, clu
         await stream.aclose()
 
 
+async def test_a_container_restarted_in_place_is_followed_from_its_first_line(api, cluster):
+    running_job(api)
+    api.append_log(P0, "first container")
+    stream = cluster.stream_logs(JOB)
+    try:
+        assert texts(await collect(stream, 1)) == [(P0, "first container")]
+        api.restart_container(P0)
+        api.append_log(P0, "second container, line 1", "second container, line 2")
+        assert texts(await collect(stream, 2)) == [(P0, "second container, line 1"),
+                                                   (P0, "second container, line 2")]
+    finally:
+        await stream.aclose()
+
+
 async def test_whole_logs_are_merged_by_time(api, cluster):
     running_job(api)
     api.append_log(P0, "a")
