@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from backend.pipelines.results import PipelineEvent, TaskState
+from backend.pipelines.task_log import TaskLogFilter
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _LOGGER = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} - (?:INFO|WARNING|ERROR|CRITICAL) - (.*)$")
@@ -23,7 +24,6 @@ _EXECUTING = re.compile(r"^Executing task '(.+)'$")
 _TASK_DONE = re.compile(r"^Task '(.+)' finished with status (SUCCESS|FAILURE)$")
 _PIPELINE_START = re.compile(r"^Running pipeline: '(.+)'$")
 _PIPELINE_DONE = re.compile(r"^Pipeline '(.+)' finished with status (SUCCESS|FAILURE)(.*)$")
-_EXECUTOR_CHATTER = re.compile(r"^\[KFP Executor [^\]]*\]:")
 _STATES = {"SUCCESS": TaskState.SUCCEEDED, "FAILURE": TaskState.FAILED}
 
 
@@ -33,10 +33,9 @@ class KfpLocalLog:
 
     task: str = ""  # the task whose output is streaming now
     streaming: bool = False
-    _in_executor_input: bool = False  # inside the executor's JSON dump of its inputs
     pipeline_state: TaskState | None = None
     failure: str = ""
-    _pending_blank: list[str] = field(default_factory=list)
+    _filter: TaskLogFilter = field(default_factory=TaskLogFilter)
 
     def feed(self, raw: str) -> list[PipelineEvent]:
         line = _ANSI.sub("", raw.rstrip("\n"))
@@ -52,7 +51,7 @@ class KfpLocalLog:
             self.task, self.streaming = m.group(1), False
             return [PipelineEvent(kind="task-started", task=self.task, state=TaskState.RUNNING)]
         if text == "Streamed logs:":
-            self.streaming, self._pending_blank = True, []
+            self.streaming, self._filter = True, TaskLogFilter()
             return []
         if m := _TASK_DONE.match(text):
             self.streaming = False
@@ -66,16 +65,4 @@ class KfpLocalLog:
         return []
 
     def _task_line(self, text: str) -> list[PipelineEvent]:
-        if _EXECUTOR_CHATTER.match(text):
-            self._in_executor_input = text.rstrip().endswith("Got executor_input:")
-            return []
-        if self._in_executor_input:  # the JSON block ends with a closing brace at column 0
-            self._in_executor_input = text != "}"
-            return []
-        # kfp.local ends every task's stream with blank lines; keep blanks only between text.
-        if not text.strip():
-            self._pending_blank.append(text)
-            return []
-        events = [PipelineEvent(kind="task-log", task=self.task, text=b) for b in self._pending_blank]
-        self._pending_blank = []
-        return events + [PipelineEvent(kind="task-log", task=self.task, text=text)]
+        return [PipelineEvent(kind="task-log", task=self.task, text=shown) for shown in self._filter.feed(text)]

@@ -3,7 +3,8 @@
 The endpoint is usually reached through a port-forward of the Pipelines UI service, which proxies
 the API: `kubectl port-forward -n kubeflow svc/ml-pipeline-ui 8080:80` -> http://localhost:8080.
 The Pipelines API offers no watch, only GET of a run (kfp.Client's own wait_for_run_completion
-polls it too), so following a run means asking for it at a steady interval.
+polls it too), so following a run means asking for it at a steady interval. It returns no task
+logs or parameter outputs either: those are read from each finished task's pod (`_TaskLogs`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from urllib.parse import urlparse
 from backend.cluster import ClusterError, Timeout, Unavailable
 from backend.pipelines.compiled import CompiledPipeline
 from backend.pipelines.results import OnEvent, PipelineEvent, PipelineRunResult, TaskOutcome, TaskState
+from backend.pipelines.task_log import TaskLogFilter
 from backend.settings import Settings
 
 DEFAULT_KFP_HOST = "http://localhost:8080"
+# Where a standalone Pipelines install runs the task pods (and so the TrainJobs they create).
+PIPELINES_NAMESPACE = "kubeflow"
 PORT_FORWARD = "kubectl port-forward -n kubeflow svc/ml-pipeline-ui 8080:80"
 EXPERIMENT = "kfcockpit"
 POLL_SECONDS = 3.0
@@ -68,6 +72,43 @@ def _api_error(exc: Exception) -> ClusterError:
     return ClusterError(f"the Pipelines endpoint refused the run: {first[:300]}")
 
 
+class _TaskLogs:
+    """Reads a finished task's pod log through the Kubernetes API (the Pipelines API serves none):
+    the lines it printed and the outputs it reported (`task_log`). Without access to the cluster
+    the run goes on without logs, and says so once."""
+
+    def __init__(self, settings: Settings, emit: OnEvent):
+        self.settings, self.emit = settings, emit
+        self.conn = None
+        self.problem = ""
+
+    async def read(self, task: TaskOutcome) -> None:
+        if not task.pod or self.problem:
+            return
+        from kubernetes import client
+
+        try:
+            if self.conn is None:
+                from backend.kube.connection import Connection
+
+                self.conn = await asyncio.to_thread(Connection.open, self.settings)
+            text = await self.conn.call(client.CoreV1Api(self.conn.api).read_namespaced_pod_log, task.pod,
+                                        PIPELINES_NAMESPACE, container="main", what=f"log of pod {task.pod}")
+        except ClusterError as exc:
+            self.problem = str(exc)
+            self.emit(PipelineEvent(kind="note", text=f"task logs and outputs are not available: {exc}"))
+            return
+        shown = TaskLogFilter()
+        task.logs = shown.feed_all((text or "").splitlines())
+        task.outputs.update(shown.outputs)
+        for line in task.logs:
+            self.emit(PipelineEvent(kind="task-log", task=task.name, text=line))
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
 async def run_remote(settings: Settings, compiled: CompiledPipeline, arguments: dict[str, Any],
                      on_event: OnEvent | None = None, timeout: float = 4 * 3600) -> PipelineRunResult:
     host = kfp_host(settings)
@@ -88,21 +129,26 @@ async def run_remote(settings: Settings, compiled: CompiledPipeline, arguments: 
                                run_id=submitted.run_id, state=TaskState.RUNNING, arguments=arguments,
                                started=time.time(), location=f"{host}/#/runs/details/{submitted.run_id}")
     tasks = {name: TaskOutcome(name=name) for name in compiled.tasks}
+    logs = _TaskLogs(settings, emit)
     emit(PipelineEvent(kind="pipeline-started", text=compiled.name))
     emit(PipelineEvent(kind="note", text=f"run {submitted.run_id}: {result.location}"))
     deadline = time.monotonic() + timeout
-    while True:
-        run = await asyncio.to_thread(client.get_run, submitted.run_id)
-        for detail in (run.run_details.task_details if run.run_details else None) or []:
-            task = tasks.get(detail.display_name or "")
-            if task is not None:
-                _update(task, detail, emit)
-        state = _STATES.get(str(run.state or "").upper(), TaskState.RUNNING)
-        if state.finished:
-            break
-        if time.monotonic() > deadline:
-            raise Timeout(f"run {submitted.run_id} still {run.state} after {timeout:.0f}s: {result.location}")
-        await asyncio.sleep(POLL_SECONDS)  # the API has no watch (see the module docstring)
+    try:
+        while True:
+            run = await asyncio.to_thread(client.get_run, submitted.run_id)
+            for detail in (run.run_details.task_details if run.run_details else None) or []:
+                task = tasks.get(detail.display_name or "")
+                if task is not None:
+                    await _update(task, detail, emit, logs)
+            state = _STATES.get(str(run.state or "").upper(), TaskState.RUNNING)
+            if state.finished:
+                break
+            if time.monotonic() > deadline:
+                raise Timeout(f"run {submitted.run_id} still {run.state} after {timeout:.0f}s: {result.location}")
+            await asyncio.sleep(POLL_SECONDS)  # the API has no watch (see the module docstring)
+    finally:
+        logs.close()
+    _name_the_volume(tasks)
     result.state, result.finished = state, time.time()
     result.tasks = list(tasks.values())
     if run.error is not None and getattr(run.error, "message", None):
@@ -111,7 +157,16 @@ async def run_remote(settings: Settings, compiled: CompiledPipeline, arguments: 
     return result
 
 
-def _update(task: TaskOutcome, detail, emit: OnEvent) -> None:
+def _name_the_volume(tasks: dict[str, TaskOutcome]) -> None:
+    """CreatePVC runs inside KFP's driver, with no pod log: its `name` output is the claim the
+    tasks that mounted it report, so a run's outcome has the same shape on both platforms."""
+    volume = tasks.get("createpvc")
+    reported = [t.outputs["volume"] for t in tasks.values() if "volume" in t.outputs]
+    if volume is not None and reported and "name" not in volume.outputs:
+        volume.outputs["name"] = reported[0]
+
+
+async def _update(task: TaskOutcome, detail, emit: OnEvent, logs: _TaskLogs) -> None:
     state = _STATES.get(str(detail.state or "").upper(), TaskState.PENDING)
     pods = [c.pod_name for c in detail.child_tasks or [] if getattr(c, "pod_name", None)]
     task.pod = detail.pod_name or (pods[-1] if pods else task.pod)
@@ -124,5 +179,6 @@ def _update(task: TaskOutcome, detail, emit: OnEvent) -> None:
     task.state = state
     if state.finished:
         task.finished = detail.end_time.timestamp() if detail.end_time else time.time()
-        task.error = getattr(detail.error, "message", "") or "" if detail.error else ""
+        task.error = (getattr(detail.error, "message", "") or "") if detail.error else ""
+        await logs.read(task)
         emit(PipelineEvent(kind="task-finished", task=task.name, state=state, text=task.error))

@@ -25,6 +25,7 @@ from typing import Any
 
 from backend.models import JobPhase, JobSummary, TrainJob, parse_resource
 from backend.pipelines.platform import MOUNT_PATH
+from backend.pipelines.task_log import outputs_line
 from backend.settings import Settings
 
 # Set by the local runner (with KFCOCKPIT_HOME) for the tasks it starts; absent in a cluster pod.
@@ -35,6 +36,11 @@ TRAINJOB_TIMEOUT_S = 3600.0
 
 def say(text: str) -> None:
     print(text, flush=True)
+
+
+def report(**outputs: Any) -> None:
+    """The task's outputs as one machine-read line: on a cluster the run reads them from the log."""
+    say(outputs_line(outputs))
 
 
 def task_settings() -> Settings:
@@ -95,6 +101,7 @@ def create_volume(access_modes: list[str], size: str, pvc_name_suffix: str, stor
 
     say(asyncio.run(_with_cluster(settings, work)))
     say(f"volume={name} size={size} backend={settings.backend}")
+    report(name=name)
     return name
 
 
@@ -196,8 +203,12 @@ def train_and_wait(volume: str, num_nodes: int, steps: int, ckpt_every: int, ste
     checkpoints = checkpoint_format.list_files(run_dir)
     say(f"run={run} final_loss={found['final_loss']:.6f} world={found['world_size']} "
         f"wall_seconds={found['wall_seconds']:.1f} checkpoints={len(checkpoints)}")
-    return (name, run, float(found["final_loss"]), int(found["world_size"]),
-            float(found["wall_seconds"]), len(checkpoints))
+    outputs = {"job": name, "run": run, "final_loss": float(found["final_loss"]),
+               "world_size": int(found["world_size"]), "wall_seconds": float(found["wall_seconds"]),
+               "checkpoints": len(checkpoints)}
+    # `volume` too: on a cluster CreatePVC runs inside KFP's driver and leaves no log of its name.
+    report(volume=volume, **outputs)
+    return tuple(outputs.values())
 
 
 # ---------------------------------------------------------------- checkpoints seen from another task
@@ -220,6 +231,7 @@ def list_checkpoints(volume: str) -> tuple[int, int]:
     if not valid:
         raise RuntimeError(f"no valid checkpoint on volume {volume}")
     say(f"volume={volume} valid_checkpoints={valid} newest_step={newest}")
+    report(volume=volume, valid=valid, newest_step=newest)
     return valid, newest
 
 
@@ -235,6 +247,7 @@ def snapshot_volume(volume: str, label: str) -> str:
     snap = asyncio.run(_with_cluster(task_settings(), work))
     say(f"snapshot={snap.name} volume={snap.volume} ready={snap.ready} files={snap.files} "
         f"bytes={snap.size_bytes} runs={','.join(m.run for m in snap.metrics) or '-'}")
+    report(Output=snap.name)
     return snap.name
 
 
@@ -252,6 +265,7 @@ def compare_runs(snapshot_a: str, run_a: str, snapshot_b: str, run_b: str) -> st
     a, b = rows
     if b["wall_seconds"] > 0:
         say(f"{a['run']} took {a['wall_seconds'] / b['wall_seconds']:.2f}x the wall time of {b['run']}")
+    report(Output=json.dumps(rows, sort_keys=True))
     return json.dumps(rows, sort_keys=True)
 
 
@@ -286,4 +300,5 @@ def ray_train(volume: str, num_workers: int, steps: int, ckpt_every: int) -> tup
     if found is None:
         raise RuntimeError(f"Ray Train run {run} left no {metrics.FILE_NAME}")
     say(f"run={run} launcher=ray final_loss={found['final_loss']:.6f} world={found['world_size']}")
+    report(volume=volume, run=run, final_loss=float(found["final_loss"]), world_size=int(found["world_size"]))
     return run, float(found["final_loss"]), int(found["world_size"])
