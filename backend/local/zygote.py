@@ -159,8 +159,11 @@ def _run(request: dict) -> int:
             runpy.run_path(target, run_name="__main__")
     except SystemExit as exc:
         code = _exit_code(exc.code)
-    except BaseException:  # noqa: BLE001 - printed like the interpreter would, then exit 1
-        traceback.print_exc()
+    except BaseException as exc:  # noqa: BLE001 - printed like the interpreter would, then exit 1
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename in (__file__, "<frozen runpy>"):
+            tb = tb.tb_next  # the launcher's own frames: a plain `python -m` shows none
+        traceback.print_exception(type(exc), exc, tb)
         code = 1
     try:
         atexit._run_exitfuncs()

@@ -126,3 +126,11 @@ async def test_restarts_running_out_fails_the_job_with_the_reason(cluster, home)
     waited = cli(home, "wait", "trainjob", "doomed", "--for", "Complete", "--timeout", "60")
     assert waited.returncode == 1
     assert waited.stderr.count("\n") == 1 and "is Failed, not Complete" in waited.stderr
+
+    job["metadata"]["name"] = "unstartable"
+    job["spec"]["trainer"]["command"] = ["no-such-command"]
+    await cluster.apply(parse_manifests(yaml.safe_dump(job))[0])
+    failed = await cluster.wait_job("unstartable", COMPLETE, WAIT)
+    assert failed.phase == JobPhase.FAILED and "could not start (exit code 127)" in failed.message
+    lines = [line.text async for batch in cluster.stream_logs("unstartable", follow=False) for line in batch]
+    assert any(text.startswith("kfcockpit: cannot start no-such-command") for text in lines)
