@@ -147,7 +147,10 @@ class Controller:
                 elif isinstance(resource, TrainJob):
                     jobs.append(resource)
         for job in jobs:
-            self.runners[job.metadata.name] = self._runner_from_status(job)
+            try:
+                self.runners[job.metadata.name] = self._runner_from_status(job)
+            except ClusterError as exc:
+                log.error("TrainJob %s not recovered: %s", job.metadata.name, exc)
 
     def _runner_from_status(self, job: TrainJob) -> JobRunner:
         path = self.layout.job_status_file(job.metadata.name)
@@ -158,7 +161,8 @@ class Controller:
             pods = [Pod.model_validate(p) for p in data["pods"]]
             return JobRunner(self, job, plan, summary, pods, data.get("logs"))
         except (OSError, ValueError, KeyError, TypeError):
-            # Applied, but the controller stopped before writing its first status: start over.
+            # No readable status (it is not fsynced: a machine crash can lose it): start over
+            # from the spec; the workers resume from the checkpoints on the volume.
             runtime = self.runtimes.get((job.spec.runtime_ref.kind, job.spec.runtime_ref.name))
             if runtime is None:
                 raise InvalidResource(f"TrainJob {job.metadata.name}: its runtime is gone") from None
@@ -227,9 +231,9 @@ class Controller:
                                       "first (kfcockpit apply -f manifests/volume.yaml)")
         plan = podspec.plan_job(job, runtime)
         runner = self._new_runner(job, plan)
+        runner.persist()  # status first: a TrainJob on disk always has one to recover from
         self._write_resource(job)
         self.runners[name] = runner
-        runner.persist()
         self.events.publish("jobs", "ADDED", runner.summary.model_dump(mode="json"), name)
         runner.start()
         return f"trainjob/{name} created"

@@ -75,9 +75,10 @@ class PodRun:
             self.status.set_result(status)
 
     def kill(self, cluster_root: str) -> None:
-        if self.pid is not None:
+        """SIGKILL the pod's process group, and whatever it started in sessions of its own
+        (torchrun's workers), found by the marker in their environment."""
+        if self.pid is not None and not self.status.done():  # once reaped, the pid may be reused
             kill_group(self.pid)
-        # Anything the pod started in a session of its own (torchrun's workers do).
         sweep({podspec.ENV_CLUSTER: cluster_root, podspec.ENV_POD: self.pod.name})
 
 
