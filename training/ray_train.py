@@ -35,6 +35,7 @@ from training import metrics
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
+EXIT_TERMINATED = 128 + 15  # SIGTERM, as a shell reports it
 REPORTS_FILE = "reports.jsonl"
 
 # Set before ray is imported (some are read at import) and inherited by every Ray process.
@@ -297,21 +298,33 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in RAY_ENV.items():
         os.environ.setdefault(key, value)
 
-    # SIGTERM (a stopped job) unwinds like Ctrl-C, so the `finally` below shuts Ray down.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     owned_temp = args.temp_dir is None
     temp_dir = Path(tempfile.mkdtemp(prefix="kfc-ray-")) if owned_temp else args.temp_dir
     run_dir = args.storage / args.name
     started = time.time()
     import ray
 
+    terminated = []
+
+    def on_sigterm(*_) -> None:
+        terminated.append(True)
+        sys.exit(EXIT_TERMINATED)
+
     try:
         ray.init(address="local", num_cpus=args.num_workers, include_dashboard=False,
                  _temp_dir=str(temp_dir), object_store_memory=80 * 1024 * 1024,
                  log_to_driver=True, logging_level="WARNING")
+        # SIGTERM (a stopped job) unwinds like Ctrl-C, so the `finally` below shuts Ray down.
+        # Set after ray.init, whose crash handler would otherwise turn it into an abort.
+        signal.signal(signal.SIGTERM, on_sigterm)
         emit(event="ray_started", seconds=time.time() - started, node=ray.util.get_node_ip_address(),
              temp_dir=temp_dir, name=args.name, storage=args.storage)
         return _fit(args, cfg, run_dir, temp_dir)
+    except SystemExit:
+        if not terminated:
+            raise
+        emit(event="stopped", name=args.name, reason="SIGTERM")  # ray.get re-raises it as exit 1
+        return EXIT_TERMINATED
     finally:
         ray.shutdown()
         if owned_temp:

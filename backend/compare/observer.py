@@ -30,7 +30,6 @@ class RunObserver:
     resumed_from: int | None = None
     recovered_at: float | None = None
     group_starts: int = 0
-    final_loss: float | None = None
 
     def see(self, line: TimedLine) -> int | None:
         """Account for one line; the pid to kill when the kill step is reached, else None."""
@@ -42,8 +41,6 @@ class RunObserver:
         elif line.event == "resumed" and self.killed_at is not None and self.resumed_from is None:
             self.resumed_from = int(line.fields["from_step"])
             self.last_step_before_recovery = self.newest_step
-        elif line.event == "done" and line.fields.get("rank") == "0":
-            self.final_loss = float(line.fields["final_loss"])
         step = line.step
         if step is None:
             return None
@@ -61,12 +58,14 @@ class RunObserver:
     def killed(self, at: float) -> None:
         self.killed_at = at
 
-    def figures(self, ended_at: float) -> dict:
-        """The measured fields of a Measurement; ObservationError if the run lacks one."""
+    def figures(self, ended_at: float, final: dict | None) -> dict:
+        """The measured fields of a Measurement, with the run's metrics.json (`final`: the final
+        loss and parameters, read from the volume rather than from the last lines a launcher may
+        cut short); ObservationError if the run lacks one."""
         missing = [what for what, value in (
             ("a first step", self.first_step_at), ("the kill", self.killed_at),
             ("a resume after the kill", self.resumed_from), ("a step after the resume", self.recovered_at),
-            ("the final loss", self.final_loss)) if value is None]
+            ("metrics.json at the end", final)) if value is None]
         if missing:
             raise ObservationError("the run showed no " + ", no ".join(missing))
         return {
@@ -78,6 +77,7 @@ class RunObserver:
             "steps_lost": self.last_step_before_recovery - self.resumed_from,
             "recovery_seconds": self.recovered_at - self.killed_at,
             "restarts": self.group_starts - 1,
-            "final_loss": self.final_loss,
+            "final_loss": final["final_loss"],
+            "params_sha256": final.get("params_sha256", ""),
             "wall_seconds": ended_at - self.launched_at,
         }

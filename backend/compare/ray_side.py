@@ -32,18 +32,20 @@ async def measure_ray(settings: Settings, plan: ComparisonPlan, workdir: Path) -
                    train=plan.train_options())
     run = await RayRun.start(settings, spec)
     observer = RunObserver(plan, run.started)
-    async for line in run.lines():
-        if observer.see(line) is not None:
-            await run.kill_worker(plan.kill_rank)
-            observer.killed(time.time())
+    try:
+        async for line in run.lines():
+            if observer.see(line) is not None:
+                await run.kill_worker(plan.kill_rank)
+                observer.killed(time.time())
+    except BaseException:  # an error or Ctrl-C while measuring: no Ray left running
+        await run.stop()
+        raise
     code = await run.wait()
     ended = time.time()
     if code != 0:
         raise ObservationError(f"the Ray run {run.name} failed (exit {code}; see {run.process.stderr_path})")
-    final = run.metrics() or {}
     measurement = Measurement(
         side="ray", title=TITLE, measured_with=f"Ray {version('ray')} on 127.0.0.1", **SHORT, **DETAIL,
         workers=plan.workers, steps=plan.steps, run_dir=str(run.run_dir),
-        log_file=str(run.process.stdout_log), params_sha256=final.get("params_sha256", ""),
-        **observer.figures(ended))
+        log_file=str(run.process.stdout_log), **observer.figures(ended, run.metrics()))
     return measurement, run

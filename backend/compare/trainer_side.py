@@ -49,18 +49,21 @@ async def measure_trainer(plan: ComparisonPlan, workdir: Path) -> Measurement:
     for _ in range(MAX_GROUP_STARTS):
         group = await LineProcess.start(argv, python_env(), cwd=workdir, log_dir=workdir,
                                         name="trainer-torchrun")
-        async for line in group.lines():
-            pid = observer.see(line)
-            if pid is not None:
-                os.kill(pid, signal.SIGKILL)
-                observer.killed(time.time())
+        try:
+            async for line in group.lines():
+                pid = observer.see(line)
+                if pid is not None:
+                    os.kill(pid, signal.SIGKILL)
+                    observer.killed(time.time())
+        except BaseException:  # an error or Ctrl-C while measuring: torchrun stops its workers
+            await group.stop()
+            raise
         if await group.wait() == 0:
             break
     else:
         raise ObservationError(f"the torchrun group did not finish in {MAX_GROUP_STARTS} launches "
                                f"(see {workdir / 'trainer-torchrun.stderr'})")
-    ended = time.time()
-    final = metrics_file.read(ckpt_dir) or {}
+    figures = observer.figures(time.time(), metrics_file.read(ckpt_dir))
     return Measurement(side="trainer", title=TITLE, **SHORT, **DETAIL, workers=plan.workers,
-                       run_dir=str(ckpt_dir), log_file=str(group.stdout_log), steps=plan.steps,
-                       params_sha256=final.get("params_sha256", ""), **observer.figures(ended))
+                       steps=plan.steps, run_dir=str(ckpt_dir), log_file=str(group.stdout_log),
+                       **figures)

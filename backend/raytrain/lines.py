@@ -76,6 +76,16 @@ class LineProcess:
     async def wait(self) -> int:
         return await self.proc.wait()
 
+    async def stop(self, grace: float = 15.0) -> None:
+        """SIGTERM (a launcher cleans up its workers), SIGKILL after `grace` seconds; then reaped."""
+        if self.proc.returncode is None:
+            self.proc.terminate()
+            try:
+                await asyncio.wait_for(self.proc.wait(), grace)
+            except asyncio.TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+
     def last_error_line(self, prefix: str = "") -> str:
         """The last stderr line starting with `prefix` (a CLI's one-line error), else ''."""
         try:

@@ -142,6 +142,13 @@ class RayRun:
                                   f"training.ray_train refused its arguments (see {self.process.stderr_path})")
         return code
 
+    async def stop(self) -> int:
+        """End the run early: the driver shuts its Ray down on SIGTERM (exit 143); stragglers
+        are killed. Returns the driver's exit code."""
+        await self.process.stop()
+        await reap_async(self.name)
+        return self.process.proc.returncode
+
     def leftover_processes(self) -> list[int]:
         return run_processes(self.name)
 
