@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from textual.binding import Binding
 
-STEP_GROUP = Binding.Group("step", compact=True)
+STEP_GROUP = Binding.Group("step")
 TAB_GROUP = Binding.Group("tabs", compact=True)
 
 

@@ -248,6 +248,11 @@ class CockpitScreen(Screen):
         self.loss_chart.add_lines(batch)
         self.changed.publish("logs")
 
+    @on(LogView.Flushed)
+    @on(LogView.FilterChanged)
+    def _logs_drawn(self) -> None:
+        self.changed.publish("logs-shown")
+
     # ------------------------------------------------------------------ checkpoints and snapshots
 
     @work(group="storage", exclusive=True, exit_on_error=False)
@@ -326,9 +331,23 @@ class CockpitScreen(Screen):
         try:
             step = lesson.step(step_id)
             note = lesson.note(step_id) if step.kind == "reading" else ""
-            self.step_view.show(step, lesson.state(step_id), note)
+            self.step_view.show(step, lesson.state(step_id), note, running=step_id == self.running_step)
         except Exception as exc:
             self.notify(one_line(exc), title=f"step {step_id}", severity="error")
+            return
+        if step.kind == "reading" and not note:
+            self.load_draft(step_id)
+
+    @work(group="draft", exclusive=True, exit_on_error=False)
+    async def load_draft(self, step_id: str) -> None:
+        """A reading step with no note yet starts from the engine's draft (headings, prompts and,
+        for step 10, the measured runs); an untouched draft does not pass the check."""
+        try:
+            text = await self.session.lesson.draft_note(step_id)
+        except Exception as exc:
+            self.notify(one_line(exc), title="no draft for the note", severity="warning")
+            return
+        self.step_view.offer_draft(step_id, text)
 
     def _refresh_states(self) -> None:
         lesson = self.session.lesson
@@ -398,7 +417,9 @@ class CockpitScreen(Screen):
         self.checklist.set_status(step_id, "running")
         self.step_view.clear_output(step_id)
         self.step_view.add_output(step_id, f"$ run step {label}: {step.title}")
-        self._show_step_if_selected(step_id)
+        if self.checklist.step_id == step_id:
+            self._show_step(step_id)
+            self.step_view.show_output_box()
         try:
             async for update in lesson.run(step_id):
                 if update.kind == "line":
@@ -415,10 +436,6 @@ class CockpitScreen(Screen):
             self.running_step = None
             self.job_bar.running_step = None
             self._refresh_states()
-
-    def _show_step_if_selected(self, step_id: str) -> None:
-        if self.checklist.step_id == step_id:
-            self._show_step(step_id)
 
     def _announce(self, label: str, evidence) -> None:
         if evidence.ok:

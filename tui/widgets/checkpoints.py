@@ -20,12 +20,13 @@ from tui.widgets.keyed_table import KeyedTable
 if TYPE_CHECKING:
     from backend.models import Checkpoint, Snapshot, VolumeInfo
 
+# Most telling first: at 80 columns the last ones scroll off to the right.
 CHECKPOINT_COLUMNS = (
     ("step", "STEP", 5),
     ("loss", "LOSS", 8),
+    ("valid", "VALID", 5),
     ("world", "WORLD", 5),
     ("size", "SIZE", 9),
-    ("valid", "VALID", 6),
     ("run", "RUN", 14),
     ("age", "AGE", 5),
 )
@@ -41,7 +42,7 @@ SNAPSHOT_COLUMNS = (
 
 def checkpoint_cells(c: "Checkpoint", now: float) -> tuple:
     valid = Text("yes", style="green") if c.valid else Text("NO", style="bold red")
-    return (str(c.step), fmt.loss(c.loss), str(c.world_size), fmt.size(c.size_bytes), valid,
+    return (str(c.step), fmt.loss(c.loss), valid, str(c.world_size), fmt.size(c.size_bytes),
             c.run or "/", fmt.age(now - c.created) if c.created else "-")
 
 
@@ -87,7 +88,7 @@ class CheckpointsPanel(Vertical):
             yield Select[str]([], prompt="volume", id="ckpt-volume", compact=True, allow_blank=True)
             yield Static("", id="ckpt-summary")
         yield KeyedTable(CHECKPOINT_COLUMNS, id="ckpt-table")
-        yield Static("snapshots · space marks two · c compares · s takes one", id="snap-title",
+        yield Static("snapshots · space mark · c compare · s take", id="snap-title",
                      classes="subtitle")
         yield SnapshotTable(id="snap-table")
 
@@ -118,9 +119,9 @@ class CheckpointsPanel(Vertical):
         summary = f"{len(checkpoints)} files"
         if newest is not None:
             summary += f" · newest valid step {newest.step}"
-        broken = len(checkpoints) - len(valid)
+        broken = [c for c in ordered if not c.valid]
         if broken:
-            summary += f" · {broken} invalid"
+            summary += f" · {len(broken)} invalid (step {broken[0].step}: {broken[0].problem or 'unreadable'})"
         self.query_one("#ckpt-summary", Static).update(summary)
 
     def show_snapshots(self, snapshots: list["Snapshot"]) -> None:

@@ -84,6 +84,9 @@ class LogView(Vertical):
     follow: reactive[bool] = reactive(True)
     unseen: reactive[int] = reactive(0)  # lines that arrived while not following
 
+    class Flushed(Message):
+        """Lines reached the screen (one per flush, not per line)."""
+
     class FilterChanged(Message):
         def __init__(self, keep: LogFilter) -> None:
             super().__init__()
@@ -185,6 +188,7 @@ class LogView(Vertical):
         overflow = len(log.lines) + len(lines) - self.buffer.capacity
         log.write_lines(lines, scroll_end=self.follow)
         self.shown += len(lines)
+        self.post_message(self.Flushed())
         if not self.follow:
             self.unseen += len(lines)
             if overflow > 0:  # lines left the top: keep the text the learner reads in place

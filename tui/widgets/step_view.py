@@ -80,10 +80,10 @@ class StepView(VerticalScroll):
         yield Static("run output", id="step-output-title", classes="subtitle")
         yield Log(id="step-output", max_lines=OUTPUT_LINES)
 
-    def show(self, step: "Step", state: "StepState | None", note: str) -> None:
+    def show(self, step: "Step", state: "StepState | None", note: str, running: bool = False) -> None:
         changed = self.step is None or self.step.id != step.id
         self.step = step
-        status = status_of(state)
+        status = "running" if running else status_of(state)
         glyph, word, style = STATUS_LOOK.get(status, STATUS_LOOK["todo"])
         self.border_title = f"step {step_label(step)}"
         self.query_one("#step-heading", Static).update(Content.assemble(
@@ -100,6 +100,8 @@ class StepView(VerticalScroll):
         self.query_one("#step-save", Button).display = reading
         note_area = self.query_one("#step-note", TextArea)
         note_area.display = reading
+        self.query_one("#step-output-title").display = not reading  # a note has no run
+        self.query_one("#step-output").display = not reading
         if reading:
             note_area.border_title = step.note_prompt or "your note"
             if changed or note_area.text != note:
@@ -107,6 +109,12 @@ class StepView(VerticalScroll):
         if changed:
             self._show_output(step.id)
             self.scroll_home(animate=False)
+
+    def offer_draft(self, step_id: str, text: str) -> None:
+        """Fill the note box with a draft, unless the learner moved on or has typed already."""
+        note_area = self.query_one("#step-note", TextArea)
+        if self.step is not None and self.step.id == step_id and not note_area.text.strip():
+            note_area.load_text(text)
 
     def show_evidence(self, evidence: "Evidence | None") -> None:
         self.query_one("#step-evidence", Static).update(evidence_content(evidence, self.clock()))
@@ -116,6 +124,10 @@ class StepView(VerticalScroll):
         lines.append(text)
         if self.step is not None and self.step.id == step_id:
             self.query_one("#step-output", Log).write_line(text)
+
+    def show_output_box(self) -> None:
+        """Bring the run output into view (a run just started)."""
+        self.query_one("#step-output", Log).scroll_visible(animate=False)
 
     def clear_output(self, step_id: str) -> None:
         self._outputs.pop(step_id, None)

@@ -1,0 +1,116 @@
+"""What the cockpit looks like, at 80x24 (SSH) and 120x40, dark and light.
+
+The content is deterministic because of what the state root holds, not because anything is
+faked: lesson progress written by the engine's own store at fixed times, checkpoint files in the
+real format with fixed headers on a volume applied to the real embedded cluster, and the app's
+clock fixed to a moment after them. Update after an intended change with --snapshot-update.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from backend.lesson.jobs import apply_runtime_and_volume
+from backend.lesson.progress import ProgressStore, StepState, StepStatus
+from backend.local.cluster import LocalCluster
+from backend.models import Evidence
+from backend.settings import Settings
+from tests.tui.conftest import connected, wait_until
+from training import checkpoint_format, metrics
+from tui.app import CockpitApp
+from tui.config import CockpitConfig
+
+NOW = 1_800_000_000.0  # the app's clock: every age on screen is relative to this
+
+
+def evidence(ok: bool, checked: str, seen: str, ago: float, details=()) -> Evidence:
+    return Evidence(ok=ok, checked=checked, seen=seen, details=list(details), at=NOW - ago)
+
+
+def prepare(home: Path) -> None:
+    settings = Settings(home=home)
+    store = ProgressStore(settings.workspace)
+    store.save_note("setup-1", "Standalone Trainer and Kubeflow Pipelines on kind, with kubectl apply.")
+    store.put("setup-1", StepState(status=StepStatus.DONE, updated=NOW - 3600, evidence=evidence(
+        True, "your note covers install method, Kubeflow Trainer, Kubeflow Pipelines",
+        "all three are there", 3600)))
+    store.put("setup-2", StepState(status=StepStatus.DONE, updated=NOW - 1800, evidence=evidence(
+        True, "the controller answers", "local controller running", 1800)))
+    store.put("setup-3", StepState(status=StepStatus.FAILED, updated=NOW - 90, evidence=evidence(
+        False, "the Pipelines SDK imports and the endpoint answers",
+        "no Pipelines endpoint is reachable", 90, ["kfp 2.17.3 imports", "GET /apis/v2beta1/healthz: refused"])))
+    store.put("3", StepState(status=StepStatus.DONE, updated=NOW - 60, evidence=evidence(
+        True, "every rank printed the same loss at every step", "rank 0 and rank 1 agree at all 40 steps", 60)))
+
+    cluster = LocalCluster(home)
+    asyncio.run(apply_runtime_and_volume(cluster))
+    run_dir = cluster.layout.volume_dir("checkpoints") / "lesson-ddp"
+    run_dir.mkdir(parents=True)
+    for i, step in enumerate((5, 10, 15)):
+        header = {"step": step, "world_size": 2, "loss": round(0.5 / step, 6), "created": NOW - 300 + i * 30}
+        (run_dir / checkpoint_format.file_name(step)).write_bytes(
+            checkpoint_format.encode(header, bytes(range(256)) * (40 + step)))
+    broken = checkpoint_format.encode({"step": 20, "world_size": 2, "loss": 0.02, "created": NOW - 200},
+                                      b"x" * 4096)
+    (run_dir / checkpoint_format.file_name(20)).write_bytes(broken[:-1000])  # a torn write
+    metrics.write_atomic(run_dir / metrics.FILE_NAME, {
+        "final_loss": 0.033333, "steps": 15, "world_size": 2, "wall_seconds": 12.5, "resumes": 0,
+        "launcher": "torchrun", "loss_history": [round(0.5 / (s + 1), 6) for s in range(15)]})
+
+
+@pytest.fixture
+def prepared_home(tmp_path: Path):
+    home = tmp_path / "home"
+    prepare(home)
+    yield home
+    asyncio.run(LocalCluster(home).down())
+
+
+def cockpit(home: Path, theme: str = "dark") -> CockpitApp:
+    app = CockpitApp(Settings(home=home), CockpitConfig(theme=theme), clock=lambda: NOW)
+    app.animation_level = "none"
+    return app
+
+
+async def ready(pilot) -> None:
+    screen = pilot.app.screen
+    await connected(screen)
+    await wait_until(screen, lambda: screen.ckpt_panel.volume == "checkpoints", "the volume list")
+
+
+async def checkpoints_tab(pilot) -> None:
+    await ready(pilot)
+    screen = pilot.app.screen
+    await pilot.press("4")
+    await wait_until(screen, lambda: len(screen.ckpt_panel.query_one("#ckpt-table").keys) == 4,
+                     "the checkpoint files")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_the_lesson_and_the_failed_step(prepared_home, snap_compare, size):
+    assert snap_compare(cockpit(prepared_home), terminal_size=size, run_before=ready)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_checkpoints_with_a_torn_file(prepared_home, snap_compare, size):
+    assert snap_compare(cockpit(prepared_home), terminal_size=size, run_before=checkpoints_tab)
+
+
+def test_light_theme_at_80x24(prepared_home, snap_compare):
+    assert snap_compare(cockpit(prepared_home, theme="light"), terminal_size=(80, 24), run_before=ready)
+
+
+def test_help_at_80x24(prepared_home, snap_compare):
+    assert snap_compare(cockpit(prepared_home), terminal_size=(80, 24), run_before=ready,
+                        press=["question_mark"])
+
+
+def test_the_prepared_state_is_what_the_backend_reports(prepared_home):
+    """Guards the snapshots: the files above read back as real checkpoints, one of them torn."""
+    found = asyncio.run(LocalCluster(prepared_home).checkpoints("checkpoints"))
+    assert sorted((c.step, c.valid) for c in found) == [(5, True), (10, True), (15, True), (20, False)]
+    assert json.loads((prepared_home / "workspace" / "local" / "progress.json").read_text())["steps"]["3"]["status"] == "done"

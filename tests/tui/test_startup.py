@@ -1,0 +1,57 @@
+"""The UI process imports no torch, ray, kfp or kubernetes at start-up, not even after it has
+connected to the embedded cluster and shown the lesson (each step imports what it needs when it
+runs). Checked in a fresh interpreter, so nothing else in the test session can hide an import."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PROBE = r"""
+import asyncio, json, sys
+from pathlib import Path
+from tui.cli import build_parser
+from tui.cli.common import settings_from
+from tui.app import CockpitApp
+
+HEAVY = ("torch", "ray", "kfp", "kubernetes")
+
+def loaded():
+    return sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)
+
+args = build_parser().parse_args(["--home", sys.argv[1]])
+app = CockpitApp(settings_from(args))
+report = {"built": loaded()}
+
+async def main():
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = app.screen
+        done = asyncio.Event()
+        def check(_):
+            if screen.job_bar.connection == "connected" and screen.checklist.steps:
+                done.set()
+        screen.changed.subscribe(screen, check, immediate=True)
+        await asyncio.wait_for(done.wait(), 120)
+        await pilot.press("n", "2", "3", "4", "5", "1")  # every tab drawn once
+        report["connected"] = loaded()
+        report["backend"] = "backend.local.cluster" in sys.modules
+        from backend.local.cluster import LocalCluster
+        await LocalCluster(Path(sys.argv[1])).down()
+
+asyncio.run(main())
+print(json.dumps(report))
+"""
+
+
+def test_the_cockpit_starts_and_connects_without_heavy_imports(tmp_path):
+    out = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "home")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["backend"], "the probe did not reach the connected state it means to check"
+    assert report["built"] == []
+    assert report["connected"] == []

@@ -1,0 +1,80 @@
+"""Moving through the lesson, writing a reading step's note, help and the command palette."""
+
+from __future__ import annotations
+
+from textual.command import CommandPalette
+from textual.widgets import TextArea
+
+from tests.tui.conftest import connected, make_app, wait_until
+from tui.screens.help import HelpScreen
+
+
+async def test_n_and_p_move_through_the_steps_and_the_step_panel_follows(home):
+    app = make_app(home)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = app.screen
+        await connected(screen)
+        assert screen.checklist.step_id == "setup-1"  # nothing done yet: the first step
+        await pilot.press("n", "n")
+        assert screen.checklist.step_id == "setup-3"
+        assert screen.step_view.step.id == "setup-3"
+        assert screen.step_view.border_title == "step S3"
+        await pilot.press("n")  # past the "Steps" heading, which cannot be selected
+        assert screen.checklist.step_id == "1"
+        await pilot.press("p", "p", "p", "p", "p")
+        assert screen.checklist.step_id == "setup-1"  # stays at the first step
+        for _ in range(20):
+            await pilot.press("n")
+        assert screen.checklist.step_id == "12"
+
+
+async def test_a_reading_step_is_done_by_a_note_saved_through_the_engine(home):
+    app = make_app(home)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = app.screen
+        await connected(screen)
+        lesson = screen.session.lesson
+        await pilot.press("enter")  # setup-1 is a reading step: enter opens its note
+        note = screen.step_view.query_one("#step-note", TextArea)
+        assert app.focused is note
+        note.load_text("Standalone install of the Trainer and Kubeflow Pipelines on kind, with kubectl apply.")
+        await pilot.press("ctrl+s")
+        await wait_until(screen, lambda: screen.checklist.status.get("setup-1") == "done",
+                         "the note's check to pass")
+        assert lesson.note("setup-1").startswith("Standalone install")
+        assert lesson.state("setup-1").evidence.ok
+        assert "done" in str(screen.step_view.query_one("#step-heading").render())
+
+        note.load_text("I have not decided yet.")
+        await pilot.press("ctrl+s")
+        await wait_until(screen, lambda: screen.checklist.status.get("setup-1") == "failed",
+                         "a note that covers nothing to fail its check")
+
+
+async def test_help_opens_with_question_mark_and_closes_with_escape(home):
+    app = make_app(home)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = str(app.screen.query_one("#help-text").source)
+        assert "ctrl+k" in text and "Kill the pod under the cursor" in text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_the_palette_lists_every_action_and_runs_them(home):
+    app = make_app(home)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = app.screen
+        await connected(screen)
+        titles = [title for title, _, _ in screen.commands()]
+        for needed in ("Run the selected step", "Verify the selected step", "Kill the selected pod",
+                       "Filter logs", "Snapshot the volume", "Compare two snapshots", "Help", "Quit",
+                       "Go to step 6: Kill a worker mid-training and watch the group resume"):
+            assert needed in titles
+        await pilot.press("ctrl+p")
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"go to step 6")
+        await pilot.press("enter")
+        await wait_until(screen, lambda: screen.checklist.step_id == "6", "the palette to select step 6")
+        assert not isinstance(app.screen, CommandPalette)
