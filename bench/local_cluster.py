@@ -164,15 +164,17 @@ async def ours_restart(cluster: LocalCluster, name: str, args: list[str], kill_a
 
 
 async def ours_throughput(cluster: LocalCluster, name: str, steps: int) -> float:
+    """Nobody follows the logs while it runs: the controller is their one reader, as this
+    script is torchrun's."""
     await cluster.apply(job(name, ["--steps", str(steps)]))
     try:
-        async for batch in cluster.stream_logs(name):
+        await cluster.wait_job(name, frozenset({JobPhase.COMPLETE}), 600)
+        async for batch in cluster.stream_logs(name, follow=False):
             for line in batch:
                 fields = parse_line(line.text)
                 if fields.get("event") == "done" and fields.get("rank") == "0":
                     return float(fields["steps_per_sec"])
     finally:
-        await cluster.wait_job(name, frozenset({JobPhase.COMPLETE}), 120)
         await cluster.delete("TrainJob", name)
     raise RuntimeError(f"{name} did not finish")
 

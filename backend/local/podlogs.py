@@ -17,6 +17,10 @@ from typing import Callable
 from training.logfmt import step_and_loss
 
 _READ_SIZE = 1 << 16
+# At most one read per pod per interval: a fast worker prints hundreds of lines a second, and a
+# wake-up per line would cost the controller a few % of a core that the workers need. Lines wait
+# in the pipe meanwhile (at most this long), so nothing is lost and little is delayed.
+READ_INTERVAL = 0.02
 
 
 class PodLog:
@@ -31,6 +35,7 @@ class PodLog:
         self._on_lines = on_lines
         self._partial = b""
         self._fd: int | None = None
+        self._rearm: asyncio.TimerHandle | None = None
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.last_step: tuple[int, float] | None = None
 
@@ -57,6 +62,14 @@ class PodLog:
         *lines, self._partial = data.split(b"\n")
         if lines:
             self._append(lines)
+        loop = asyncio.get_running_loop()
+        loop.remove_reader(self._fd)
+        self._rearm = loop.call_later(READ_INTERVAL, self._watch_again)
+
+    def _watch_again(self) -> None:
+        self._rearm = None
+        if self._fd is not None:
+            asyncio.get_running_loop().add_reader(self._fd, self._readable)
 
     def _append(self, raw_lines: list[bytes]) -> None:
         now = time.time()
@@ -73,6 +86,9 @@ class PodLog:
 
     def close(self) -> None:
         """Stop reading (end of file, or the pod is gone and something else holds the pipe)."""
+        if self._rearm is not None:
+            self._rearm.cancel()
+            self._rearm = None
         if self._fd is not None:
             asyncio.get_running_loop().remove_reader(self._fd)
             os.close(self._fd)
