@@ -110,17 +110,34 @@ async def test_a_pod_watch_lives_through_a_new_controller(cluster):
                 if len(succeeded) == 2:
                     return
 
+    lines = []
+
+    async def follow_logs():
+        async for batch in cluster.stream_logs("lesson-ddp"):  # ends when the job finishes
+            lines.extend(batch)
+
     watch = asyncio.create_task(watch_until_the_new_group_succeeds())
+    logs = asyncio.create_task(follow_logs())
     await asyncio.wait_for(listed.wait(), WAIT)
     first_group = {e.pod.name for e in events}
     os.kill(status["pid"], signal.SIGKILL)
     await asyncio.wait_for(watch, WAIT)
+    await asyncio.wait_for(logs, WAIT)
 
     # The watch re-listed against the new controller: the old group went, the new one came.
     assert {e.pod.name for e in events if e.type == PodEventType.DELETED} >= first_group
     added = {e.pod.name for e in events if e.type == PodEventType.ADDED} - first_group
     assert len(added) == 2
     assert (await cluster.get_job("lesson-ddp")).phase == JobPhase.COMPLETE
+
+    # The log stream resumed from its offsets: both groups' lines, none twice, through to the end.
+    by_pod: dict[str, list[int]] = {}
+    for line in lines:
+        if line.step is not None:
+            by_pod.setdefault(line.pod, []).append(line.step)
+    assert set(by_pod) == first_group | added
+    assert all(steps == sorted(set(steps)) for steps in by_pod.values())
+    assert all(by_pod[pod][-1] == 40 for pod in added)
 
 
 async def test_an_idle_controller_exits_and_the_next_call_starts_another(cluster, monkeypatch):
