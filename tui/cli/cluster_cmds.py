@@ -6,6 +6,7 @@ manage the embedded cluster's controller."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -188,9 +189,12 @@ async def cmd_get(args: argparse.Namespace) -> int:
 
 async def cmd_logs(args: argparse.Namespace) -> int:
     cluster = cluster_from(args)
-    async for batch in cluster.stream_logs(args.job, follow=args.follow):
-        sys.stdout.write("".join(f"{line.pod} {line.text}\n" for line in batch))
-        sys.stdout.flush()
+    try:
+        async for batch in cluster.stream_logs(args.job, follow=args.follow):
+            sys.stdout.write("".join(f"{line.pod} {line.text}\n" for line in batch))
+            sys.stdout.flush()
+    except BrokenPipeError:  # the reader left (`| head`, `| grep -m1`): stop quietly, like kubectl
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -1,0 +1,51 @@
+"""The kubectl-like commands end to end on the embedded cluster, as a learner types them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.local.conftest import MANIFESTS, REPO, WAIT, cli, lesson_job
+
+
+def test_apply_get_logs_wait_checkpoints_snapshot_delete(home, cluster):
+    applied = cli(home, "apply", "-f", str(MANIFESTS / "runtime.yaml"), "-f", str(MANIFESTS / "volume.yaml"))
+    assert applied.returncode == 0, applied.stderr
+    assert applied.stdout.split("\n")[:2] == ["trainingruntime/kfcockpit-torch created",
+                                              "persistentvolumeclaim/checkpoints created"]
+    job = yaml.safe_dump(lesson_job(steps=15, step_delay=0.02).to_manifest())
+    env = dict(os.environ, KFCOCKPIT_HOME=str(home), PYTHONPATH=str(REPO))
+    kfcockpit = str(Path(sys.executable).parent / "kfcockpit")
+    created = subprocess.run([kfcockpit, "apply", "-f", "-"], input=job, env=env, cwd=REPO,
+                             capture_output=True, text=True, timeout=WAIT)
+    assert created.stdout == "trainjob/lesson-ddp created\n", created.stderr
+
+    # A reader that leaves after one line (`| head -1`) ends the follow quietly.
+    follow = subprocess.Popen([kfcockpit, "logs", "lesson-ddp", "-f"], env=env, cwd=REPO, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = follow.stdout.readline()
+    follow.stdout.close()
+    assert follow.wait(timeout=WAIT) == 0 and "Traceback" not in follow.stderr.read()
+    assert first.startswith("lesson-ddp-node-0-")
+
+    waited = cli(home, "wait", "trainjob", "lesson-ddp", "--for", "condition=Complete", "--timeout", str(WAIT))
+    assert waited.returncode == 0 and "condition met: Complete" in waited.stdout
+    pods = json.loads(cli(home, "get", "pods", "lesson-ddp", "-o", "json").stdout)
+    assert [(p["rank"], p["phase"], p["last_step"]) for p in pods] == [(0, "Succeeded", 15), (1, "Succeeded", 15)]
+    logs = cli(home, "logs", "lesson-ddp").stdout.splitlines()
+    assert sum("event=done" in line for line in logs) == 2
+    checkpoints = json.loads(cli(home, "checkpoints", "checkpoints", "-o", "json").stdout)
+    assert checkpoints[-1]["step"] == 15 and all(c["valid"] for c in checkpoints)
+    snapped = cli(home, "snapshot", "create", "checkpoints", "done-15")
+    assert snapped.returncode == 0 and "1 run(s) with metrics" in snapped.stdout
+    status = cli(home, "cluster", "status")
+    assert status.returncode == 0 and "NO " not in status.stdout
+
+    assert cli(home, "delete", "trainjob", "lesson-ddp").returncode == 0
+    assert json.loads(cli(home, "get", "trainjobs", "-o", "json").stdout) == []
+    assert cli(home, "checkpoints", "checkpoints").returncode == 0  # the volume outlives the job
