@@ -23,6 +23,7 @@ from backend.local.layout import Layout, socket_address
 from backend.local.podspec import PROJECT_ROOT
 
 _START_TIMEOUT = 60.0
+_LOG_KEEP = 10 * 1024 * 1024  # controller.log is rotated past this size when a controller starts
 
 
 class ControllerClient:
@@ -109,6 +110,9 @@ class ControllerClient:
                                   f"(see {self.layout.controller_log})")
 
     def _spawn_controller(self) -> str:
+        log_path = self.layout.controller_log
+        if log_path.exists() and log_path.stat().st_size > _LOG_KEEP:
+            os.replace(log_path, log_path.with_name(log_path.name + ".1"))  # one old log kept
         read_fd, write_fd = os.pipe()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, env.get("PYTHONPATH")) if p)

@@ -147,3 +147,14 @@ async def test_an_idle_controller_exits_and_the_next_call_starts_another(cluster
     assert await cluster.status() is None
     assert await cluster.list_jobs() == []  # a call starts a new one
     assert (await cluster.status())["pid"] != first["pid"]
+
+
+async def test_a_state_root_deeper_than_a_socket_path_allows(tmp_path):
+    deep = tmp_path.joinpath(*["a-rather-long-directory-name"] * 5)
+    cluster = LocalCluster(deep)
+    assert len(str(cluster.layout.socket)) > 108  # beyond sun_path: reached through /proc/self/fd
+    try:
+        assert await cluster.list_jobs() == []  # started the controller, and talked to it
+        assert (await cluster.status())["home"] == str(deep)
+    finally:
+        assert await cluster.down() is not None

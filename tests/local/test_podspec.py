@@ -75,3 +75,15 @@ def test_watchers_resume_from_a_version_or_are_told_to_list_again():
     assert log.since(log.version, "pods", None) == []
     assert log.since("otherepoch.1", "pods", None) is None  # another controller's version
     assert log.since(f"{log.epoch}.99", "pods", None) is None  # from the future
+
+
+def test_volume_names_cannot_reach_outside_the_state_root(tmp_path):
+    from backend.local.layout import Layout
+
+    layout = Layout(tmp_path / "home")
+    layout.create()
+    (layout.volumes / "planted").symlink_to(tmp_path)  # a link someone put in the state root
+    for name in ("../../etc", "/etc", "a/b", "planted"):
+        with pytest.raises(InvalidResource):
+            layout.volume_dir(name)
+    assert layout.volume_dir("checkpoints") == layout.volumes.resolve() / "checkpoints"
