@@ -6,7 +6,7 @@ Prints the comparison table (the figures `kfcockpit compare` saves for lesson st
 figures as ratios of the Trainer side's, measured in this same invocation. A throwaway state root
 is used, so nothing is saved in your workspace.
 
-    .venv/bin/python bench/ray_vs_trainer.py [--steps 40] [--kill-at 12] [--step-delay 0.05]
+    .venv/bin/python bench/ray_vs_trainer.py [--steps 40] [--kill-at 12] [--step-delay 0.1]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--kill-at", type=int, default=12)
-    p.add_argument("--step-delay", type=float, default=0.05)
+    p.add_argument("--step-delay", type=float, default=0.1)
     a = p.parse_args()
     plan = ComparisonPlan(workers=a.workers, steps=a.steps, kill_at_step=a.kill_at, step_delay=a.step_delay)
 

@@ -14,7 +14,7 @@ silently resumes a run whose name it finds in the storage, so reusing one is ref
 
 On the storage, under <storage>/<run>/:
     ckpt-step-000015/ckpt-step-000015.pt   the checkpoint file in training.checkpoint_format
-    reports.jsonl                          what every worker passed to ray.train.report, per step
+    reports.jsonl                          what every worker passed to each ray.train.report
     metrics.json                           written by rank 0 at the end (launcher "ray")
 """
 
@@ -69,7 +69,8 @@ _TRAIN_OPTIONS = {
     "samples": "size of the synthetic data set",
     "step_delay": "seconds to pause after each step, to pace a demo",
 }
-_AT_LEAST_ONE = ("num_workers", "report_every", "steps", "ckpt_every", "keep", "batch_size", "hidden", "samples", "threads")
+_AT_LEAST_ONE = ("num_workers", "report_every", "steps", "ckpt_every", "keep", "batch_size", "hidden",
+                 "samples", "threads")
 
 
 class _Parser(argparse.ArgumentParser):

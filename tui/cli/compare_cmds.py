@@ -35,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kill-at", type=int, default=12, metavar="STEP",
                    help="SIGKILL a worker when this step shows (default 12)")
     p.add_argument("--kill-rank", type=int, default=1, help="the rank killed (default 1)")
-    p.add_argument("--step-delay", type=float, default=0.05,
-                   help="seconds paused after each step (default 0.05)")
+    p.add_argument("--step-delay", type=float, default=0.1,
+                   help="seconds paused after each step (default 0.1)")
     add_output_option(p)
     p.set_defaults(handler=cmd_compare)
 
