@@ -1,6 +1,6 @@
-"""Starting text for a note the learner has not written yet. Headings (lines starting with '#') and
-placeholders in angle brackets do not count towards a note's check (see notes.py), so an untouched
-draft never passes."""
+"""Starting text for a note the learner has not written yet. Headings ('#'), quoted measurements
+('>') and placeholders in angle brackets do not count towards a note's check (see notes.py), so an
+untouched draft never passes, while the measured numbers are there to cite."""
 
 from __future__ import annotations
 
@@ -24,8 +24,23 @@ def _step_2(ctx: StepContext) -> str:
     return _sections(("What the Trainer does for a job", "…"), ("What it leaves to PyTorch", "…"))
 
 
+def _measured(ctx: StepContext) -> str:
+    """The newest `kfcockpit compare` measurement as a quote, or a pointer to making one."""
+    import importlib.util
+
+    if importlib.util.find_spec("backend.compare") is None:
+        return ""
+    from backend.compare import latest_comparison
+
+    comparison = latest_comparison(ctx.settings)
+    if comparison is None:
+        return "# Measure both first: kfcockpit compare (its table is quoted here)\n\n"
+    quoted = "".join(f"> {text}".rstrip() + "\n" for text in comparison.as_note().splitlines())
+    return "# Measured by kfcockpit compare\n\n" + quoted + "\n"
+
+
 def _step_10(ctx: StepContext) -> str:
-    return _sections(
+    return _measured(ctx) + _sections(
         ("Launch model", "a declared TrainJob the controller reconciles, or a Python driver with Ray Train?"),
         ("Failure recovery", "who notices a dead worker, who restarts the group, where does it resume from?"),
         ("Who owns the job definition", "platform team or ML team?"),

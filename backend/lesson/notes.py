@@ -2,8 +2,9 @@
 
 A note passes when it touches every topic the step's "done when" names. Each topic is one or more
 groups of words; the topic is covered when every group has at least one of its words in the note.
-Headings (lines starting with '#') and text in angle brackets belong to a pre-filled template and
-do not count.
+Headings (lines starting with '#'), quoted lines ('>': measurements the cockpit pre-filled, which
+you cite but did not write) and text in angle brackets belong to a pre-filled template and do not
+count.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ _PLACEHOLDER = re.compile(r"<[^<>\n]*>")
 
 
 def covered_text(note: str) -> str:
-    own = [text for text in note.splitlines() if not text.lstrip().startswith("#")]
+    own = [text for text in note.splitlines() if not text.lstrip().startswith(("#", ">"))]
     return _PLACEHOLDER.sub(" ", "\n".join(own)).lower()
 
 

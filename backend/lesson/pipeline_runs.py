@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable
 
+from backend.cluster import ClusterError
 from backend.lesson.context import RunUpdate, StepContext, job_started, line
 from backend.lesson.progress import write_atomic
 
@@ -15,6 +17,7 @@ if TYPE_CHECKING:
     from backend.pipelines.results import OnEvent, PipelineEvent, PipelineRunResult
 
 RECORD = "pipeline-run.json"
+TIMEOUT = 900.0  # the longest pipeline (step 12's full run, Ray included) takes a minute or two
 _JOB_CREATED = re.compile(r"^trainjob/(\S+) (created|configured|unchanged)", re.IGNORECASE)
 
 
@@ -43,18 +46,24 @@ def _updates(event: "PipelineEvent") -> list[RunUpdate]:
 
 
 async def run_pipeline(ctx: StepContext, start: Callable[["OnEvent"], Awaitable["PipelineRunResult"]],
-                       record: str = RECORD) -> AsyncIterator[RunUpdate]:
-    """Start the run with `start(on_event)`, stream its events, keep its result as `record`."""
+                       record: str = RECORD, timeout: float = TIMEOUT) -> AsyncIterator[RunUpdate]:
+    """Start the run with `start(on_event)`, stream its events, keep its result as `record`.
+    A run still going after `timeout` seconds is stopped (its tasks with it): ClusterError."""
     (ctx.run_dir / record).unlink(missing_ok=True)  # a failed run must not leave an older success
     events: asyncio.Queue = asyncio.Queue()
     run = asyncio.create_task(start(events.put_nowait))
+    deadline = time.monotonic() + timeout
     try:
         while not run.done() or not events.empty():
             if events.empty():
                 getter = asyncio.ensure_future(events.get())
-                await asyncio.wait({getter, run}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({getter, run}, timeout=max(0.0, deadline - time.monotonic()),
+                                   return_when=asyncio.FIRST_COMPLETED)
                 if not getter.done():
                     getter.cancel()
+                    if not run.done():
+                        raise ClusterError(f"the pipeline run did not finish within {timeout:.0f} s; "
+                                           "it was stopped (see the step's output for the task it was in)")
                     continue
                 event = getter.result()
             else:

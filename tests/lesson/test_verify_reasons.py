@@ -1,0 +1,66 @@
+"""Verifies that fail, and say why, when the evidence is not there: a real pipeline run whose
+kept log lacks an input, a real TrainJob that finished without anyone killing a worker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from backend.lesson.engine import Lesson
+from backend.lesson.jobs import JobRecord, apply_runtime_and_volume, lesson_trainjob
+from backend.models import JobPhase
+from tests.lesson.conftest import kfcockpit
+
+
+async def test_step_1_fails_when_the_task_log_lacks_an_input(settings):
+    lesson = Lesson(None, settings)
+    lesson._record(lesson.step("setup-3"), (await lesson.verify("setup-3")))
+    updates = [u async for u in lesson.run("1")]
+    assert updates[-1].evidence.ok, updates[-1].evidence
+    assert any(u.text == "[print-inputs] input workers=2" for u in updates)
+    record = settings.workspace / "runs" / "step-1" / "pipeline-run.json"
+    run = json.loads(record.read_text())
+    task = next(t for t in run["tasks"] if t["name"] == "print-inputs")
+    task["logs"] = [text for text in task["logs"] if "workers" not in text]
+    record.write_text(json.dumps(run))
+    evidence = await lesson.verify("1")
+    assert not evidence.ok and evidence.seen == "the task log lacks input workers=2"
+
+
+@pytest.fixture
+def local_cluster(settings):
+    pytest.importorskip("backend.local.cluster", reason="needs the embedded local cluster")
+    from backend.connect import connect
+
+    cluster = connect(settings)
+    yield cluster
+    result = kfcockpit("cluster", "down", home=settings.home)
+    assert result.code == 0, result.err
+
+
+async def test_step_6_fails_when_no_worker_was_killed(settings, local_cluster):
+    await apply_runtime_and_volume(local_cluster)
+    await local_cluster.apply(lesson_trainjob("lesson-untouched", 2, steps=12, step_delay=0.0))
+    job = await local_cluster.wait_job("lesson-untouched", frozenset({JobPhase.COMPLETE}), 300)
+    assert job.phase is JobPhase.COMPLETE
+    lesson = Lesson(local_cluster, settings)
+    JobRecord(jobs=["lesson-untouched"]).save(lesson._context(lesson.step("6")))
+    evidence = await lesson.verify("6")
+    assert not evidence.ok
+    assert evidence.seen == ("the worker group never restarted (restart attempt 0): no worker was "
+                             "killed before the job finished")
+    assert "TrainJob lesson-untouched: Complete, restart attempt 0" in evidence.details[0]
+
+
+async def test_step_7_without_snapshots_says_which_is_missing(settings, local_cluster):
+    lesson = Lesson(local_cluster, settings)
+    run_dir = settings.workspace / "runs" / "step-7"
+    run_dir.mkdir(parents=True)
+    (run_dir / "runs.json").write_text(json.dumps([
+        {"job": "lesson-scale-1w-gone", "workers": 1, "snapshot": "lesson-scale-1w-gone"}]))
+    evidence = await lesson.verify("7")
+    assert not evidence.ok
+    assert evidence.seen == ("snapshot lesson-scale-1w-gone of the 1-worker run does not exist "
+                             "(deleted?); run step 7 again")
