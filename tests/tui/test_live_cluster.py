@@ -77,8 +77,8 @@ async def test_logs_merge_ranks_filter_by_text_and_pod_and_pause_when_scrolled_u
     app = make_app(home)
     async with app.run_test(size=(100, 30)) as pilot:
         screen = app.screen
+        await connected(screen)  # the tabs are mounted by then
         view = screen.log_view
-        await connected(screen)
         await start_job(screen, "logs-job", steps=3000, step_delay=0.05)
         await wait_until(screen, lambda: screen.followed == "logs-job", "the cockpit to follow the job")
         await wait_until(screen, lambda: sum(1 for s in view.buffer if "step=" in s and s.startswith("r1 ")) >= 20

@@ -12,26 +12,28 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from textual import on, work
+from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.signal import Signal
-from textual.widgets import DataTable, Footer, TabbedContent, TabPane
+from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from tui import actions
 from tui.live import Backoff, keep_open, one_line
 from tui.widgets.checklist import Checklist, step_label
-from tui.widgets.checkpoints import CheckpointsPanel
 from tui.widgets.job_bar import JobBar
-from tui.widgets.log_view import LogView
-from tui.widgets.loss_chart import LossChart
-from tui.widgets.pods_table import PodsTable
-from tui.widgets.step_view import StepView
 
 if TYPE_CHECKING:
+    from textual.widgets import TabbedContent
+
     from backend.models import JobSummary, LogLine, PodEvent
+    from tui.widgets.checkpoints import CheckpointsPanel
+    from tui.widgets.log_view import LogView
+    from tui.widgets.loss_chart import LossChart
+    from tui.widgets.pods_table import PodsTable
+    from tui.widgets.step_view import StepView
     from tui.config import CockpitConfig
     from tui.session import Session
 
@@ -53,6 +55,7 @@ class CockpitScreen(Screen):
         self.followed_by_user = False
         self.running_step: str | None = None
         self._storage_timer = None
+        self.panels_ready = False
         # Published after every change the screen makes from backend data ("pods", "logs",
         # "steps", "connection", "storage"): tests wait on it instead of sleeping.
         self.changed: Signal[str] = Signal(self, "changed")
@@ -63,18 +66,7 @@ class CockpitScreen(Screen):
         yield JobBar(id="job-bar")
         with Horizontal(id="body"):
             yield Checklist(id="checklist")
-            with TabbedContent(id="tabs", initial="step"):
-                with TabPane("Step", id="step"):
-                    yield StepView(clock=self.clock, id="step-view")
-                with TabPane("Pods", id="pods"):
-                    with Vertical(id="pods-panel"):
-                        yield PodsTable(clock=self.clock, id="pods-table")
-                with TabPane("Logs", id="logs"):
-                    yield LogView(capacity=self.config.log_lines, id="log-view")
-                with TabPane("Checkpoints", id="checkpoints"):
-                    yield CheckpointsPanel(clock=self.clock, id="ckpt-panel")
-                with TabPane("Loss", id="loss"):
-                    yield LossChart(id="loss-chart")
+            yield Vertical(id="panels")  # the tabs arrive right after the first paint
         yield Footer(compact=True)
 
     @property
@@ -82,39 +74,49 @@ class CockpitScreen(Screen):
         return self.query_one(Checklist)
 
     @property
-    def step_view(self) -> StepView:
-        return self.query_one(StepView)
+    def step_view(self) -> "StepView":
+        return self.query_one("#step-view")
 
     @property
-    def pods_table(self) -> PodsTable:
-        return self.query_one(PodsTable)
+    def pods_table(self) -> "PodsTable":
+        return self.query_one("#pods-table")
 
     @property
-    def log_view(self) -> LogView:
-        return self.query_one(LogView)
+    def log_view(self) -> "LogView":
+        return self.query_one("#log-view")
 
     @property
-    def ckpt_panel(self) -> CheckpointsPanel:
-        return self.query_one(CheckpointsPanel)
+    def ckpt_panel(self) -> "CheckpointsPanel":
+        return self.query_one("#ckpt-panel")
 
     @property
-    def loss_chart(self) -> LossChart:
-        return self.query_one(LossChart)
+    def loss_chart(self) -> "LossChart":
+        return self.query_one("#loss-chart")
 
     @property
     def job_bar(self) -> JobBar:
         return self.query_one(JobBar)
 
     @property
-    def tabs(self) -> TabbedContent:
-        return self.query_one(TabbedContent)
+    def tabs(self) -> "TabbedContent":
+        return self.query_one("#tabs")
 
     def on_mount(self) -> None:
         self.job_bar.platform = self.session.platform
-        self.query_one("#pods-panel").border_title = "pods"
-        self.query_one("#pods-panel").border_subtitle = "ctrl+k kill · enter logs"
         self.checklist.focus()
+        self.call_after_refresh(self._mount_panels)
+
+    async def _mount_panels(self) -> None:
+        from tui.screens.panels import Panels
+
+        await self.query_one("#panels").mount(Panels(self.config, self.clock, id="panels-inner"))
+        self.panels_ready = True
+        self.refresh_bindings()
         self.connect()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Until the tabs are mounted (a blink after the first paint) only these keys work."""
+        return self.panels_ready or action in ("quit", "help", "next_step", "previous_step")
 
     # ------------------------------------------------------------------ connection
 
@@ -248,9 +250,10 @@ class CockpitScreen(Screen):
         self.loss_chart.add_lines(batch)
         self.changed.publish("logs")
 
-    @on(LogView.Flushed)
-    @on(LogView.FilterChanged)
-    def _logs_drawn(self) -> None:
+    def on_log_view_flushed(self) -> None:
+        self.changed.publish("logs-shown")
+
+    def on_log_view_filter_changed(self) -> None:
         self.changed.publish("logs-shown")
 
     # ------------------------------------------------------------------ checkpoints and snapshots
@@ -299,12 +302,10 @@ class CockpitScreen(Screen):
 
         self._storage_timer = self.set_timer(CHECKPOINT_REFRESH_SECONDS, due)
 
-    @on(CheckpointsPanel.VolumeChosen)
-    def _volume_chosen(self, event: CheckpointsPanel.VolumeChosen) -> None:
+    def on_checkpoints_panel_volume_chosen(self, event) -> None:
         self.load_volume(event.volume)
 
-    @on(TabbedContent.TabActivated)
-    def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
+    def on_tabbed_content_tab_activated(self, event) -> None:
         pane = event.pane.id
         if pane == "checkpoints" and self.session.cluster is not None:
             self.refresh_storage()
@@ -363,24 +364,19 @@ class CockpitScreen(Screen):
             self._show_step(self.checklist.step_id)
         self.changed.publish("steps")
 
-    @on(Checklist.StepChosen)
-    def _step_chosen(self, event: Checklist.StepChosen) -> None:
+    def on_checklist_step_chosen(self, event: Checklist.StepChosen) -> None:
         self._show_step(event.step_id)
 
-    @on(Checklist.RunRequested)
-    def _run_requested(self, event: Checklist.RunRequested) -> None:
+    def on_checklist_run_requested(self, event: Checklist.RunRequested) -> None:
         self.action_run_step()
 
-    @on(StepView.RunPressed)
-    def _run_pressed(self, event: StepView.RunPressed) -> None:
+    def on_step_view_run_pressed(self, event) -> None:
         self._start_step(event.step_id)
 
-    @on(StepView.VerifyPressed)
-    def _verify_pressed(self, event: StepView.VerifyPressed) -> None:
+    def on_step_view_verify_pressed(self, event) -> None:
         self.verify_step(event.step_id)
 
-    @on(StepView.NoteSaved)
-    def _note_saved(self, event: StepView.NoteSaved) -> None:
+    def on_step_view_note_saved(self, event) -> None:
         try:
             self.session.lesson.save_note(event.step_id, event.text)
         except Exception as exc:
@@ -469,8 +465,9 @@ class CockpitScreen(Screen):
         if await self._call(f"kill {pod}", cluster.kill_pod(pod), ok=True) is not None:
             self.notify(f"killed {pod}: watch the group restart and resume", title="fault injected")
 
-    @on(DataTable.RowSelected, "#pods-table")
-    def _pod_chosen(self, event: DataTable.RowSelected) -> None:
+    def on_data_table_row_selected(self, event) -> None:
+        if event.data_table.id != "pods-table":
+            return
         self.log_view.show_pod(event.row_key.value)
         self.tabs.active = "logs"
 
