@@ -40,6 +40,7 @@ from backend.models import (
 
 if TYPE_CHECKING:
     from backend.local.controller import Controller
+    from backend.local.warm import Zygote
 
 log = logging.getLogger("kfcockpit.controller")
 
@@ -225,7 +226,11 @@ class JobRunner:
         if attempt:
             self._set_phase(JobPhase.RESTARTING, "Restarting", f"group recreated, restart attempt {attempt}")
         self.persist()
-        await asyncio.gather(*(self._start(run, port) for run in runs))
+        mounts = self.ctl.mount_dirs(self.plan)
+        specs = [podspec.launch_spec(self.plan, r.pod.rank, port, r.pod.name, self.ctl.layout.root, mounts)
+                 for r in runs]
+        zygote = await self._launcher(specs[0])
+        await asyncio.gather(*(self._start(run, spec, zygote) for run, spec in zip(runs, specs)))
         if all(r.pod.phase == PodPhase.RUNNING for r in runs):
             self._set_phase(JobPhase.RUNNING)
         pending = {r.finished for r in runs}
@@ -259,22 +264,26 @@ class JobRunner:
 
     # ------------------------------------------------------------------ one pod
 
-    async def _start(self, run: PodRun, port: int) -> None:
+    async def _launcher(self, spec: podspec.LaunchSpec) -> Zygote | None:
+        """How this group starts: all pods warm, or all exact. Never mixed: a warm rank 0 hosts
+        the rendezvous store itself, torchrun's agents expect one of their own."""
+        if spec.warm is None:
+            return None
+        zygote = self.ctl.zygotes.get(spec.zygote_key)
+        if await zygote.ready and zygote.usable:
+            return zygote
+        log.warning("job %s: warm workers unavailable (%s); running the command as is", self.name, zygote.problem)
+        return None
+
+    async def _start(self, run: PodRun, spec: podspec.LaunchSpec, zygote: Zygote | None) -> None:
         pod = run.pod
-        spec = podspec.launch_spec(self.plan, pod.rank, port, pod.name, self.ctl.layout.root,
-                                   self.ctl.mount_dirs(self.plan))
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
         run.log = PodLog(self.ctl.layout.pod_log(self.name, pod.name), pod.name, pod.rank, self._on_lines)
         run.log.attach(read_fd)
-        launch = "exec"
         try:
-            if spec.warm is not None:
-                try:
-                    run.pid = await self.ctl.zygotes.get(spec.zygote_key).spawn(pod.name, spec, write_fd)
-                    launch = "warm"
-                except SpawnError as exc:
-                    log.warning("pod %s: warm start unavailable (%s); running the command as is", pod.name, exc)
-            if run.pid is None:
+            if zygote is not None:
+                run.pid = await zygote.spawn(pod.name, spec, write_fd)
+            else:
                 # torchrun forwards SIGTERM to its workers; a plain program just ends.
                 run.pid = spawn(spec.argv, spec.env, spec.cwd, write_fd, death_signal=signal.SIGTERM)
                 self.ctl.watch_exit(run.pid).add_done_callback(lambda f: run.exited(f.result()))
@@ -284,7 +293,7 @@ class JobRunner:
             run.exited(127 << 8)
         finally:
             os.close(write_fd)
-        pod.labels[LABEL_LAUNCH] = launch
+        pod.labels[LABEL_LAUNCH] = "warm" if zygote is not None else "exec"
         if run.pid is not None:
             pod.phase, pod.started = PodPhase.RUNNING, time.time()
             self._publish_pod(pod)
