@@ -48,6 +48,7 @@ class StepContext:
     run_dir: Path  # where this step keeps what its run leaves behind
     note: Callable[[str], str]  # step id -> the learner's note ("" when none)
     save_note: Callable[[str, str], None]
+    unreachable: str | None = None  # why there is no cluster, when it did not answer
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -56,7 +57,7 @@ class StepContext:
 
     def require_cluster(self) -> Cluster:
         if self.cluster is None:
-            raise ClusterError(missing_cluster(self.settings))
+            raise ClusterError(missing_cluster(self.settings, self.unreachable))
         return self.cluster
 
     def evidence(self, ok: bool, seen: str, details: list[str] | None = None,
@@ -65,7 +66,9 @@ class StepContext:
                         details=details or [], at=time.time())
 
 
-def missing_cluster(settings: Settings) -> str:
+def missing_cluster(settings: Settings, unreachable: str | None = None) -> str:
+    if unreachable:
+        return f"cannot run here: the step needs the cluster, and it does not answer: {unreachable}"
     if settings.backend == "kube":
         return "not available yet: needs the Kubernetes backend (backend/kube)"
     return "not available yet: needs the embedded local cluster (backend/local)"
@@ -80,7 +83,7 @@ def always_available(ctx: StepContext) -> str | None:
 
 
 def needs_cluster(ctx: StepContext) -> str | None:
-    return missing_cluster(ctx.settings) if ctx.cluster is None else None
+    return missing_cluster(ctx.settings, ctx.unreachable) if ctx.cluster is None else None
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,11 @@ MAX_NOTE_BYTES = 64 * 1024
 
 
 class Lesson:
-    def __init__(self, cluster: Cluster | None, settings: Settings):
-        self.cluster = cluster  # None when the platform's backend is not available in this build
+    def __init__(self, cluster: Cluster | None, settings: Settings, unreachable: str | None = None):
+        # cluster is None when the platform's backend is not in this build, or (with `unreachable`
+        # saying why) when the platform did not answer: steps that need it say so in their evidence.
+        self.cluster = cluster
+        self.unreachable = unreachable
         self.settings = settings
         self.steps: list[Step] = list(STEPS)
         self._by_id = {s.id: s for s in self.steps}
@@ -71,7 +74,7 @@ class Lesson:
     def _context(self, step: Step) -> StepContext:
         return StepContext(step=step, settings=self.settings, cluster=self.cluster,
                            run_dir=self.store.run_dir(step.id), note=self.store.note,
-                           save_note=self.store.save_note)
+                           save_note=self.store.save_note, unreachable=self.unreachable)
 
     # ------------------------------------------------------------------ run and verify
 
@@ -79,13 +82,18 @@ class Lesson:
         """Do the step's action, then verify it. The last update is always the evidence.
         Raises LessonError at once (before anything starts) for an unknown or out-of-order step."""
         step = self.step(step_id)
+        self.check_order(step.id)
+        return self._run(step)
+
+    def check_order(self, step_id: str) -> None:
+        """LessonError saying what to do first, when a step this one needs is not done."""
+        step = self.step(step_id)
         first = self.blocked_by(step.id)
         if first is not None:
             how = (note_command(first.id) if first.kind == "reading"
                    else f"kfcockpit lesson run {first.id}")
             raise LessonError(f"do {first.label} first: {first.title} ({how}); "
                               f"{step.label} needs it")
-        return self._run(step)
 
     async def _run(self, step: Step) -> AsyncIterator[RunUpdate]:
         handler = HANDLERS[step.id]

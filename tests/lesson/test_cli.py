@@ -64,3 +64,15 @@ def test_run_needs_a_step_or_all(home):
     assert kfcockpit("lesson", "run", home=home).code == 2
     both = kfcockpit("lesson", "run", "3", "--all", home=home)
     assert both.code == 2 and "not both" in both.err
+
+
+def test_a_cluster_that_does_not_answer_blocks_only_the_steps_that_need_it(home, tmp_path):
+    absent = str(tmp_path / "no-kubeconfig")
+    refused = kfcockpit("lesson", "run", "setup-2", "--backend", "kube", "--kubeconfig", absent, home=home)
+    assert refused.code == 2 and refused.out == ""
+    assert refused.err.startswith("kfcockpit: setup 2 needs the cluster: ") and refused.err.count("\n") == 1
+    note = tmp_path / "note.md"
+    note.write_text(GOOD_STEP2_NOTE)
+    reading = kfcockpit("lesson", "run", "2", "--note", str(note), "--backend", "kube",
+                        "--kubeconfig", absent, home=home)
+    assert reading.code == 0 and "PASS  step 2" in reading.out

@@ -68,23 +68,34 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _connect(args: argparse.Namespace):
-    """The platform's Cluster, or None while that backend is not part of this build (the steps
-    that need it then say so in their evidence)."""
+    """(the platform's Cluster, None) or, when there is none to talk to, (None, why): the steps
+    that need it say so, the others (step 3, the notes) still run."""
+    from backend.cluster import Unavailable
     from tui.cli.common import cluster_from
 
     try:
-        return cluster_from(args)
+        return cluster_from(args), None
+    except Unavailable as exc:  # e.g. no kubeconfig, API server down
+        return None, str(exc)
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith(("backend.local", "backend.kube")):
-            return None
+            return None, None
         raise
 
 
-def _lesson(args: argparse.Namespace, cluster=None):
+def _lesson(args: argparse.Namespace, cluster=None, unreachable: str | None = None):
     from backend.lesson.engine import Lesson
     from tui.cli.common import settings_from
 
-    return Lesson(cluster, settings_from(args))
+    return Lesson(cluster, settings_from(args), unreachable)
+
+
+def _refuse_if_unreachable(lesson, step) -> None:
+    """One step asked for, which needs a platform that does not answer: one line, exit 2."""
+    from backend.cluster import Unavailable
+
+    if lesson.unreachable and lesson.unavailable(step.id):
+        raise Unavailable(f"{step.label} needs the cluster: {lesson.unreachable}")
 
 
 class _Session:
@@ -94,8 +105,8 @@ class _Session:
         self.args = args
 
     async def __aenter__(self):
-        self.cluster = _connect(self.args)
-        return _lesson(self.args, self.cluster)
+        self.cluster, unreachable = _connect(self.args)
+        return _lesson(self.args, self.cluster, unreachable)
 
     async def __aexit__(self, *exc) -> None:
         if self.cluster is not None:
@@ -154,6 +165,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
         step = lesson.step(args.step)
         if args.note:
             lesson.save_note(step.id, _read_note(args.note))
+        lesson.check_order(step.id)  # before anything starts: exit 2 with what to do first
+        _refuse_if_unreachable(lesson, step)
         evidence = await _stream(lesson, step, quiet=args.quiet)
         _print_evidence(step, evidence)
         return 0 if evidence.ok else EXIT_FAILED
@@ -204,6 +217,7 @@ async def cmd_verify(args: argparse.Namespace) -> int:
     async with _Session(args) as lesson:
         if args.step:
             step = lesson.step(args.step)
+            _refuse_if_unreachable(lesson, step)
             evidence = await lesson.verify(step.id)
             _print_evidence(step, evidence)
             return 0 if evidence.ok else EXIT_FAILED
