@@ -150,6 +150,7 @@ async def main() -> int:
         config = CockpitConfig(log_lines=args.capacity)
         app = ProbedApp(Settings(home=Path(home)), config)
         async with app.run_test(size=(120, 40)) as pilot:
+            await panels_mounted(app.screen)
             # The log view and the loss chart as when following a job, without a stream worker
             # (there is no job "bench" on the cluster to stream from).
             app.screen.log_view.reset("bench")
@@ -160,7 +161,7 @@ async def main() -> int:
             for rate in (10_000, 100_000):
                 results[rate] = await feed(app, pool, rate, args.seconds)
             per_line, growth = await retained_bytes(app, pool)
-            await _stop_cluster(app)
+        await _stop_cluster(app)  # after the app: its watches would start a new controller
     print(f"cockpit log ingestion: {args.workers} workers, {args.seconds:.0f} s per rate, "
           f"buffer {args.capacity} lines, logs tab on screen (120x40)")
     print(f"{'offered/s':>10} {'shown/s':>10} {'key p50 ms':>11} {'key p99 ms':>11} {'probes':>7} "
@@ -182,6 +183,15 @@ async def main() -> int:
     for goal, ok in goals.items():
         print(f"  {'PASS' if ok else 'FAIL'}  {goal}")
     return 0 if all(goals.values()) else 1
+
+
+async def panels_mounted(screen) -> None:
+    """The tabs are mounted just after the first paint; the screen says so on its signal."""
+    if screen.panels_ready:
+        return
+    ready = asyncio.Event()
+    screen.changed.subscribe(screen, lambda what: what == "panels" and ready.set(), immediate=True)
+    await asyncio.wait_for(ready.wait(), 60)
 
 
 async def _stop_cluster(app: CockpitApp) -> None:

@@ -39,8 +39,9 @@ async def main():
         await pilot.press("n", "2", "3", "4", "5", "1")  # every tab drawn once
         report["connected"] = loaded()
         report["backend"] = "backend.local.cluster" in sys.modules
-        from backend.local.cluster import LocalCluster
-        await LocalCluster(Path(sys.argv[1])).down()
+    # after the app has stopped: its watches would start a new controller
+    from backend.local.cluster import LocalCluster
+    await LocalCluster(Path(sys.argv[1])).down()
 
 asyncio.run(main())
 print(json.dumps(report))

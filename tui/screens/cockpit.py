@@ -112,6 +112,7 @@ class CockpitScreen(Screen):
         await self.query_one("#panels").mount(Panels(self.config, self.clock, id="panels-inner"))
         self.panels_ready = True
         self.refresh_bindings()
+        self.changed.publish("panels")
         self.connect()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
