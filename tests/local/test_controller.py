@@ -158,3 +158,20 @@ async def test_a_state_root_deeper_than_a_socket_path_allows(tmp_path):
         assert (await cluster.status())["home"] == str(deep)
     finally:
         assert await cluster.down() is not None
+
+
+async def test_losing_the_warm_zygote_takes_its_workers_and_the_group_comes_back(cluster):
+    await apply_all(cluster, *lesson_resources())
+    await cluster.apply(lesson_job(steps=40, step_delay=0.05))
+    await asyncio.wait_for(_run_until_step(cluster, "lesson-ddp", 5), WAIT)
+    (zygote,) = [w for w in (await cluster.status())["warm"] if w["workers"]]
+    workers = [pid for pid in cluster_processes(cluster) if pid != zygote["pid"]]
+    assert len(workers) == 2
+
+    os.kill(zygote["pid"], signal.SIGKILL)
+    assert await _wait_gone(workers, WAIT) == []  # they die with it (PR_SET_PDEATHSIG)
+    job = await cluster.wait_job("lesson-ddp", COMPLETE, WAIT)
+    assert job.phase == JobPhase.COMPLETE and job.restart_attempt == 1
+    pods = await cluster.list_pods("lesson-ddp")
+    assert all(p.restart_attempt == 1 and p.phase == PodPhase.SUCCEEDED for p in pods)
+    assert {p.labels["kfcockpit.io/launch"] for p in pods} == {"warm"}  # a new zygote served them
