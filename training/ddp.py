@@ -14,60 +14,27 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 from training import metrics
-from training.loop import TrainConfig
-
-EXIT_USAGE = 2
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one clear line, not usage + message
-        sys.stderr.write(f"training.ddp: error: {message}\n")
-        sys.exit(EXIT_USAGE)
-
+from training.options import (
+    EXIT_USAGE,
+    OneLineParser,
+    add_train_options,
+    check_train_options,
+    require_writable,
+    train_config,
+)
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    d = TrainConfig()
-    p = _Parser(prog="training.ddp", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=d.steps, help="optimizer steps in total (default %(default)s)")
+    p = OneLineParser("training.ddp", __doc__)
     p.add_argument("--ckpt-dir", type=Path, help="checkpoint directory, usually on the shared volume")
-    p.add_argument("--ckpt-every", type=int, default=d.ckpt_every, help="save every N steps (default %(default)s)")
-    p.add_argument("--keep", type=int, default=d.keep, help="checkpoints kept (default %(default)s)")
-    p.add_argument("--batch-size", type=int, default=d.batch_size, help="samples per worker per step")
-    p.add_argument("--lr", type=float, default=d.lr, help="Adam learning rate")
-    p.add_argument("--seed", type=int, default=d.seed, help="seed of data and initial weights")
-    p.add_argument("--hidden", type=int, default=d.hidden, help="hidden width of the MLP")
-    p.add_argument("--samples", type=int, default=d.samples, help="size of the synthetic data set")
-    p.add_argument("--step-delay", type=float, default=d.step_delay,
-                   help="seconds to pause after each step, to pace a demo (default 0)")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per worker (default 1)")
+    add_train_options(p)
     args = p.parse_args(argv)
-    for name in ("steps", "ckpt_every", "keep", "batch_size", "hidden", "samples", "threads"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
-    if args.lr <= 0:
-        p.error(f"--lr must be positive, got {args.lr}")
-    if args.step_delay < 0:
-        p.error(f"--step-delay must not be negative, got {args.step_delay}")
+    check_train_options(p, args)
     if args.ckpt_dir is not None:
-        problem = _unwritable(args.ckpt_dir)
-        if problem:
-            p.error(f"cannot write to --ckpt-dir {args.ckpt_dir}: {problem}")
+        require_writable(p, args.ckpt_dir, "--ckpt-dir")
     return args
-
-
-def _unwritable(directory: Path) -> str:
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / f".write-probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    return ""
 
 
 def _init_process_group():
@@ -91,11 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     from training.loop import ConfigError, emit, run
 
     torch.set_num_threads(args.threads)
-    cfg = TrainConfig(
-        steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-        hidden=args.hidden, samples=args.samples, ckpt_every=args.ckpt_every,
-        keep=args.keep, step_delay=args.step_delay,
-    )
+    cfg = train_config(args)
     rank, world = _init_process_group()
     try:
         emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps,
@@ -107,16 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write(f"training.ddp: error: {exc}\n")
             return EXIT_USAGE
         if rank == 0 and args.ckpt_dir is not None:
-            metrics.write_atomic(args.ckpt_dir / metrics.FILE_NAME, {
-                "final_loss": training.loss_history[-1],
-                "steps": training.steps_done,
-                "world_size": world,
-                "wall_seconds": round(time.time() - training.first_started_at, 3),
-                "resumes": training.resumes,
-                "params_sha256": training.params_digest(),
-                "loss_history": training.loss_history,
-                "launcher": "torchrun",
-            })
+            metrics.write_atomic(args.ckpt_dir / metrics.FILE_NAME, training.final_metrics("torchrun"))
     finally:
         dist.destroy_process_group()
     return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Callable, Protocol
 
 import numpy as np
@@ -23,20 +23,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler, TensorDataset
 
 from training.logfmt import format_line
-
-
-@dataclass
-class TrainConfig:
-    steps: int = 40
-    batch_size: int = 32  # per worker
-    lr: float = 0.005
-    seed: int = 0
-    features: int = 32
-    hidden: int = 256
-    samples: int = 8192
-    ckpt_every: int = 5
-    keep: int = 3
-    step_delay: float = 0.0  # seconds slept after each step, to pace demos; 0 for real work
+from training.options import TrainConfig
 
 
 def emit(**fields: object) -> None:

@@ -28,12 +28,18 @@ import signal
 import sys
 import tempfile
 import time
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 
 from training import metrics
-
-EXIT_USAGE = 2
+from training.options import (
+    EXIT_USAGE,
+    OneLineParser,
+    add_train_options,
+    check_train_options,
+    require_writable,
+    train_config,
+)
 EXIT_FAILED = 1
 EXIT_TERMINATED = 128 + 15  # SIGTERM, as a shell reports it
 REPORTS_FILE = "reports.jsonl"
@@ -57,38 +63,12 @@ RAY_ENV = {
 _SOCKET_SUFFIX = "/session_2000-01-01_00-00-00_000000_4194304/sockets/plasma_store"
 MAX_TEMP_DIR = 107 - len(_SOCKET_SUFFIX)
 
-# TrainConfig fields that are command-line options (with their help), in --help order.
-_TRAIN_OPTIONS = {
-    "steps": "optimizer steps in total",
-    "ckpt_every": "checkpoint every N steps",
-    "keep": "checkpoints kept (Ray deletes older ones)",
-    "batch_size": "samples per worker per step",
-    "lr": "Adam learning rate",
-    "seed": "seed of data and initial weights",
-    "hidden": "hidden width of the MLP",
-    "samples": "size of the synthetic data set",
-    "step_delay": "seconds to pause after each step, to pace a demo",
-}
-_AT_LEAST_ONE = ("num_workers", "report_every", "steps", "ckpt_every", "keep", "batch_size", "hidden",
-                 "samples", "threads")
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one clear line, not usage + message
-        sys.stderr.write(f"training.ray_train: error: {message}\n")
-        sys.exit(EXIT_USAGE)
-
-
 def new_run_name() -> str:
     return time.strftime("ray-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from training.ddp import _unwritable  # the same check as the torchrun launcher's --ckpt-dir
-    from training.loop import TrainConfig
-
-    p = _Parser(prog="training.ray_train", description=__doc__,
-                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser("training.ray_train", __doc__)
     p.add_argument("--num-workers", type=int, default=2, help="Ray workers (default %(default)s)")
     p.add_argument("--storage", type=Path, required=True,
                    help="where runs keep checkpoints and metrics, usually the shared volume")
@@ -100,31 +80,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "default: a fresh directory removed at the end)")
     p.add_argument("--report-every", type=int,
                    help="ray.train.report every N steps, besides every checkpoint (default: --ckpt-every)")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per worker (default 1)")
-    defaults = TrainConfig()
-    for field in fields(TrainConfig):
-        if field.name in _TRAIN_OPTIONS:
-            default = getattr(defaults, field.name)
-            p.add_argument("--" + field.name.replace("_", "-"), type=type(default), default=default,
-                           help=f"{_TRAIN_OPTIONS[field.name]} (default {default})")
+    add_train_options(p)
     args = p.parse_args(argv)
     if args.report_every is None:
         args.report_every = args.ckpt_every
-    for name in _AT_LEAST_ONE:
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
-    if args.lr <= 0:
-        p.error(f"--lr must be positive, got {args.lr}")
-    if args.step_delay < 0:
-        p.error(f"--step-delay must not be negative, got {args.step_delay}")
+    check_train_options(p, args, also_at_least_one=("num_workers", "report_every"))
     if args.max_failures < -1:
         p.error(f"--max-failures must be -1 (no limit) or more, got {args.max_failures}")
     args.name = args.name or new_run_name()
     if not args.name.replace("-", "").replace("_", "").replace(".", "").isalnum():
         p.error(f"--name {args.name!r} may hold only letters, digits, '-', '_' and '.'")
-    problem = _unwritable(args.storage)
-    if problem:
-        p.error(f"cannot write to --storage {args.storage}: {problem}")
+    require_writable(p, args.storage, "--storage")
     args.storage = args.storage.resolve()
     if (args.storage / args.name).exists():
         p.error(f"run {args.name!r} already exists in {args.storage} (Ray Train would resume it); "
@@ -135,16 +101,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if len(str(args.temp_dir)) > MAX_TEMP_DIR:
             p.error(f"--temp-dir {args.temp_dir} is {len(str(args.temp_dir))} characters; Ray's "
                     f"socket paths allow at most {MAX_TEMP_DIR}")
-        problem = _unwritable(args.temp_dir)
-        if problem:
-            p.error(f"cannot write to --temp-dir {args.temp_dir}: {problem}")
+        require_writable(p, args.temp_dir, "--temp-dir")
     return args
-
-
-def train_config(args: argparse.Namespace):
-    from training.loop import TrainConfig
-
-    return TrainConfig(**{name: getattr(args, name) for name in _TRAIN_OPTIONS})
 
 
 # ---------------------------------------------------------------- inside each Ray worker

@@ -1,0 +1,91 @@
+"""Command-line options both launchers share (torchrun's `ddp`, Ray's `ray_train`). No torch:
+`--help` and bad arguments answer at once, before any heavy import.
+
+Every error is one line on stderr and exit 2, not argparse's usage block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+EXIT_USAGE = 2
+
+
+@dataclass
+class TrainConfig:
+    """What decides the numbers of a run; the same for either launcher."""
+
+    steps: int = 40
+    batch_size: int = 32  # per worker
+    lr: float = 0.005
+    seed: int = 0
+    features: int = 32
+    hidden: int = 256
+    samples: int = 8192
+    ckpt_every: int = 5
+    keep: int = 3
+    step_delay: float = 0.0  # seconds slept after each step, to pace demos; 0 for real work
+
+
+# TrainConfig fields offered as options, with their help, in --help order.
+_OPTION_HELP = {
+    "steps": "optimizer steps in total",
+    "ckpt_every": "checkpoint every N steps",
+    "keep": "checkpoints kept",
+    "batch_size": "samples per worker per step",
+    "lr": "Adam learning rate",
+    "seed": "seed of data and initial weights",
+    "hidden": "hidden width of the MLP",
+    "samples": "size of the synthetic data set",
+    "step_delay": "seconds to pause after each step, to pace a demo",
+}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def __init__(self, prog: str, doc: str | None):
+        super().__init__(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    def error(self, message: str) -> None:  # one clear line, not usage + message
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.exit(EXIT_USAGE)
+
+
+def add_train_options(parser: argparse.ArgumentParser) -> None:
+    defaults = TrainConfig()
+    for field in fields(TrainConfig):
+        if field.name in _OPTION_HELP:
+            default = getattr(defaults, field.name)
+            parser.add_argument("--" + field.name.replace("_", "-"), type=type(default), default=default,
+                                help=f"{_OPTION_HELP[field.name]} (default {default})")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads per worker (default 1)")
+
+
+def check_train_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                        also_at_least_one: tuple[str, ...] = ()) -> None:
+    for name in ("steps", "ckpt_every", "keep", "batch_size", "hidden", "samples", "threads",
+                 *also_at_least_one):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.lr <= 0:
+        parser.error(f"--lr must be positive, got {args.lr}")
+    if args.step_delay < 0:
+        parser.error(f"--step-delay must not be negative, got {args.step_delay}")
+
+
+def require_writable(parser: argparse.ArgumentParser, directory: Path, option: str) -> None:
+    """Create `directory` if needed and prove a file can be written there, or fail in one line."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".write-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        parser.error(f"cannot write to {option} {directory}: {exc.strerror or exc}")
+
+
+def train_config(args: argparse.Namespace) -> TrainConfig:
+    return TrainConfig(**{name: getattr(args, name) for name in _OPTION_HELP})
