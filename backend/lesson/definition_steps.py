@@ -105,7 +105,7 @@ async def run_from_definition(ctx: StepContext):
         yield line(result)
     yield line("compiling the train pipeline from its definition and running it fresh")
     async for update in run_pipeline(ctx, lambda on_event: run_training_pipeline(
-            ctx.settings, workers=2, steps=20, step_delay=0.0, on_event=on_event)):
+            ctx.settings, workers=2, steps=20, step_delay=0.0, on_event=on_event), timeout=600):
         yield update
 
 

@@ -53,6 +53,7 @@ async def run_pipeline(ctx: StepContext, start: Callable[["OnEvent"], Awaitable[
     events: asyncio.Queue = asyncio.Queue()
     run = asyncio.create_task(start(events.put_nowait))
     deadline = time.monotonic() + timeout
+    running: dict[str, str] = {}  # task -> the TrainJob it started, for the message on a timeout
     try:
         while not run.done() or not events.empty():
             if events.empty():
@@ -62,13 +63,19 @@ async def run_pipeline(ctx: StepContext, start: Callable[["OnEvent"], Awaitable[
                 if not getter.done():
                     getter.cancel()
                     if not run.done():
-                        raise ClusterError(f"the pipeline run did not finish within {timeout:.0f} s; "
-                                           "it was stopped (see the step's output for the task it was in)")
+                        raise ClusterError(f"the pipeline run did not finish within {timeout:.0f} s and "
+                                           f"was stopped{_stuck(running)}")
                     continue
                 event = getter.result()
             else:
                 event = events.get_nowait()
+            if event.kind == "task-started":
+                running[event.task] = ""
+            elif event.kind == "task-finished":
+                running.pop(event.task, None)
             for update in _updates(event):
+                if update.kind == "job" and event.task in running:
+                    running[event.task] = update.job
                 yield update
         result = run.result()  # ClusterError / ManifestError from the runner surface here
     finally:
@@ -78,6 +85,13 @@ async def run_pipeline(ctx: StepContext, start: Callable[["OnEvent"], Awaitable[
     write_atomic(ctx.run_dir / record, result.model_dump_json(indent=2) + "\n")
     yield line(f"pipeline run {result.run_id}: {result.state.value}"
                + (f" — {result.error}" if result.error else ""))
+
+
+def _stuck(running: dict[str, str]) -> str:
+    if not running:
+        return ""
+    task, job = next(iter(running.items()))
+    return f": task {task} was still running" + (f" (TrainJob {job}: kfcockpit get pods {job})" if job else "")
 
 
 def load_run(ctx: StepContext, record: str = RECORD, step_id: str | None = None) -> "PipelineRunResult | None":

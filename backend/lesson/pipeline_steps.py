@@ -39,7 +39,7 @@ async def run_print(ctx: StepContext):
     from backend.pipelines.runs import run_print_pipeline
 
     async for update in run_pipeline(ctx, lambda on_event: run_print_pipeline(
-            ctx.settings, message=PRINT_MESSAGE, workers=2, on_event=on_event)):
+            ctx.settings, message=PRINT_MESSAGE, workers=2, on_event=on_event), timeout=300):
         yield update
 
 
@@ -73,7 +73,7 @@ async def run_train(ctx: StepContext):
     for result in await apply_runtime_and_volume(cluster):  # the runtime the TrainJob refers to
         yield line(result)
     async for update in run_pipeline(ctx, lambda on_event: run_training_pipeline(
-            ctx.settings, workers=2, steps=TRAIN_STEPS, on_event=on_event)):
+            ctx.settings, workers=2, steps=TRAIN_STEPS, on_event=on_event), timeout=600):
         yield update
 
 

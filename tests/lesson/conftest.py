@@ -41,3 +41,19 @@ def kfcockpit(*args: str, home: Path, stdin: str | None = None, timeout: float =
     p = subprocess.run([str(KFCOCKPIT), *args], cwd=REPO, env=env, input=stdin,
                        capture_output=True, text=True, timeout=timeout)
     return Result(p.returncode, p.stdout, p.stderr)
+
+
+def processes_under(home: Path) -> list[str]:
+    """Command lines of live processes started for this state root (controllers, pods, tasks)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if str(home) in args or f"KFCOCKPIT_HOME={home}".encode() in environ:
+            found.append(f"{proc.name}: {args.strip()}")
+    return found

@@ -5,34 +5,16 @@ The evidence of steps 3 and 6 is asserted as the learner reads it."""
 from __future__ import annotations
 
 import json
-import os
 import re
-from pathlib import Path
 
 import pytest
 
-from tests.lesson.conftest import kfcockpit
+from tests.lesson.conftest import kfcockpit, processes_under
 from tests.lesson.test_progress_and_notes import GOOD_SETUP_NOTE, GOOD_STEP2_NOTE
 
 pytest.importorskip("backend.local.cluster", reason="needs the embedded local cluster")
 # Every step for real, Ray and a second (clean) cluster included: minutes, not seconds.
 pytestmark = pytest.mark.timeout(1800)
-
-
-def _processes_under(home: Path) -> list[str]:
-    """Command lines of live processes started for this state root (controllers, pods)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            environ = (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if str(home) in args or f"KFCOCKPIT_HOME={home}".encode() in environ:
-            found.append(f"{proc.name}: {args.strip()}")
-    return [p for p in found if not p.startswith(f"{os.getpid()}:")]
 
 
 @pytest.fixture(scope="module")
@@ -83,4 +65,4 @@ def test_step_6_the_restarted_group_resumed_from_a_checkpoint(run_all):
 
 def test_nothing_is_left_running(run_all):
     home, _, _ = run_all
-    assert _processes_under(home) == []
+    assert processes_under(home) == []

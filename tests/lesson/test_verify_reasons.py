@@ -64,3 +64,19 @@ async def test_step_7_without_snapshots_says_which_is_missing(settings, local_cl
     assert not evidence.ok
     assert evidence.seen == ("snapshot lesson-scale-1w-gone of the 1-worker run does not exist "
                              "(deleted?); run step 7 again")
+
+
+async def test_a_pipeline_run_past_its_time_is_stopped_with_its_tasks(settings):
+    from backend.cluster import ClusterError
+    from backend.lesson.pipeline_runs import run_pipeline
+    from backend.pipelines.runs import run_print_pipeline
+    from tests.lesson.conftest import processes_under
+
+    lesson = Lesson(None, settings)
+    ctx = lesson._context(lesson.step("1"))
+    with pytest.raises(ClusterError, match=r"^the pipeline run did not finish within 0 s and was stopped"):
+        async for _ in run_pipeline(ctx, lambda on_event: run_print_pipeline(settings, on_event=on_event),
+                                    timeout=0.01):
+            pass
+    assert not (ctx.run_dir / "pipeline-run.json").exists()
+    assert processes_under(settings.home) == []
