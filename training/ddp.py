@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from pathlib import Path
+from typing import NoReturn
 
 from training import metrics
 from training.options import (
@@ -49,10 +51,10 @@ def _init_process_group():
     return dist.get_rank(), dist.get_world_size()
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def train(args: argparse.Namespace, keep_alive: list) -> int:
+    """Join the group, train, write metrics.json; the exit code. Objects that hold the process
+    group go into `keep_alive`, so nothing frees them before the process leaves (see main)."""
     import torch
-    import torch.distributed as dist
 
     from training.checkpoint import FileCheckpoints, NoCheckpoints
     from training.loop import ConfigError, emit, run
@@ -60,21 +62,40 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     cfg = train_config(args)
     rank, world = _init_process_group()
+    emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps,
+         restart=os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    store = FileCheckpoints(args.ckpt_dir, cfg.keep, rank) if args.ckpt_dir else NoCheckpoints()
     try:
-        emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps,
-             restart=os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-        store = FileCheckpoints(args.ckpt_dir, cfg.keep, rank) if args.ckpt_dir else NoCheckpoints()
-        try:
-            training = run(cfg, rank, world, store)
-        except ConfigError as exc:  # a configuration that only fails once the world size is known
-            sys.stderr.write(f"training.ddp: error: {exc}\n")
-            return EXIT_USAGE
-        if rank == 0 and args.ckpt_dir is not None:
-            metrics.write_atomic(args.ckpt_dir / metrics.FILE_NAME, training.final_metrics("torchrun"))
-    finally:
-        dist.destroy_process_group()
+        training = run(cfg, rank, world, store)
+    except ConfigError as exc:  # a configuration that only fails once the world size is known
+        sys.stderr.write(f"training.ddp: error: {exc}\n")
+        return EXIT_USAGE
+    keep_alive.append(training)
+    if rank == 0 and args.ckpt_dir is not None:
+        metrics.write_atomic(args.ckpt_dir / metrics.FILE_NAME, training.final_metrics("torchrun"))
     return 0
 
 
+def main(argv: list[str] | None = None) -> NoReturn:
+    args = parse_args(argv)
+    keep_alive: list = []
+    code = 1
+    try:
+        code = train(args, keep_alive)
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        # Leave without interpreter teardown. Freeing DDP's reducer drops the last reference to
+        # the gloo process group, whose destructor joins gloo's worker thread while holding the
+        # GIL; if that thread is still releasing a finished work item, it waits for the GIL and
+        # both hang (seen here: rank 0 stuck for good after event=done). Output is flushed and
+        # files are fsynced by now; the OS closes the sockets.
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
