@@ -308,6 +308,31 @@ class VolumeSnapshot(_Kube):
     spec: VolumeSnapshotSpec
 
 
+class VolumeSnapshotClass(_Kube):
+    """How a CSI driver takes snapshots (cluster-scoped; installed, never applied by the cockpit)."""
+
+    api_version: Literal["snapshot.storage.k8s.io/v1"] = Field(default=SNAPSHOT_API, alias="apiVersion")
+    kind: Literal["VolumeSnapshotClass"] = "VolumeSnapshotClass"
+    metadata: ObjectMeta
+    driver: str
+    deletion_policy: Literal["Delete", "Retain"] = Field(alias="deletionPolicy")
+    parameters: dict[str, str] = Field(default_factory=dict)
+
+
+def unknown_fields(model: BaseModel, path: str = "") -> list[str]:
+    """Dotted paths of fields a parsed resource carries beyond what the cockpit models, the way
+    an API server's strict field validation would list them."""
+    found = [f"{path}{key}" for key in (model.__pydantic_extra__ or {})]
+    for name, info in type(model).model_fields.items():
+        value = getattr(model, name)
+        key = f"{path}{info.alias or name}"
+        items = value if isinstance(value, list) else [value]
+        for i, item in enumerate(items):
+            if isinstance(item, _Kube):
+                found += unknown_fields(item, f"{key}[{i}]." if isinstance(value, list) else f"{key}.")
+    return found
+
+
 Resource = Annotated[
     Union[TrainJob, TrainingRuntime, PersistentVolumeClaim, VolumeSnapshot],
     Field(discriminator="kind"),
