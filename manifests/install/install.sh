@@ -80,6 +80,9 @@ install_pipelines() {
   $KUBECTL apply -k "$HERE/pipelines/platform-agnostic"
   say "waiting for Pipelines to be Available (a few minutes; pods restarting meanwhile is normal)"
   $KUBECTL -n kubeflow wait --for=condition=Available --timeout=900s deployment --all
+  say "the lesson's pipeline tasks run in namespace kubeflow: its runtime and permissions there"
+  $KUBECTL apply -n kubeflow -f "$ROOT/manifests/runtime.yaml"
+  $KUBECTL apply -f "$HERE/pipeline-runner-rbac.yaml"
   echo "Pipelines endpoint: $KUBECTL port-forward -n kubeflow svc/ml-pipeline-ui 8080:80"
 }
 

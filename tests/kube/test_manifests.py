@@ -47,6 +47,8 @@ def core_objects() -> list[tuple[str, dict]]:
     snapshot = {"metadata": {"name": "run-a"}, "status": {"readyToUse": True, "restoreSize": "1Gi"}}
     return [("manifests/volume.yaml", documents(MANIFESTS / "volume.yaml")[0]),
             ("manifests/snapshots/storageclass.yaml", documents(MANIFESTS / "snapshots" / "storageclass.yaml")[0]),
+            *((f"manifests/install/pipeline-runner-rbac.yaml {d['kind']}", d)
+              for d in documents(MANIFESTS / "install" / "pipeline-runner-rbac.yaml")),
             ("the reader pod", reader_pod("kfcockpit-reader-abc123", "checkpoints", "kfcockpit-base:0.1.0")),
             ("the restore PVC", restore_claim("kfcockpit-restore-abc123", snapshot, source))]
 
