@@ -22,9 +22,10 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# Opt-in: a real cluster. KFCOCKPIT_E2E_CONTEXT=kind-kind make test-e2e
+# Opt-in: a real cluster. KFCOCKPIT_E2E_CONTEXT=kind-kind [KFCOCKPIT_E2E_KFP_HOST=URL] make test-e2e
+# (every test marked e2e: the lesson on Kubernetes and the pipelines on its Pipelines endpoint)
 test-e2e: $(STAMP)
-	$(BIN)/python -m pytest -m e2e tests/e2e $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m e2e tests $(PYTEST_ARGS)
 
 # The pinned base image's lock (manifests/image/requirements.lock), from the venv's installed
 # dependencies; rerun after changing pyproject.toml's dependencies.
