@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import AsyncIterator, Literal, Protocol, runtime_checkable
 
+from backend.errors import ClusterError, InvalidResource, NotFound, Timeout, Unavailable  # noqa: F401 (re-exported)
 from backend.models import (
     Check,
     Checkpoint,
@@ -24,26 +25,6 @@ from backend.models import (
     Snapshot,
     VolumeInfo,
 )
-
-
-class ClusterError(Exception):
-    """A problem the user can act on; the message is one line and says what to do."""
-
-
-class NotFound(ClusterError):
-    pass
-
-
-class InvalidResource(ClusterError):
-    """A manifest or argument the platform refuses (bad name, unknown runtime, numNodes 0...)."""
-
-
-class Unavailable(ClusterError):
-    """The platform does not answer: controller down, API server unreachable, no kube context."""
-
-
-class Timeout(ClusterError):
-    pass
 
 
 ResourceKind = Literal["TrainJob", "TrainingRuntime", "PersistentVolumeClaim", "VolumeSnapshot", "Pod"]

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from backend.errors import ManifestError  # noqa: F401 (re-exported: callers import it from here)
+
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 SNAPSHOT_API = "snapshot.storage.k8s.io/v1"
 DEFAULT_RUNTIME = "kfcockpit-torch"
@@ -338,10 +340,6 @@ Resource = Annotated[
     Field(discriminator="kind"),
 ]
 KINDS = ("TrainJob", "TrainingRuntime", "ClusterTrainingRuntime", "PersistentVolumeClaim", "VolumeSnapshot")
-
-
-class ManifestError(ValueError):
-    """A manifest that cannot be applied; the message is one line naming document and field."""
 
 
 class _Doc(BaseModel):

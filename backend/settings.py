@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-
-def default_home() -> Path:
-    """$KFCOCKPIT_HOME, else $XDG_STATE_HOME/kfcockpit, else ~/.local/state/kfcockpit."""
-    if os.environ.get("KFCOCKPIT_HOME"):
-        return Path(os.environ["KFCOCKPIT_HOME"]).expanduser()
-    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(xdg).expanduser() / "kfcockpit"
+from backend.home import default_home
 
 
 class Settings(BaseModel):

@@ -35,6 +35,7 @@ from backend.models import LogLine  # noqa: E402
 from backend.settings import Settings  # noqa: E402
 from tui.app import CockpitApp  # noqa: E402
 from tui.config import CockpitConfig  # noqa: E402
+from tui.launch import Launch  # noqa: E402
 
 TICK = 0.01  # the feeder delivers a batch every 10 ms, like a log stream does
 PROBE_EVERY = 0.05
@@ -148,7 +149,7 @@ async def main() -> int:
     pool = line_pool(args.workers)
     with tempfile.TemporaryDirectory(prefix="kfc-bench-") as home:
         config = CockpitConfig(log_lines=args.capacity)
-        app = ProbedApp(Settings(home=Path(home)), config)
+        app = ProbedApp(Launch.of(Settings(home=Path(home)), config))
         async with app.run_test(size=(120, 40)) as pilot:
             await panels_mounted(app.screen)
             # The log view and the loss chart as when following a job, without a stream worker

@@ -3,6 +3,7 @@ the theme, opens the cockpit screen, and lists every action in the command palet
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
-from tui.config import CockpitConfig
+from tui.launch import THEMES, Launch
 from tui.screens.cockpit import CockpitScreen
 from tui.session import Session
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     import argparse
 
     from backend.settings import Settings
+    from tui.config import CockpitConfig
 
 
 class CockpitApp(App):
@@ -26,22 +28,37 @@ class CockpitApp(App):
     # Wider terminals (and projectors at small font sizes) get a wider checklist.
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
-    def __init__(self, settings: "Settings", config: CockpitConfig | None = None,
-                 clock: Callable[[], float] = time.time, config_problem: str | None = None) -> None:
+    def __init__(self, launch: Launch, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
-        self.settings = settings
-        self.config = config or CockpitConfig()
+        self.launch = launch
+        self.config: "CockpitConfig | None" = launch.config  # validated after the first paint
         self.clock = clock
-        self.session = Session(settings)
-        self.config_problem = config_problem
-        self.theme = self.config.textual_theme
+        self.session = Session(launch.make_settings, launch.platform)
+        self.theme = THEMES[launch.theme]
+
+    @property
+    def settings(self) -> "Settings":
+        """The validated settings (built by the session after the first paint)."""
+        return self.session.settings
+
+    async def load_preferences(self) -> "CockpitConfig":
+        """The validated preferences (pydantic), loaded in a thread once the first frame is up;
+        command-line flags win over the file."""
+        if self.config is None:
+            from tui.config import CockpitConfig
+
+            config, problem = await asyncio.to_thread(CockpitConfig.load, self.launch.home)
+            if self.launch.theme_override:
+                config.theme = self.launch.theme_override
+            config.mouse = config.mouse and self.launch.mouse
+            self.config = config
+            if problem:
+                self.notify(problem, title="preferences", severity="warning")
+            self.theme = config.textual_theme  # differs from the first frame's only if the file was bad
+        return self.config
 
     def get_default_screen(self) -> Screen:
-        return CockpitScreen(self.session, self.config, self.clock)
-
-    def on_mount(self) -> None:
-        if self.config_problem:
-            self.notify(self.config_problem, title="preferences", severity="warning")
+        return CockpitScreen(self.session, self.clock)
 
     async def on_unmount(self) -> None:
         try:
@@ -50,10 +67,12 @@ class CockpitApp(App):
             pass
 
     def action_toggle_theme(self) -> None:
+        if self.config is None:  # the preferences arrive a blink after the first frame
+            return
         self.config.theme = "light" if self.config.theme == "dark" else "dark"
         self.theme = self.config.textual_theme
         try:
-            self.config.save(self.settings.home)
+            self.config.save(self.launch.home)
         except OSError as exc:
             self.notify(f"theme not remembered: {exc}", severity="warning")
 
@@ -65,14 +84,7 @@ class CockpitApp(App):
 
 
 def run_cockpit(args: "argparse.Namespace") -> int:
-    from tui.cli.common import settings_from
-
-    settings = settings_from(args)
-    config, problem = CockpitConfig.load(settings.home)
-    if getattr(args, "theme", None):
-        config.theme = args.theme
-    if getattr(args, "no_mouse", False):
-        config.mouse = False
-    app = CockpitApp(settings, config, config_problem=problem)
-    app.run(mouse=config.mouse)
+    launch = Launch.from_args(args)
+    app = CockpitApp(launch)
+    app.run(mouse=launch.mouse)
     return app.return_code or 0

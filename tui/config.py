@@ -13,8 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-FILE_NAME = "cockpit.json"
-THEMES = {"dark": "textual-dark", "light": "textual-light"}
+from tui.launch import PREFERENCES_FILE as FILE_NAME
+from tui.launch import THEMES
+
 
 
 class CockpitConfig(BaseModel):

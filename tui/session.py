@@ -7,7 +7,7 @@ it the platform clients) loads in a thread after the first paint.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from backend.cluster import Cluster
@@ -16,14 +16,19 @@ if TYPE_CHECKING:
 
 
 class Session:
-    def __init__(self, settings: "Settings") -> None:
-        self.settings = settings
+    def __init__(self, make_settings: Callable[[], "Settings"], platform: str) -> None:
+        self._make_settings = make_settings
+        self._settings: "Settings | None" = None
+        self.platform = platform  # known from the command line, before the settings exist
         self.cluster: "Cluster | None" = None
         self.lesson: "Lesson | None" = None
 
     @property
-    def platform(self) -> str:
-        return self.settings.backend
+    def settings(self) -> "Settings":
+        """Built on first use, which is in open_lesson's thread after the first paint."""
+        if self._settings is None:
+            self._settings = self._make_settings()
+        return self._settings
 
     async def open_lesson(self) -> None:
         """The lesson without a cluster: the checklist and notes work before (or without) one."""

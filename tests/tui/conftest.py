@@ -13,6 +13,7 @@ import pytest
 from backend.settings import Settings
 from tui.app import CockpitApp
 from tui.config import CockpitConfig
+from tui.launch import Launch
 
 # A guard against a hang, not a speed assertion: real training jobs run on 2 shared cores.
 WAIT_SECONDS = 240.0
@@ -28,7 +29,7 @@ async def home(tmp_path: Path):
 
 
 def make_app(home: Path, **kwargs) -> CockpitApp:
-    return CockpitApp(Settings(home=home), kwargs.pop("config", CockpitConfig()), **kwargs)
+    return CockpitApp(Launch.of(Settings(home=home), kwargs.pop("config", CockpitConfig())), **kwargs)
 
 
 async def wait_until(screen, predicate: Callable[[], bool], what: str, timeout: float = WAIT_SECONDS) -> None:

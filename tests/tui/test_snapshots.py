@@ -23,6 +23,7 @@ from tests.tui.conftest import connected, wait_until
 from training import checkpoint_format, metrics
 from tui.app import CockpitApp
 from tui.config import CockpitConfig
+from tui.launch import Launch
 
 NOW = 1_800_000_000.0  # the app's clock: every age on screen is relative to this
 
@@ -71,7 +72,7 @@ def prepared_home(tmp_path: Path):
 
 
 def cockpit(home: Path, theme: str = "dark") -> CockpitApp:
-    app = CockpitApp(Settings(home=home), CockpitConfig(theme=theme), clock=lambda: NOW)
+    app = CockpitApp(Launch.of(Settings(home=home), CockpitConfig(theme=theme)), clock=lambda: NOW)
     app.animation_level = "none"
     return app
 

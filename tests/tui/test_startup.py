@@ -15,8 +15,8 @@ PROBE = r"""
 import asyncio, json, sys
 from pathlib import Path
 from tui.cli import build_parser
-from tui.cli.common import settings_from
 from tui.app import CockpitApp
+from tui.launch import Launch
 
 HEAVY = ("torch", "ray", "kfp", "kubernetes")
 
@@ -24,8 +24,8 @@ def loaded():
     return sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)
 
 args = build_parser().parse_args(["--home", sys.argv[1]])
-app = CockpitApp(settings_from(args))
-report = {"built": loaded()}
+app = CockpitApp(Launch.from_args(args))
+report = {"built": loaded(), "pydantic_before_paint": "pydantic" in sys.modules}
 
 async def main():
     async with app.run_test(size=(80, 24)) as pilot:
@@ -55,4 +55,5 @@ def test_the_cockpit_starts_and_connects_without_heavy_imports(tmp_path):
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["backend"], "the probe did not reach the connected state it means to check"
     assert report["built"] == []
+    assert report["pydantic_before_paint"] is False  # the first frame waits for no pydantic
     assert report["connected"] == []

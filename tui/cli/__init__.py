@@ -55,8 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from backend.cluster import ClusterError
-    from backend.models import ManifestError
+    from backend.errors import ClusterError, ManifestError
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from tui.widgets.loss_chart import LossChart
     from tui.widgets.pods_table import PodsTable
     from tui.widgets.step_view import StepView
-    from tui.config import CockpitConfig
     from tui.session import Session
 
 TABS = ("step", "pods", "logs", "checkpoints", "loss")
@@ -44,11 +43,9 @@ CHECKPOINT_REFRESH_SECONDS = 3.0  # at most this often while a job writes checkp
 class CockpitScreen(Screen):
     BINDINGS = actions.bindings()
 
-    def __init__(self, session: "Session", config: "CockpitConfig",
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, session: "Session", clock: Callable[[], float] = time.time) -> None:
         super().__init__(id="cockpit")
         self.session = session
-        self.config = config
         self.clock = clock
         self.jobs: dict[str, "JobSummary"] = {}
         self.followed: str | None = None
@@ -109,7 +106,8 @@ class CockpitScreen(Screen):
     async def _mount_panels(self) -> None:
         from tui.screens.panels import Panels
 
-        await self.query_one("#panels").mount(Panels(self.config, self.clock, id="panels-inner"))
+        config = await self.app.load_preferences()
+        await self.query_one("#panels").mount(Panels(config, self.clock, id="panels-inner"))
         self.panels_ready = True
         self.refresh_bindings()
         self.changed.publish("panels")
@@ -544,7 +542,7 @@ class CockpitScreen(Screen):
         if pod is None:
             self.notify("no pod selected: open the pods tab (2) and pick one", severity="warning")
             return
-        if not self.config.confirm_kill:
+        if not self.app.config.confirm_kill:  # loaded before the panels: kill needs them
             self.kill_pod(pod)
             return
         from tui.screens.confirm import ConfirmScreen

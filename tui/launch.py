@@ -1,0 +1,72 @@
+"""What the cockpit knows before its first frame, without pydantic.
+
+Importing pydantic and building the settings and preferences models costs about as much as
+Textual's own start-up, so the first frame is drawn from the command line and a plain JSON look at
+the saved theme; the validated `Settings` and `CockpitConfig` are built in a thread right after
+(`Session.open_*`, `CockpitApp.load_preferences`), and they win.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from backend.home import default_home
+
+if TYPE_CHECKING:
+    import argparse
+
+    from backend.settings import Settings
+    from tui.config import CockpitConfig
+
+PREFERENCES_FILE = "cockpit.json"
+THEMES = {"dark": "textual-dark", "light": "textual-light"}
+
+
+def saved_preferences(home: Path) -> dict:
+    """The saved preferences file as plain JSON ({} when missing or unreadable: CockpitConfig.load
+    reports a bad file once the preferences are validated)."""
+    try:
+        saved = json.loads((home / PREFERENCES_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return saved if isinstance(saved, dict) else {}
+
+
+def first_theme(saved: dict) -> str:
+    return saved.get("theme") if saved.get("theme") in THEMES else "dark"
+
+
+@dataclass
+class Launch:
+    home: Path
+    platform: str  # "local" or "kube", for the job bar before the settings exist
+    theme: str  # "dark" or "light": the first frame's
+    make_settings: Callable[[], "Settings"]
+    theme_override: str | None = None  # --theme
+    mouse: bool = True  # --no-mouse turns it off
+    config: "CockpitConfig | None" = field(default=None)  # preset (tests); else loaded after paint
+
+    @classmethod
+    def from_args(cls, args: "argparse.Namespace") -> "Launch":
+        def make_settings() -> "Settings":
+            from tui.cli.common import settings_from
+
+            return settings_from(args)
+
+        home = Path(args.home).expanduser() if args.home else default_home()
+        saved = saved_preferences(home)
+        override = getattr(args, "theme", None)
+        return cls(home=home, platform="kube" if args.context else args.backend,
+                   theme=override or first_theme(saved), make_settings=make_settings,
+                   theme_override=override,
+                   mouse=not getattr(args, "no_mouse", False) and saved.get("mouse") is not False)
+
+    @classmethod
+    def of(cls, settings: "Settings", config: "CockpitConfig | None" = None) -> "Launch":
+        """For callers that already hold validated objects (tests, embedding)."""
+        theme = config.theme if config is not None else first_theme(saved_preferences(settings.home))
+        return cls(home=settings.home, platform=settings.backend, theme=theme,
+                   make_settings=lambda: settings, config=config)
