@@ -17,11 +17,13 @@ import asyncio
 import json
 import logging
 import os
+import random
 import signal
 import socket
 import time
 from typing import TYPE_CHECKING
 
+from backend.cluster import ClusterError
 from backend.local import podspec
 from backend.local.layout import write_atomic
 from backend.local.podlogs import PodLog
@@ -50,10 +52,30 @@ _STEP_PUBLISH_SECONDS = 0.1  # pod step/loss updates are coalesced to this rate
 _STEP_PERSIST_SECONDS = 2.0
 
 
+def _rendezvous_ports() -> range:
+    """Ports below the kernel's ephemeral range (as torchrun's 29500 is). Ephemeral ports are what
+    every other store binds with port 0 and what outgoing connections use: one picked from there
+    may be taken before rank 0 binds it, or still be dialled by another job's workers retrying
+    their dead store, which would then join this group's rendezvous."""
+    try:
+        low, high = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(20000, low) if low > 21000 else range(high + 1, 65536)
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A fresh rendezvous port per attempt (torchrun's restart reusing its store often hangs)."""
+    ports = _rendezvous_ports()
+    for _ in range(200):
+        port = random.choice(ports)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))  # no SO_REUSEADDR: also refuses ports in TIME_WAIT
+            except OSError:
+                continue
+            return port
+    raise ClusterError("no free rendezvous port found outside the ephemeral range")
 
 
 def _now_iso() -> str:
