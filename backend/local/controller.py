@@ -41,6 +41,7 @@ from backend.local.processes import become_subreaper, marked_processes, reap_exi
 from backend.local.warm import ZygotePool
 from backend.models import (
     DEFAULT_RUNTIME,
+    SNAPSHOT_API,
     Condition,
     JobPhase,
     JobSummary,
@@ -260,7 +261,7 @@ class Controller:
             runner.cancel_timers()
             for pod in runner.pods():
                 self.events.publish("pods", "DELETED", pod.model_dump(mode="json"), name)
-            del self.runners[name]
+            self.runners.pop(name, None)  # a second delete may have raced this one
             self.events.publish("jobs", "DELETED", runner.summary.model_dump(mode="json"), name)
             self.layout.resource_file("TrainJob", name).unlink(missing_ok=True)
             self.layout.job_status_file(name).unlink(missing_ok=True)
@@ -359,8 +360,10 @@ class Controller:
         if op == "apply":
             return {"result": self.apply(request["manifest"])}
         if op == "snapshot":  # create, never "unchanged": a second snapshot of that name is an error
-            spec = VolumeSnapshot(metadata={"name": request["name"]},
-                                  spec={"source": {"persistentVolumeClaimName": request["volume"]}})
+            spec = parse_resource({"apiVersion": SNAPSHOT_API, "kind": "VolumeSnapshot",
+                                   "metadata": {"name": request["name"]},
+                                   "spec": {"source": {"persistentVolumeClaimName": request["volume"]}}},
+                                  "snapshot")
             if spec.metadata.name in self.snapshot_specs or self.layout.snapshot_dir(spec.metadata.name).exists():
                 raise InvalidResource(f"snapshot {spec.metadata.name!r} already exists (delete it first: "
                                       f"kfcockpit delete volumesnapshot {spec.metadata.name})")
