@@ -51,6 +51,32 @@ async def test_a_reading_step_is_done_by_a_note_saved_through_the_engine(home):
                          "a note that covers nothing to fail its check")
 
 
+async def test_a_typed_note_is_kept_without_saving_and_escape_gives_the_keys_back(home):
+    app = make_app(home)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = app.screen
+        await connected(screen)
+        lesson = screen.session.lesson
+        await pilot.press("n", "n", "n", "n")  # step 2, a reading step
+        assert screen.checklist.step_id == "2"
+        await pilot.press("enter")
+        note = screen.step_view.query_one("#step-note", TextArea)
+        assert app.focused is note
+        note.load_text("")
+        await pilot.press(*"pods np")  # n and p are letters here, not step keys
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.focused is screen.checklist
+        assert lesson.note("2") == "pods np"  # kept, though ctrl+s was never pressed
+        assert lesson.state("2").evidence is None  # kept, not checked
+        await pilot.press("n")  # the keys move through the steps again
+        assert screen.checklist.step_id == "3"
+        await pilot.press("p", "enter")
+        await pilot.press(*" and more")
+        app.exit()  # quitting right after typing: the last keys are kept too
+    assert lesson.note("2") == "pods np and more"
+
+
 async def test_help_opens_with_question_mark_and_closes_with_escape(home):
     app = make_app(home)
     async with app.run_test(size=(80, 24)) as pilot:

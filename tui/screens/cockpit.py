@@ -108,6 +108,7 @@ class CockpitScreen(Screen):
 
         config = await self.app.load_preferences()
         await self.query_one("#panels").mount(Panels(config, self.clock, id="panels-inner"))
+        self.step_view.keep_on_exit = self._keep_note_now
         self.panels_ready = True
         self.refresh_bindings()
         self.changed.publish("panels")
@@ -375,6 +376,23 @@ class CockpitScreen(Screen):
     def on_step_view_verify_pressed(self, event) -> None:
         self.verify_step(event.step_id)
 
+    def on_step_view_note_edited(self, event) -> None:
+        try:
+            self.session.lesson.save_note(event.step_id, event.text)
+        except Exception as exc:
+            self.notify(one_line(exc), title="note not kept", severity="error")
+
+    def _keep_note_now(self, step_id: str, text: str) -> None:
+        """Called by the step view as it unmounts (quitting): no message would be handled then."""
+        if self.session.lesson is not None:
+            try:
+                self.session.lesson.save_note(step_id, text)
+            except Exception:  # leaving anyway; nothing to show it on
+                pass
+
+    def on_step_view_leave_note(self, event) -> None:
+        self.checklist.focus()
+
     def on_step_view_note_saved(self, event) -> None:
         try:
             self.session.lesson.save_note(event.step_id, event.text)
@@ -396,7 +414,7 @@ class CockpitScreen(Screen):
         step = lesson.step(step_id)
         if step.kind == "reading":
             self.tabs.active = "step"
-            self.step_view.query_one("#step-note").focus()
+            self.step_view.focus_note()
             self.notify("a reading step is done by your note: write it, then ctrl+s",
                         title=f"step {step_label(step)}")
             return

@@ -39,10 +39,16 @@ def evidence_content(evidence: "Evidence | None", now: float) -> Content:
     return Content.assemble(*parts)
 
 
+NOTE_KEEP_DELAY = 1.0  # seconds after the last key before a typed note is kept
+
+
 class StepView(VerticalScroll):
     BORDER_TITLE = "step"
 
-    BINDINGS = [Binding("ctrl+s", "save_note", "Save note", show=False)]
+    BINDINGS = [
+        Binding("ctrl+s", "save_note", "Save note", show=False),
+        Binding("escape", "leave_note", "Back to the steps", show=False),
+    ]
 
     class RunPressed(Message):
         def __init__(self, step_id: str) -> None:
@@ -55,16 +61,34 @@ class StepView(VerticalScroll):
             self.step_id = step_id
 
     class NoteSaved(Message):
+        """The learner asked to save and check the note (ctrl+s)."""
+
         def __init__(self, step_id: str, text: str) -> None:
             super().__init__()
             self.step_id = step_id
             self.text = text
+
+    class NoteEdited(Message):
+        """The note changed: keep it (no check), so a dropped session loses nothing."""
+
+        def __init__(self, step_id: str, text: str) -> None:
+            super().__init__()
+            self.step_id = step_id
+            self.text = text
+
+    class LeaveNote(Message):
+        """escape in the note: the learner wants the keys back."""
 
     def __init__(self, clock: Callable[[], float] = time.time, **kwargs) -> None:
         super().__init__(**kwargs)
         self.clock = clock
         self.step: "Step | None" = None
         self._outputs: dict[str, deque[str]] = {}
+        self._note_loaded = ""  # the note as last loaded, so loading it is not taken for an edit
+        self._unsaved: tuple[str, str] | None = None  # (step id, text) typed but not yet kept
+        self._keep_timer = None
+        # Set by the screen: keeps a note typed just before quitting, when messages stop.
+        self.keep_on_exit: Callable[[str, str], None] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="step-heading")
@@ -102,9 +126,12 @@ class StepView(VerticalScroll):
         note_area.display = reading
         self.query_one("#step-output-title").display = not reading  # a note has no run
         self.query_one("#step-output").display = not reading
+        if changed:
+            self.keep_note()  # what was typed for the previous step is kept before it is replaced
         if reading:
             note_area.border_title = step.note_prompt or "your note"
             if changed or note_area.text != note:
+                self._note_loaded = note
                 note_area.load_text(note)
         if changed:
             self._show_output(step.id)
@@ -114,6 +141,7 @@ class StepView(VerticalScroll):
         """Fill the note box with a draft, unless the learner moved on or has typed already."""
         note_area = self.query_one("#step-note", TextArea)
         if self.step is not None and self.step.id == step_id and not note_area.text.strip():
+            self._note_loaded = text
             note_area.load_text(text)
 
     def show_evidence(self, evidence: "Evidence | None") -> None:
@@ -141,7 +169,45 @@ class StepView(VerticalScroll):
 
     def action_save_note(self) -> None:
         if self.step is not None and self.step.kind == "reading":
+            self._unsaved = None
             self.post_message(self.NoteSaved(self.step.id, self.query_one("#step-note", TextArea).text))
+
+    def focus_note(self) -> None:
+        """Into the note, the cursor after what is written: the learner goes on writing."""
+        note_area = self.query_one("#step-note", TextArea)
+        note_area.focus()
+        note_area.move_cursor(note_area.document.end)
+
+    def action_leave_note(self) -> None:
+        self.keep_note()
+        self.post_message(self.LeaveNote())
+
+    @on(TextArea.Changed, "#step-note")
+    def _note_changed(self, event: TextArea.Changed) -> None:
+        if self.step is None or self.step.kind != "reading" or event.text_area.text == self._note_loaded:
+            return
+        self._unsaved = (self.step.id, event.text_area.text)
+        if self._keep_timer is not None:
+            self._keep_timer.stop()
+        self._keep_timer = self.set_timer(NOTE_KEEP_DELAY, self.keep_note)
+
+    def keep_note(self) -> None:
+        """Hand the typed note over to be kept now (also called on a timer after typing stops)."""
+        pending = self.take_unsaved()
+        if pending is not None:
+            self.post_message(self.NoteEdited(*pending))
+
+    def on_unmount(self) -> None:
+        pending = self.take_unsaved()
+        if pending is not None and self.keep_on_exit is not None:
+            self.keep_on_exit(*pending)
+
+    def take_unsaved(self) -> tuple[str, str] | None:
+        """(step id, text) typed and not yet handed over; the caller keeps it (used on exit)."""
+        pending, self._unsaved = self._unsaved, None
+        if pending is not None:
+            self._note_loaded = pending[1]
+        return pending
 
     @on(Button.Pressed, "#step-run")
     def _run(self, event: Button.Pressed) -> None:
