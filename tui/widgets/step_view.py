@@ -47,7 +47,7 @@ class StepView(VerticalScroll):
 
     BINDINGS = [
         Binding("ctrl+s", "save_note", "Save note", show=False),
-        Binding("escape", "leave_note", "Back to the steps", show=False),
+        Binding("escape", "leave_note", "Back to steps"),
     ]
 
     class RunPressed(Message):
