@@ -13,7 +13,7 @@ from backend.home import default_home
 class Settings(BaseModel):
     backend: Literal["local", "kube"] = "local"
     context: str | None = None  # kube context; None means the kubeconfig's current context
-    namespace: str = "default"
+    namespace: str | None = None  # kube namespace; None: the context's own, else "default"
     kubeconfig: Path | None = None
     kfp_host: str | None = None  # Pipelines endpoint on kube; default: the port-forward address
     home: Path = Field(default_factory=default_home)
@@ -21,5 +21,6 @@ class Settings(BaseModel):
     @property
     def workspace(self) -> Path:
         """Lesson progress and notes, one folder per platform so switching loses nothing."""
-        place = "local" if self.backend == "local" else f"kube-{self.context or 'current'}-{self.namespace}"
+        place = ("local" if self.backend == "local"
+                 else f"kube-{self.context or 'current'}-{self.namespace or 'context-namespace'}")
         return self.home / "workspace" / place

@@ -24,6 +24,17 @@ CALL_TIMEOUT = 30.0
 CREATE_CLUSTER = "kind create cluster --config manifests/kind/cluster.yaml"
 
 
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _pod_namespace() -> str:
+    """Inside a pod: the namespace of its service account."""
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
 def kubeconfig_paths(settings: Settings) -> str:
     """--kubeconfig, else $KUBECONFIG (may list several files), else ~/.kube/config."""
     if settings.kubeconfig:
@@ -56,7 +67,7 @@ class Connection:
             if os.environ.get("KUBERNETES_SERVICE_HOST") and not settings.context and not settings.kubeconfig:
                 # Inside a pod (a pipeline component): the service account's in-cluster config.
                 config.load_incluster_config(client_configuration=configuration)
-                return cls._with(configuration, settings.namespace, "in-cluster")
+                return cls._with(configuration, settings.namespace or _pod_namespace(), "in-cluster")
             raise Unavailable(
                 f"no kubeconfig at {paths}: create a cluster ({CREATE_CLUSTER}) "
                 "or pass --kubeconfig FILE"
@@ -79,7 +90,8 @@ class Connection:
                                     client_configuration=configuration, persist_config=False)
         except (ConfigException, OSError, ValueError) as exc:
             raise Unavailable(f"context {context!r} in {merged} is not usable: {_one_line(exc)}") from None
-        return cls._with(configuration, settings.namespace, context)
+        own = next((c.get("context") or {} for c in contexts if c.get("name") == context), {})
+        return cls._with(configuration, settings.namespace or own.get("namespace") or "default", context)
 
     @classmethod
     def _with(cls, configuration: Any, namespace: str, context: str) -> "Connection":

@@ -30,7 +30,6 @@ from backend.settings import Settings
 
 # Set by the local runner (with KFCOCKPIT_HOME) for the tasks it starts; absent in a cluster pod.
 BACKEND_ENV = "KFCOCKPIT_BACKEND"
-_SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 TRAINJOB_TIMEOUT_S = 3600.0
 
 
@@ -47,9 +46,7 @@ def task_settings() -> Settings:
     """The platform this task runs on: what the local runner said, else the cluster the pod is in."""
     backend = os.environ.get(BACKEND_ENV) or ("kube" if os.environ.get("KUBERNETES_SERVICE_HOST") else "local")
     if backend == "kube":
-        namespace = (_SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
-                     if _SERVICE_ACCOUNT_NAMESPACE.exists() else "default")
-        return Settings(backend="kube", namespace=namespace)
+        return Settings(backend="kube")  # in-cluster config; the connection takes the pod's namespace
     return Settings(backend="local")  # the state root comes from KFCOCKPIT_HOME
 
 

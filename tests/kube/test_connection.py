@@ -10,6 +10,7 @@ import pytest
 
 from backend.cluster import ClusterError, Unavailable
 from backend.kube.cluster import KubeCluster
+from backend.kube.connection import Connection
 from backend.settings import Settings
 from tests.kube.fake_apiserver import FakeApiServer
 from tui.cli import main as cli
@@ -92,3 +93,13 @@ def test_the_cli_prints_one_line_and_exits_2(problem, tmp_path, kubeconfig, dead
     captured = capsys.readouterr()
     (line,) = captured.err.splitlines()
     assert line.startswith("kfcockpit: ") and captured.out == ""
+
+
+def test_the_namespace_is_the_contexts_own_unless_one_is_given(api, tmp_path):
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig", namespace="lesson-ns")
+    own = Connection.open(Settings(backend="kube", kubeconfig=kubeconfig))
+    assert (own.context, own.namespace) == ("fake", "lesson-ns")
+    given = Connection.open(Settings(backend="kube", kubeconfig=kubeconfig, namespace="other"))
+    assert given.namespace == "other"
+    bare = api.write_kubeconfig(tmp_path / "bare", namespace="")
+    assert Connection.open(Settings(backend="kube", kubeconfig=bare)).namespace == "default"

@@ -25,7 +25,8 @@ def global_options(parser: argparse.ArgumentParser, suppress: bool = False) -> N
     g.add_argument("--backend", choices=("local", "kube"), default=d("local"),
                    help="embedded local cluster (default) or Kubernetes")
     g.add_argument("--context", default=d(None), help="kube context (implies --backend kube)")
-    g.add_argument("--namespace", "-n", default=d("default"), help="kube namespace (default: default)")
+    g.add_argument("--namespace", "-n", default=d(None),
+                   help="kube namespace (default: the context's namespace, else default)")
     g.add_argument("--kubeconfig", default=d(None), help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
     g.add_argument("--home", default=d(None), help="state root (default: $KFCOCKPIT_HOME or the XDG state dir)")
 
@@ -42,7 +43,7 @@ def add_command(sub: argparse._SubParsersAction, name: str, help: str, descripti
 def settings_from(args: argparse.Namespace):
     from backend.settings import Settings
 
-    values: dict[str, Any] = {"backend": args.backend, "namespace": args.namespace}
+    values: dict[str, Any] = {"backend": args.backend, "namespace": args.namespace}  # None: the context's
     if args.context:
         values.update(backend="kube", context=args.context)
     if args.kubeconfig:
