@@ -11,7 +11,7 @@ def platform_record(ctx: StepContext) -> str:
     """The platform choice as the cockpit's settings hold it."""
     s = ctx.settings
     if s.backend == "kube":
-        return (f"Kubernetes, kube context {s.context or '(the current one)'}, namespace {s.namespace}"
+        return (f"Kubernetes, kube context {s.context or '(the current one)'}, namespace {s.namespace or "(the context's own)"}"
                 + (f", Pipelines endpoint {s.kfp_host}" if s.kfp_host else ""))
     return f"the embedded local cluster (state in {s.home})"
 

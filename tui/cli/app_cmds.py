@@ -46,8 +46,9 @@ def open_cockpit(args: argparse.Namespace) -> int:
 def forwarded_options(args: argparse.Namespace) -> list[str]:
     """The options a served cockpit is started with: the same platform, home and looks."""
     argv = ["--backend", args.backend]
-    for flag, value in (("--namespace", args.namespace), ("--context", args.context), ("--kubeconfig", args.kubeconfig),
-                        ("--home", args.home), ("--theme", getattr(args, "theme", None))):
+    for flag, value in (("--namespace", args.namespace), ("--context", args.context),
+                        ("--kubeconfig", args.kubeconfig), ("--home", args.home),
+                        ("--theme", getattr(args, "theme", None))):
         if value:
             argv += [flag, str(value)]
     if getattr(args, "no_mouse", False):
