@@ -11,7 +11,8 @@ def platform_record(ctx: StepContext) -> str:
     """The platform choice as the cockpit's settings hold it."""
     s = ctx.settings
     if s.backend == "kube":
-        return (f"Kubernetes, kube context {s.context or '(the current one)'}, namespace {s.namespace or "(the context's own)"}"
+        namespace = s.namespace or "(the context's own)"
+        return (f"Kubernetes, kube context {s.context or '(the current one)'}, namespace {namespace}"
                 + (f", Pipelines endpoint {s.kfp_host}" if s.kfp_host else ""))
     return f"the embedded local cluster (state in {s.home})"
 
