@@ -27,7 +27,7 @@ from backend.models import (
 )
 
 
-ResourceKind = Literal["TrainJob", "TrainingRuntime", "PersistentVolumeClaim", "VolumeSnapshot", "Pod"]
+ResourceKind = Literal["TrainJob", "TrainingRuntime", "PersistentVolumeClaim", "VolumeSnapshot", "Pod", "RayJob"]
 
 
 @runtime_checkable

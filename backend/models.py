@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from backend.errors import ManifestError  # noqa: F401 (re-exported: callers import it from here)
 
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 SNAPSHOT_API = "snapshot.storage.k8s.io/v1"
+RAY_API = "ray.io/v1"  # KubeRay's RayJob
 DEFAULT_RUNTIME = "kfcockpit-torch"
 # Container name of the trainer in the Trainer's torch runtimes; patches and mounts target it.
 TRAINER_CONTAINER = "node"
@@ -27,6 +28,8 @@ TRAINER_CONTAINER = "node"
 LABEL_JOB = "jobset.sigs.k8s.io/jobset-name"
 LABEL_RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 LABEL_RANK = "batch.kubernetes.io/job-completion-index"
+# Pod.rank of a pod that has no rank: a RayJob's driver (its LABEL_RANK is "driver").
+DRIVER_RANK = -1
 
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -321,6 +324,122 @@ class VolumeSnapshotClass(_Kube):
     parameters: dict[str, str] = Field(default_factory=dict)
 
 
+# ---------------------------------------------------------------- KubeRay: RayJob (ray.io/v1)
+
+
+class RayContainer(_Kube):
+    """A container of a Ray pod template; the embedded cluster runs the driver with the head
+    container's env and mounts (on KubeRay the entrypoint runs on the head node)."""
+
+    name: str
+    image: str | None = None
+    env: list[EnvVar] = Field(default_factory=list)
+    volume_mounts: list[VolumeMount] = Field(default_factory=list, alias="volumeMounts")
+    resources: ResourceRequirements | None = None
+
+
+class RayPodSpec(_Kube):
+    containers: list[RayContainer] = Field(default_factory=list)
+    volumes: list[PodVolume] = Field(default_factory=list)
+
+    def claim_mounts(self, container: RayContainer) -> list[tuple[str, str]]:
+        claims = {v.name: v.persistent_volume_claim.claim_name for v in self.volumes if v.persistent_volume_claim}
+        return [(claims[m.name], m.mount_path) for m in container.volume_mounts if m.name in claims]
+
+
+class RayPodTemplate(_Kube):
+    spec: RayPodSpec = Field(default_factory=RayPodSpec)
+
+
+class RayHeadGroupSpec(_Kube):
+    ray_start_params: dict[str, str] = Field(default_factory=dict, alias="rayStartParams")
+    template: RayPodTemplate
+
+
+class RayWorkerGroupSpec(_Kube):
+    group_name: str = Field(alias="groupName")
+    replicas: int | None = None
+    min_replicas: int | None = Field(default=None, alias="minReplicas")
+    max_replicas: int | None = Field(default=None, alias="maxReplicas")
+    ray_start_params: dict[str, str] = Field(default_factory=dict, alias="rayStartParams")
+    template: RayPodTemplate
+
+
+class RayClusterSpec(_Kube):
+    ray_version: str | None = Field(default=None, alias="rayVersion")
+    head_group_spec: RayHeadGroupSpec = Field(alias="headGroupSpec")
+    worker_group_specs: list[RayWorkerGroupSpec] = Field(default_factory=list, alias="workerGroupSpecs")
+
+
+class RayJobSpec(_Kube):
+    entrypoint: str  # optional upstream (InteractiveMode); the embedded cluster runs it as the driver
+    runtime_env_yaml: str | None = Field(default=None, alias="runtimeEnvYAML")
+    shutdown_after_job_finishes: bool | None = Field(default=None, alias="shutdownAfterJobFinishes")
+    ray_cluster_spec: RayClusterSpec | None = Field(default=None, alias="rayClusterSpec")
+    cluster_selector: dict[str, str] = Field(default_factory=dict, alias="clusterSelector")
+
+    @field_validator("entrypoint")
+    @classmethod
+    def _has_command(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("entrypoint is empty: give the command the driver runs")
+        return v
+
+    @field_validator("runtime_env_yaml")
+    @classmethod
+    def _yaml_mapping(cls, v: str | None) -> str | None:
+        if v is not None:
+            runtime_env_of(v)
+        return v
+
+    @model_validator(mode="after")
+    def _has_cluster(self) -> "RayJobSpec":
+        if self.ray_cluster_spec is None and not self.cluster_selector:
+            raise ValueError("one of rayClusterSpec or clusterSelector is required (the Ray cluster the job runs on)")
+        return self
+
+
+def runtime_env_of(text: str) -> dict[str, Any]:
+    """A RayJob's runtimeEnvYAML as a mapping (ValueError in one line if it is not one)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"runtimeEnvYAML is not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError("runtimeEnvYAML must be a mapping (e.g. env_vars: {KEY: value})")
+    env_vars = data.get("env_vars") or {}
+    if not isinstance(env_vars, dict):
+        raise ValueError("runtimeEnvYAML env_vars must be a mapping of names to values")
+    return data
+
+
+class RayJob(_Kube):
+    api_version: Literal["ray.io/v1"] = Field(default=RAY_API, alias="apiVersion")
+    kind: Literal["RayJob"] = "RayJob"
+    metadata: ObjectMeta
+    spec: RayJobSpec
+    status: dict[str, Any] | None = None
+
+    def head_container(self) -> RayContainer | None:
+        cluster = self.spec.ray_cluster_spec
+        containers = cluster.head_group_spec.template.spec.containers if cluster else []
+        return containers[0] if containers else None  # KubeRay: the first container is Ray's
+
+    def volume_mounts(self) -> list[tuple[str, str]]:
+        """(claim name, mount path) of each PVC mounted into the head container."""
+        head = self.head_container()
+        if head is None:
+            return []
+        return self.spec.ray_cluster_spec.head_group_spec.template.spec.claim_mounts(head)
+
+    def runtime_env(self) -> dict[str, Any]:
+        return runtime_env_of(self.spec.runtime_env_yaml) if self.spec.runtime_env_yaml else {}
+
+
 def unknown_fields(model: BaseModel, path: str = "") -> list[str]:
     """Dotted paths of fields a parsed resource carries beyond what the cockpit models, the way
     an API server's strict field validation would list them."""
@@ -336,10 +455,10 @@ def unknown_fields(model: BaseModel, path: str = "") -> list[str]:
 
 
 Resource = Annotated[
-    Union[TrainJob, TrainingRuntime, PersistentVolumeClaim, VolumeSnapshot],
+    Union[TrainJob, TrainingRuntime, PersistentVolumeClaim, VolumeSnapshot, RayJob],
     Field(discriminator="kind"),
 ]
-KINDS = ("TrainJob", "TrainingRuntime", "ClusterTrainingRuntime", "PersistentVolumeClaim", "VolumeSnapshot")
+KINDS = ("TrainJob", "TrainingRuntime", "ClusterTrainingRuntime", "PersistentVolumeClaim", "VolumeSnapshot", "RayJob")
 
 
 class _Doc(BaseModel):
@@ -401,7 +520,7 @@ class PodPhase(str, Enum):
 class Pod(BaseModel):
     name: str
     job: str
-    rank: int  # node rank (job-completion-index)
+    rank: int  # node rank (job-completion-index); DRIVER_RANK (-1) for a RayJob's driver
     restart_attempt: int = 0
     phase: PodPhase = PodPhase.PENDING
     node: str = ""
@@ -467,7 +586,7 @@ class JobSummary(BaseModel):
     message: str = ""
     volumes: list[str] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)
-    launcher: str = "torchrun"  # or "ray"
+    launcher: str = "torchrun"  # or "ray" (a RayJob)
 
 
 class VolumeInfo(BaseModel):
@@ -502,6 +621,7 @@ class RunMetrics(BaseModel):
     resumes: int = 0
     launcher: str = "torchrun"
     loss_history: list[float] = Field(default_factory=list)
+    params_sha256: str = ""  # of the final parameters: equal runs end with equal digests
 
 
 class Snapshot(BaseModel):

@@ -9,7 +9,9 @@ differs is who launches and restarts the workers: here the Python driver does, t
 `ray.train.report(..., checkpoint=...)` and resumed from `ray.train.get_checkpoint()`.
 
 The driver starts a private Ray for the run on 127.0.0.1 only (no dashboard, no usage stats), keeps
-its temp files in --temp-dir, and shuts it down at the end. Each run gets a fresh name: Ray Train
+its temp files in --temp-dir (default: $RAY_TMPDIR, Ray's own variable, else a fresh directory),
+and shuts it down at the end. Submitted as a Ray job (RAY_ADDRESS set, e.g. by KubeRay's RayJob)
+it joins that cluster instead. Each run gets a fresh name: Ray Train
 silently resumes a run whose name it finds in the storage, so reusing one is refused.
 
 On the storage, under <storage>/<run>/:
@@ -62,6 +64,8 @@ RAY_ENV = {
 # and a Unix socket path holds at most 107 bytes.
 _SOCKET_SUFFIX = "/session_2000-01-01_00-00-00_000000_4194304/sockets/plasma_store"
 MAX_TEMP_DIR = 107 - len(_SOCKET_SUFFIX)
+DEFAULT_NUM_WORKERS = 2
+DEFAULT_MAX_FAILURES = 3
 
 def new_run_name() -> str:
     return time.strftime("ray-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
@@ -69,15 +73,15 @@ def new_run_name() -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = OneLineParser("training.ray_train", __doc__)
-    p.add_argument("--num-workers", type=int, default=2, help="Ray workers (default %(default)s)")
+    p.add_argument("--num-workers", type=int, default=DEFAULT_NUM_WORKERS, help="Ray workers (default %(default)s)")
     p.add_argument("--storage", type=Path, required=True,
                    help="where runs keep checkpoints and metrics, usually the shared volume")
     p.add_argument("--name", help="run name, new per run (default: ray-<date>-<time>-<random>)")
-    p.add_argument("--max-failures", type=int, default=3,
+    p.add_argument("--max-failures", type=int, default=DEFAULT_MAX_FAILURES,
                    help="worker-group restarts Ray may make (default %(default)s)")
     p.add_argument("--temp-dir", type=Path,
                    help=f"Ray's temp files and logs (absolute, at most {MAX_TEMP_DIR} characters; "
-                        "default: a fresh directory removed at the end)")
+                        "default: $RAY_TMPDIR if set, else a fresh directory removed at the end)")
     p.add_argument("--report-every", type=int,
                    help="ray.train.report every N steps, besides every checkpoint (default: --ckpt-every)")
     add_train_options(p)
@@ -95,13 +99,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if (args.storage / args.name).exists():
         p.error(f"run {args.name!r} already exists in {args.storage} (Ray Train would resume it); "
                 "choose another --name")
+    option = "--temp-dir"
+    if args.temp_dir is None and os.environ.get("RAY_TMPDIR") and not os.environ.get("RAY_ADDRESS"):
+        args.temp_dir, option = Path(os.environ["RAY_TMPDIR"]), "RAY_TMPDIR"
+        args.temp_dir_owned = False
+    else:
+        args.temp_dir_owned = args.temp_dir is None
     if args.temp_dir is not None:
         if not args.temp_dir.is_absolute():
-            p.error(f"--temp-dir must be an absolute path, got {args.temp_dir}")
+            p.error(f"{option} must be an absolute path, got {args.temp_dir}")
         if len(str(args.temp_dir)) > MAX_TEMP_DIR:
-            p.error(f"--temp-dir {args.temp_dir} is {len(str(args.temp_dir))} characters; Ray's "
+            p.error(f"{option} {args.temp_dir} is {len(str(args.temp_dir))} characters; Ray's "
                     f"socket paths allow at most {MAX_TEMP_DIR}")
-        require_writable(p, args.temp_dir, "--temp-dir")
+        require_writable(p, args.temp_dir, option)
     return args
 
 
@@ -257,8 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in RAY_ENV.items():
         os.environ.setdefault(key, value)
 
-    owned_temp = args.temp_dir is None
-    temp_dir = Path(tempfile.mkdtemp(prefix="kfc-ray-")) if owned_temp else args.temp_dir
+    owned_temp = args.temp_dir_owned
+    temp_dir = Path(tempfile.mkdtemp(prefix="kfc-ray-")) if args.temp_dir is None else args.temp_dir
     run_dir = args.storage / args.name
     started = time.time()
     import ray
@@ -270,9 +280,12 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(EXIT_TERMINATED)
 
     try:
-        ray.init(address="local", num_cpus=args.num_workers, include_dashboard=False,
-                 _temp_dir=str(temp_dir), object_store_memory=80 * 1024 * 1024,
-                 log_to_driver=True, logging_level="WARNING")
+        if os.environ.get("RAY_ADDRESS"):  # a submitted Ray job: the cluster is given
+            ray.init(log_to_driver=True, logging_level="WARNING")
+        else:
+            ray.init(address="local", num_cpus=args.num_workers, include_dashboard=False,
+                     _temp_dir=str(temp_dir), object_store_memory=80 * 1024 * 1024,
+                     log_to_driver=True, logging_level="WARNING")
         # SIGTERM (a stopped job) unwinds like Ctrl-C, so the `finally` below shuts Ray down.
         # Set after ray.init, whose crash handler would otherwise turn it into an abort.
         signal.signal(signal.SIGTERM, on_sigterm)

@@ -3,6 +3,11 @@
 Starting is race-free without polling: a client takes start.lock (flock), checks once more
 that nobody answers, starts the controller and waits on a pipe for its "ready" line. Other
 clients block on the same lock and then find it answering.
+
+A controller that crashed or left when idle is started again by the next call. One stopped on
+purpose (`kfcockpit cluster down`) stays stopped: `shutdown` leaves a `stopped` marker, and only
+calls made by a user's explicit action (`cluster up`, apply, snapshot: `explicit=True`) clear it
+and start a controller; every other call, a watch reconnecting included, gets Unavailable.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from backend.local.layout import Layout, socket_address
 from backend.local.podspec import PROJECT_ROOT
 
 _START_TIMEOUT = 60.0
+STOPPED_MESSAGE = "the local cluster was stopped; `kfcockpit cluster up` starts it"
 _LOG_KEEP = 10 * 1024 * 1024  # controller.log is rotated past this size when a controller starts
 
 
@@ -40,7 +46,12 @@ class ControllerClient:
             if dir_fd is not None:
                 os.close(dir_fd)
 
-    async def connect(self, start: bool = True) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def connect(self, start: bool = True, explicit: bool = False
+                      ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A connection to the controller. `start`: start one if none answers, unless the cluster
+        was stopped on purpose; `explicit` (a user's action that needs the cluster) starts it anyway."""
+        if explicit:
+            self.layout.stopped.unlink(missing_ok=True)
         try:
             return await self._connect_once()
         except (FileNotFoundError, ConnectionRefusedError):
@@ -53,8 +64,8 @@ class ControllerClient:
             raise Unavailable(f"the local cluster controller started but does not answer ({exc}); "
                               f"see {self.layout.controller_log}") from None
 
-    async def call(self, op: str, start: bool = True, **fields: Any) -> dict:
-        reader, writer = await self.connect(start)
+    async def call(self, op: str, start: bool = True, explicit: bool = False, **fields: Any) -> dict:
+        reader, writer = await self.connect(start, explicit)
         try:
             writer.write(wire.encode({"op": op, **fields}))
             await writer.drain()
@@ -101,6 +112,8 @@ class ControllerClient:
             fcntl.flock(start_lock, fcntl.LOCK_EX)
             if self._answers():
                 return
+            if self.layout.stopped.exists():  # checked under the lock `stop_for_good` takes
+                raise Unavailable(STOPPED_MESSAGE)
             outcome = self._spawn_controller()
             if outcome == "busy":  # a controller still holds the lock while it shuts down
                 self._wait_for_lock_holder()
@@ -169,8 +182,18 @@ class ControllerClient:
             return "no controller log"
         return lines[-1][-300:] if lines else "the controller printed nothing"
 
+    def _mark_stopped(self) -> None:
+        """From now on nothing starts a controller by itself. Under start.lock, so a client
+        that is starting one has finished (and its controller is stopped below) or sees this."""
+        self.layout.create()
+        with open(self.layout.start_lock, "a+") as start_lock:
+            fcntl.flock(start_lock, fcntl.LOCK_EX)
+            self.layout.stopped.touch()
+
     async def shutdown(self, timeout: float = 60.0) -> int | None:
-        """Stop the controller (and every pod); returns its pid once it has exited, None if none ran."""
+        """Stop the controller (and every pod) for good: it stays stopped until a user's action
+        starts it (see the module doc). Returns its pid once it has exited, None if none ran."""
+        await asyncio.to_thread(self._mark_stopped)
         try:
             reply = await self.call("shutdown", start=False)
         except Unavailable:

@@ -23,7 +23,7 @@ import yaml
 from backend.cluster import NotFound, Timeout, Unavailable
 from backend.local import volumes as vol
 from backend.local import wire
-from backend.local.client import ControllerClient
+from backend.local.client import STOPPED_MESSAGE, ControllerClient
 from backend.local.layout import Layout
 from backend.models import (
     DEFAULT_RUNTIME,
@@ -55,7 +55,8 @@ class LocalCluster:
     # ------------------------------------------------------------------ resources
 
     async def apply(self, resource) -> str:
-        return (await self.client.call("apply", manifest=resource.to_manifest()))["result"]
+        # explicit: applying starts a stopped cluster (`cluster down` holds only until a user acts)
+        return (await self.client.call("apply", explicit=True, manifest=resource.to_manifest()))["result"]
 
     async def delete(self, kind: str, name: str) -> None:
         await self.client.call("delete", kind=kind, name=name)
@@ -197,7 +198,7 @@ class LocalCluster:
     async def snapshot(self, volume: str, name: str) -> Snapshot:
         self.layout.volume_dir(volume)  # names checked here, before anything is sent
         self.layout.snapshot_dir(name)
-        reply = await self.client.call("snapshot", volume=volume, name=name)
+        reply = await self.client.call("snapshot", explicit=True, volume=volume, name=name)
         return Snapshot.model_validate(reply["snapshot"])
 
     async def snapshots(self) -> list[Snapshot]:
@@ -234,8 +235,10 @@ class LocalCluster:
                         "warm workers start with the first runtime or job (kfcockpit cluster up starts them now)"),
                 fix="" if not problems else f"see {self.layout.controller_log}"))
         else:
-            checks.append(Check(name="controller", ok=False, detail="the local cluster controller is not running",
-                                fix="kfcockpit cluster up"))
+            stopped = self.layout.stopped.exists()
+            checks.append(Check(name="controller", ok=False, fix="kfcockpit cluster up",
+                                detail="the local cluster was stopped (kfcockpit cluster down)" if stopped
+                                else "the local cluster controller is not running"))
         runtime = self.layout.resource_file("TrainingRuntime", DEFAULT_RUNTIME).exists()
         checks.append(Check(name="runtime", ok=runtime,
                             detail=f"TrainingRuntime {DEFAULT_RUNTIME} {'applied' if runtime else 'not applied'}",
@@ -264,11 +267,13 @@ class LocalCluster:
         return ""
 
     async def up(self) -> dict:
-        """Start the controller if needed, and its warm workers; its status."""
-        return await self.client.call("up")
+        """Start the controller if needed (also after `down`), and its warm workers; its status."""
+        return await self.client.call("up", explicit=True)
 
     async def down(self) -> int | None:
-        """Stop the controller and every pod; the pid that stopped, or None if none ran."""
+        """Stop the controller and every pod, and keep it stopped: watches and reads no longer
+        start one (they get Unavailable) until `up`, `apply` or `snapshot`. The pid that stopped,
+        or None if none ran."""
         return await self.client.shutdown()
 
     async def status(self) -> dict | None:
@@ -289,7 +294,7 @@ async def _messages(reader: asyncio.StreamReader) -> AsyncIterator[dict]:
             return
         wire.raise_if_error(message)
         if message.get("type") == "SHUTDOWN":
-            raise Unavailable("the local cluster was stopped (start it: kfcockpit cluster up)")
+            raise Unavailable(STOPPED_MESSAGE)
         yield message
 
 

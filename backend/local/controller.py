@@ -22,7 +22,6 @@ import fcntl
 import json
 import logging
 import os
-import select
 import shutil
 import signal
 import sys
@@ -32,12 +31,13 @@ from pathlib import Path
 import yaml
 
 from backend.cluster import ClusterError, InvalidResource, NotFound
-from backend.local import podspec, volumes, wire
+from backend.local import podspec, rayjobs, volumes, wire
 from backend.local.events import EventLog, Subscription
 from backend.local.jobs import JobRunner
 from backend.local.layout import Layout, socket_address, write_atomic
 from backend.local.podlogs import read_lines
-from backend.local.processes import become_subreaper, marked_processes, reap_exited, sweep
+from backend.local.runner import Runner
+from backend.local.processes import become_subreaper, marked_processes, reap_exited, sweep, wait_gone
 from backend.local.warm import ZygotePool
 from backend.models import (
     DEFAULT_RUNTIME,
@@ -48,6 +48,7 @@ from backend.models import (
     ManifestError,
     PersistentVolumeClaim,
     Pod,
+    RayJob,
     TrainingRuntime,
     TrainJob,
     VolumeSnapshot,
@@ -67,7 +68,7 @@ class Controller:
     def __init__(self, layout: Layout):
         self.layout = layout
         self.events = EventLog()
-        self.runners: dict[str, JobRunner] = {}
+        self.runners: dict[str, Runner] = {}  # TrainJobs and RayJobs by name (one namespace)
         self.runtimes: dict[tuple[str, str], TrainingRuntime] = {}
         self.claims: dict[str, PersistentVolumeClaim] = {}
         self.snapshot_specs: dict[str, VolumeSnapshot] = {}
@@ -110,20 +111,7 @@ class Controller:
         if not pids:
             return
         log.warning("killed %d process(es) left by a previous controller: %s", len(pids), pids)
-        fds = []
-        for pid in pids:
-            try:
-                fds.append(os.pidfd_open(pid))
-            except OSError:
-                pass
-        deadline = time.monotonic() + 10
-        while fds and time.monotonic() < deadline:
-            ready, _, _ = select.select(fds, [], [], deadline - time.monotonic())
-            for fd in ready:
-                os.close(fd)
-                fds.remove(fd)
-        for fd in fds:
-            os.close(fd)
+        wait_gone(pids, 10)
         left = list(marked_processes(marker))
         if left:
             log.error("processes of this state root still alive after SIGKILL: %s", left)
@@ -145,16 +133,22 @@ class Controller:
                     self.claims[resource.metadata.name] = resource
                 elif isinstance(resource, VolumeSnapshot):
                     self.snapshot_specs[resource.metadata.name] = resource
-                elif isinstance(resource, TrainJob):
+                elif isinstance(resource, (TrainJob, RayJob)):
                     jobs.append(resource)
         for job in jobs:
             try:
                 self.runners[job.metadata.name] = self._runner_from_status(job)
             except ClusterError as exc:
-                log.error("TrainJob %s not recovered: %s", job.metadata.name, exc)
+                log.error("%s %s not recovered: %s", job.kind, job.metadata.name, exc)
 
-    def _runner_from_status(self, job: TrainJob) -> JobRunner:
+    def _runner_from_status(self, job: TrainJob | RayJob) -> Runner:
         path = self.layout.job_status_file(job.metadata.name)
+        if isinstance(job, RayJob):
+            try:
+                data = json.loads(path.read_text())
+                return rayjobs.runner_from_status(self, job, data)
+            except (OSError, ValueError, KeyError, TypeError):
+                return rayjobs.runner_from_status(self, job, None)
         try:
             data = json.loads(path.read_text())
             summary = JobSummary.model_validate(data["summary"])
@@ -199,7 +193,7 @@ class Controller:
         if stored == wanted:
             return f"{kind.lower()}/{name} unchanged"
         verb = "configured" if stored is not None else "created"
-        if isinstance(resource, TrainJob):
+        if isinstance(resource, (TrainJob, RayJob)):
             return self._apply_job(resource, stored)
         if isinstance(resource, TrainingRuntime):
             self._write_resource(resource)
@@ -216,28 +210,35 @@ class Controller:
             self._snapshot(resource)
         return f"{kind.lower()}/{name} {verb}"
 
-    def _apply_job(self, job: TrainJob, stored: dict | None) -> str:
-        name = job.metadata.name
+    def _apply_job(self, job: TrainJob | RayJob, stored: dict | None) -> str:
+        name, kind = job.metadata.name, job.kind
         if stored is not None:
-            raise InvalidResource(f"TrainJob {name} already exists with a different spec (a TrainJob's "
-                                  f"spec is immutable); delete it first: kfcockpit delete trainjob {name}")
-        ref = job.spec.runtime_ref
-        runtime = self.runtimes.get((ref.kind, ref.name))
-        if runtime is None:
-            raise InvalidResource(f"TrainJob {name}: {ref.kind} {ref.name!r} not found; apply it first "
-                                  "(kfcockpit apply -f manifests/runtime.yaml)")
+            raise InvalidResource(f"{kind} {name} already exists with a different spec (a {kind}'s "
+                                  f"spec is immutable); delete it first: kfcockpit delete {kind.lower()} {name}")
+        other = self.runners.get(name)
+        if other is not None:
+            raise InvalidResource(f"{kind} {name}: a {other.kind} of that name exists (TrainJobs and RayJobs "
+                                  f"share names here); delete it first (kfcockpit delete {other.kind.lower()} "
+                                  f"{name}) or choose another name")
+        if isinstance(job, RayJob):
+            runner = rayjobs.new_runner(self, job)
+        else:
+            ref = job.spec.runtime_ref
+            runtime = self.runtimes.get((ref.kind, ref.name))
+            if runtime is None:
+                raise InvalidResource(f"TrainJob {name}: {ref.kind} {ref.name!r} not found; apply it first "
+                                      "(kfcockpit apply -f manifests/runtime.yaml)")
+            runner = self._new_runner(job, podspec.plan_job(job, runtime))
         for claim, _mount in job.volume_mounts():
             if claim not in self.claims:
-                raise InvalidResource(f"TrainJob {name}: PersistentVolumeClaim {claim!r} not found; apply it "
+                raise InvalidResource(f"{kind} {name}: PersistentVolumeClaim {claim!r} not found; apply it "
                                       "first (kfcockpit apply -f manifests/volume.yaml)")
-        plan = podspec.plan_job(job, runtime)
-        runner = self._new_runner(job, plan)
-        runner.persist()  # status first: a TrainJob on disk always has one to recover from
+        runner.persist()  # status first: a job on disk always has one to recover from
         self._write_resource(job)
         self.runners[name] = runner
         self.events.publish("jobs", "ADDED", runner.summary.model_dump(mode="json"), name)
         runner.start()
-        return f"trainjob/{name} created"
+        return f"{kind.lower()}/{name} created"
 
     def _snapshot(self, spec: VolumeSnapshot) -> dict:
         name, claim = spec.metadata.name, spec.spec.source.persistent_volume_claim_name
@@ -253,17 +254,18 @@ class Controller:
         if kind == "Pod":
             self.kill_pod(name)
             return
-        if kind == "TrainJob":
+        if kind in ("TrainJob", "RayJob"):
             runner = self.runners.get(name)
-            if runner is None:
-                raise NotFound(f"trainjob {name!r} not found")
+            if runner is None or runner.kind != kind:
+                also = f" (it is a {runner.kind}: kfcockpit delete {runner.kind.lower()} {name})" if runner else ""
+                raise NotFound(f"{kind.lower()} {name!r} not found{also}")
             await runner.stop()
             runner.cancel_timers()
             for pod in runner.pods():
                 self.events.publish("pods", "DELETED", pod.model_dump(mode="json"), name)
             self.runners.pop(name, None)  # a second delete may have raced this one
             self.events.publish("jobs", "DELETED", runner.summary.model_dump(mode="json"), name)
-            self.layout.resource_file("TrainJob", name).unlink(missing_ok=True)
+            self.layout.resource_file(kind, name).unlink(missing_ok=True)
             self.layout.job_status_file(name).unlink(missing_ok=True)
             shutil.rmtree(self.layout.logs / name, ignore_errors=True)
             return
@@ -274,7 +276,7 @@ class Controller:
             users = [r.name for r in self.runners.values()
                      if not r.summary.phase.finished and name in r.summary.volumes]
             if users:
-                raise InvalidResource(f"volume {name!r} is in use by running TrainJob(s) {', '.join(users)}; "
+                raise InvalidResource(f"volume {name!r} is in use by running job(s) {', '.join(users)}; "
                                       "delete those first")
             self.layout.resource_file(kind, name).unlink(missing_ok=True)
             shutil.rmtree(self.layout.volume_dir(name), ignore_errors=True)

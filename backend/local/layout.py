@@ -5,6 +5,7 @@
       start.lock        flock clients take while they start a controller
       controller.sock   the controller's API (list, watch, logs, apply...)
       controller.log    the controller's own output
+      stopped           present after `kfcockpit cluster down`: nothing starts a controller by itself
       resources/<Kind>/<name>.yaml   desired state, as applied
       status/<job>.json              observed state of a TrainJob and its pods
       logs/<job>/<pod>.log           every line a pod printed: "<epoch seconds> <text>"
@@ -32,6 +33,7 @@ class Layout:
         self.start_lock = self.root / "start.lock"
         self.socket = self.root / "controller.sock"
         self.controller_log = self.root / "controller.log"
+        self.stopped = self.root / "stopped"
         self.resources = self.root / "resources"
         self.status = self.root / "status"
         self.logs = self.root / "logs"

@@ -27,12 +27,16 @@ class PodLog:
     """The open log of one pod. `closed` resolves when its pipe reached end of file."""
 
     def __init__(self, path: Path, pod: str, rank: int,
-                 on_lines: Callable[["PodLog", int, list[tuple[float, str]]], None]):
+                 on_lines: Callable[["PodLog", int, list[tuple[float, str]]], None],
+                 router: Callable[[list[bytes]], None] | None = None):
+        """`router`: what gets the lines read from the pipe, instead of this log (a Ray driver's
+        output holds its workers' lines: the router hands each to its pod's log's `write`)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path, self.pod, self.rank = path, pod, rank
         self._file = open(path, "ab", buffering=0)
         self.size = self._file.tell()
         self._on_lines = on_lines
+        self._deliver = router or self.write
         self._partial = b""
         self._fd: int | None = None
         self._rearm: asyncio.TimerHandle | None = None
@@ -46,7 +50,7 @@ class PodLog:
 
     def note(self, text: str) -> None:
         """A line from the platform itself (e.g. why a pod could not start)."""
-        self._append([text.encode()])
+        self.write([text.encode()])
 
     def _readable(self) -> None:
         try:
@@ -61,7 +65,7 @@ class PodLog:
         data = self._partial + data
         *lines, self._partial = data.split(b"\n")
         if lines:
-            self._append(lines)
+            self._deliver(lines)
         loop = asyncio.get_running_loop()
         loop.remove_reader(self._fd)
         self._rearm = loop.call_later(READ_INTERVAL, self._watch_again)
@@ -71,7 +75,10 @@ class PodLog:
         if self._fd is not None:
             asyncio.get_running_loop().add_reader(self._fd, self._readable)
 
-    def _append(self, raw_lines: list[bytes]) -> None:
+    def write(self, raw_lines: list[bytes]) -> None:
+        """Append whole lines (without their newline), stamped with the time now."""
+        if self._file.closed:
+            return  # the pod's log is closed: nothing more belongs to it
         now = time.time()
         texts = [line.decode(errors="replace").rstrip("\r") for line in raw_lines]
         stamp = f"{now:.6f} ".encode()
@@ -95,7 +102,7 @@ class PodLog:
             self._fd = None
         if self._partial:
             partial, self._partial = self._partial, b""
-            self._append([partial])
+            self._deliver([partial])
         if not self._file.closed:
             self._file.close()
         if not self.closed.done():

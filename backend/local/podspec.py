@@ -116,8 +116,22 @@ def plan_job(job: TrainJob, runtime: TrainingRuntime) -> JobPlan:
 
 def pod_name(job: str, rank: int, suffix: str | None = None) -> str:
     """`<job>-node-0-<index>-<5 random chars>`, as JobSet names the pods of replicated job `node`."""
-    suffix = suffix or "".join(secrets.choice(_POD_SUFFIX) for _ in range(5))
-    return f"{job}-node-0-{rank}-{suffix}"
+    return f"{job}-node-0-{rank}-{suffix or random_suffix()}"
+
+
+def random_suffix() -> str:
+    """The 5 random characters that end a pod's name, new for every pod."""
+    return "".join(secrets.choice(_POD_SUFFIX) for _ in range(5))
+
+
+def base_env() -> dict[str, str]:
+    """What every pod process starts from: a few host variables, this environment's `bin` first
+    on PATH, the project importable, output unbuffered (what the base image sets)."""
+    env = {k: os.environ[k] for k in _INHERITED if k in os.environ}
+    env["PATH"] = os.pathsep.join([VENV_BIN, os.environ.get("PATH", "/usr/bin:/bin")])
+    env["PYTHONPATH"] = PROJECT_ROOT
+    env["PYTHONUNBUFFERED"] = "1"  # lines reach the log as printed
+    return env
 
 
 def rewrite_mounts(value: str, mounts: dict[str, str]) -> str:
@@ -133,10 +147,7 @@ def launch_spec(plan: JobPlan, rank: int, port: int, pod: str, cluster_root: Pat
     """The process of pod `rank` of a group whose rendezvous is 127.0.0.1:`port`.
 
     `mounts` maps each mount path to the directory backing it."""
-    env = {k: os.environ[k] for k in _INHERITED if k in os.environ}
-    env["PATH"] = os.pathsep.join([VENV_BIN, os.environ.get("PATH", "/usr/bin:/bin")])
-    env["PYTHONPATH"] = PROJECT_ROOT
-    env["PYTHONUNBUFFERED"] = "1"  # what the base image sets: lines reach the log as printed
+    env = base_env()
     env.update({k: rewrite_mounts(v, mounts) for k, v in plan.env.items()})
     env.update({  # what Kubeflow Trainer's torch plugin gives every node
         "PET_NNODES": str(plan.num_nodes),

@@ -12,9 +12,12 @@ Three guarantees against orphans, from strongest to last resort:
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
+import select
 import signal
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -143,6 +146,66 @@ def sweep(required: dict[str, str], sig: int = signal.SIGKILL) -> list[int]:
         except (ProcessLookupError, PermissionError):
             pass
     return pids
+
+
+def _pidfds(pids: list[int]) -> dict[int, int]:
+    """fd -> pid of a pidfd per live process (the gone ones are left out)."""
+    fds = {}
+    for pid in pids:
+        try:
+            fds[os.pidfd_open(pid)] = pid
+        except OSError:  # already gone
+            continue
+    return fds
+
+
+def wait_gone(pids: list[int], timeout: float) -> list[int]:
+    """Block until these processes exit (a pidfd event each, no polling of /proc) or `timeout`
+    passes; returns the pids still alive."""
+    fds = _pidfds(pids)
+    try:
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        remaining = set(fds)
+        end = time.monotonic() + timeout
+        while remaining and (left := end - time.monotonic()) > 0:
+            for fd, _ in poller.poll(left * 1000):
+                remaining.discard(fd)
+                poller.unregister(fd)
+        return [fds[fd] for fd in remaining]
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+async def wait_gone_async(pids: list[int], timeout: float) -> list[int]:
+    """`wait_gone` in the event loop (no thread: the controller forks, so it stays single-threaded)."""
+    fds = _pidfds(pids)
+    if not fds:
+        return []
+    loop = asyncio.get_running_loop()
+    remaining = set(fds)
+    all_gone = loop.create_future()
+
+    def readable(fd: int) -> None:
+        loop.remove_reader(fd)
+        remaining.discard(fd)
+        if not remaining and not all_gone.done():
+            all_gone.set_result(None)
+
+    for fd in fds:
+        loop.add_reader(fd, readable, fd)
+    try:
+        await asyncio.wait_for(asyncio.shield(all_gone), timeout)
+    except asyncio.TimeoutError:
+        pass
+    finally:
+        for fd in fds:
+            if fd in remaining:
+                loop.remove_reader(fd)
+            os.close(fd)
+    return [fds[fd] for fd in remaining]
 
 
 def is_zombie_or_gone(pid: int) -> bool:

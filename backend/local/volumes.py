@@ -125,6 +125,7 @@ def find_metrics(root: Path) -> list[RunMetrics]:
                 final_loss=data["final_loss"], steps=data["steps"], world_size=data["world_size"],
                 wall_seconds=data.get("wall_seconds", 0.0), resumes=data.get("resumes", 0),
                 launcher=data.get("launcher", "torchrun"), loss_history=data.get("loss_history", []),
+                params_sha256=data.get("params_sha256", ""),
             ))
         except (KeyError, ValueError, TypeError):
             continue  # a metrics.json the cockpit did not write

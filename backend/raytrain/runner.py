@@ -15,33 +15,21 @@ gone (stragglers are killed).
 
 from __future__ import annotations
 
-import re
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator
 
 from backend.cluster import InvalidResource, NotFound
+from backend.raytrain.groups import WorkerGroups
 from backend.raytrain.leftovers import MARKER, reap_async, run_processes
 from backend.raytrain.lines import LineProcess, TimedLine, option_args, python_env
+from backend.raytrain.tempdir import prune_sessions, ray_temp_dir
 from backend.settings import Settings
 from training import metrics as metrics_file
-from training.ray_train import MAX_TEMP_DIR, REPORTS_FILE, new_run_name
+from training.ray_train import REPORTS_FILE, new_run_name
 
 EXIT_USAGE = 2
-_SESSION_PID = re.compile(r"^session_.*_(\d+)$")
-_KEEP_SESSIONS = 3
-
-
-def ray_temp_dir(settings: Settings) -> Path:
-    """Where every Ray run of this state root keeps its temp files; short enough for Ray's sockets."""
-    path = Path(settings.home).expanduser().absolute() / "ray"
-    if len(str(path)) > MAX_TEMP_DIR:
-        raise InvalidResource(
-            f"the state root {settings.home} is too long for Ray's socket paths ({len(str(path))} > "
-            f"{MAX_TEMP_DIR} characters with '/ray'); use a shorter --home or KFCOCKPIT_HOME")
-    return path
 
 
 @dataclass
@@ -79,15 +67,17 @@ class RayRun:
         self.process = process
         self.temp_dir = temp_dir
         self.workers: dict[int, Worker] = {}  # the current group, as of the lines read so far
-        self.attempt = -1  # no group started yet
+        self.groups = WorkerGroups()
 
     @classmethod
     async def start(cls, settings: Settings, spec: RaySpec) -> RayRun:
-        temp_dir = ray_temp_dir(settings)
+        temp_dir = ray_temp_dir(settings.home)
         temp_dir.mkdir(parents=True, exist_ok=True)
-        _prune_sessions(temp_dir)
+        prune_sessions(temp_dir)
+        # RAY_TMPDIR: Ray Train's lock files go there too, not to /tmp
         process = await LineProcess.start(
-            spec.argv(temp_dir), python_env(**{MARKER: spec.name}), cwd=Path(settings.home),
+            spec.argv(temp_dir), python_env(**{MARKER: spec.name, "RAY_TMPDIR": str(temp_dir)}),
+            cwd=Path(settings.home),
             log_dir=temp_dir / "drivers", name=spec.name)
         return cls(spec, process, temp_dir)
 
@@ -98,6 +88,11 @@ class RayRun:
     @property
     def run_dir(self) -> Path:
         return Path(self.spec.storage).absolute() / self.spec.name
+
+    @property
+    def attempt(self) -> int:
+        """The current group's restart attempt (-1 before any worker started)."""
+        return self.groups.attempt
 
     @property
     def started(self) -> float:
@@ -111,9 +106,7 @@ class RayRun:
 
     def _worker_started(self, line: TimedLine) -> None:
         rank, pid = int(line.fields["rank"]), int(line.fields["pid"])
-        current = self.workers.get(rank)
-        if self.attempt < 0 or (current is not None and current.attempt == self.attempt):
-            self.attempt += 1  # this rank already started in the current group: a new group
+        self.groups.started(rank, pid)
         self.workers[rank] = Worker(rank, pid, self.attempt, line.time)
 
     async def kill_worker(self, rank: int) -> int:
@@ -165,24 +158,3 @@ class RayRun:
         except OSError:
             return []
         return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def _prune_sessions(temp_dir: Path) -> None:
-    """Remove the session directories of finished runs beyond the newest few. A session is named
-    after the pid of the driver that started it; a live driver's session is never touched."""
-    import os
-
-    finished = []
-    for session in temp_dir.glob("session_*"):
-        match = _SESSION_PID.match(session.name)
-        if not match or session.is_symlink():
-            continue
-        try:
-            os.kill(int(match.group(1)), 0)
-            continue  # the driver still runs
-        except ProcessLookupError:
-            finished.append(session)
-        except PermissionError:
-            continue
-    for session in sorted(finished, key=lambda p: p.stat().st_mtime)[:-_KEEP_SESSIONS]:
-        shutil.rmtree(session, ignore_errors=True)

@@ -1,0 +1,122 @@
+"""manifests/rayjob.yaml against the RayJob fields the cockpit models, and how the embedded cluster
+plans a RayJob (no Ray started here): driver command and env, mounts, names, refusals in one line."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from backend.cluster import InvalidResource
+from backend.local import rayplan
+from backend.local.podspec import ENV_CLUSTER, ENV_POD
+from backend.local.rayjobs import split_prefix
+from backend.models import RAY_API, ManifestError, RayJob, parse_manifests, unknown_fields
+from tests.local.conftest import MANIFESTS, cli
+
+
+def _raw() -> dict:
+    return yaml.safe_load((MANIFESTS / "rayjob.yaml").read_text())
+
+
+def _job(**spec_changes) -> RayJob:
+    data = _raw()
+    data["spec"].update(spec_changes)
+    (job,) = parse_manifests(yaml.safe_dump(data))
+    return job
+
+
+def test_the_lesson_rayjob_has_the_kuberay_v1_shape():
+    (job,) = parse_manifests((MANIFESTS / "rayjob.yaml").read_text())
+    assert isinstance(job, RayJob) and job.api_version == RAY_API == "ray.io/v1"
+    assert unknown_fields(job) == []  # every field it sets is one the cockpit models
+    raw = _raw()["spec"]["rayClusterSpec"]
+    # what KubeRay's v1 types require (json tags without omitempty): rayStartParams, template,
+    # groupName, and a named container with an image in each pod template
+    groups = [raw["headGroupSpec"]] + raw["workerGroupSpecs"]
+    for group in groups:
+        assert isinstance(group["rayStartParams"], dict)
+        (container,) = group["template"]["spec"]["containers"]
+        assert container["name"] and container["image"] == "kfcockpit-base:0.1.0"
+        # Ray Train's storage must be seen from every node: head and workers mount the same claim
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in group["template"]["spec"]["volumes"]}
+        assert [(claims[n], p) for n, p in mounts.items()] == [("checkpoints", "/checkpoints")]
+    assert all(g["groupName"] and g["minReplicas"] <= g["replicas"] <= g["maxReplicas"] for g in raw["workerGroupSpecs"])
+    assert sum(g["replicas"] for g in raw["workerGroupSpecs"]) == 2
+    # the two-worker Ray Train run of the lesson, storing under the mounted volume
+    argv = rayplan.split_entrypoint(job.metadata.name, job.spec.entrypoint)
+    assert argv[:3] == ["python", "-m", "training.ray_train"]
+    assert argv[argv.index("--num-workers") + 1] == "2"
+    assert argv[argv.index("--storage") + 1].startswith("/checkpoints/")
+    assert job.volume_mounts() == [("checkpoints", "/checkpoints")]
+
+
+def test_a_rayjob_plans_a_driver_with_the_head_env_and_its_mounts_rewritten(tmp_path):
+    job = _job(entrypoint="python -m training.ray_train --num-workers 3 --max-failures=1 "
+                          "--storage /checkpoints/run --temp-dir=/checkpoints/t")
+    plan = rayplan.plan_rayjob(job)
+    assert (plan.num_workers, plan.max_failures, plan.image) == (3, 1, "kfcockpit-base:0.1.0")
+    assert plan.env == {"OMP_NUM_THREADS": "1"}  # runtimeEnvYAML env_vars
+    volume = str(tmp_path / "volumes" / "checkpoints")
+    argv, env = rayplan.driver_launch(plan, "lesson-ray-driver-abcde", tmp_path, {"/checkpoints": volume},
+                                      tmp_path / "ray")
+    assert argv[-3:] == ["--storage", f"{volume}/run", f"--temp-dir={volume}/t"]
+    assert env["RAY_TMPDIR"] == str(tmp_path / "ray")
+    assert (env["RAY_DISABLE_WORKER_LOG_PREFIX"], env["RAY_COLOR_PREFIX"], env["RAY_DEDUP_LOGS"]) == ("0", "0", "0")
+    assert (env[ENV_CLUSTER], env[ENV_POD]) == (str(tmp_path), "lesson-ray-driver-abcde")
+    assert env["OMP_NUM_THREADS"] == "1" and "RAY_ADDRESS" not in env  # its own Ray, not a cluster's
+    assert rayplan.RayPlan.from_json(plan.to_json()) == plan
+    assert re.fullmatch(r"lesson-ray-driver-[a-z0-9]{5}", rayplan.driver_pod_name("lesson-ray"))
+    assert re.fullmatch(r"lesson-ray-worker-1-[a-z0-9]{5}", rayplan.worker_pod_name("lesson-ray", 1))
+    other = rayplan.plan_rayjob(_job(entrypoint="python my_driver.py"))
+    assert (other.num_workers, other.max_failures) == (0, 0)  # not training.ray_train: workers as they come
+
+
+def test_worker_lines_are_told_apart_by_the_pid_ray_prefixes_them_with():
+    assert split_prefix(b"(RayTrainWorker pid=4242) step=3 loss=0.5 rank=1 world=2") == \
+        (4242, b"step=3 loss=0.5 rank=1 world=2")
+    assert split_prefix(b"(pid=17, ip=10.0.0.2) hello") == (17, b"hello")
+    assert split_prefix(b"(TrainController pid=9) - (ip=127.0.0.1, pid=12) world_rank=0") == \
+        (9, b"- (ip=127.0.0.1, pid=12) world_rank=0")
+    assert split_prefix(b"event=ray_started seconds=5.1") == (None, b"event=ray_started seconds=5.1")
+    assert split_prefix(b"(raylet) A worker died") == (None, b"(raylet) A worker died")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"entrypoint": "python -m training.ray_train | tee out"}, "without a shell; write it as one command (found '|')"),
+    ({"entrypoint": "python -m training.ray_train --num-workers two"}, "--num-workers 'two' is not a whole number"),
+    ({"entrypoint": "python 'unclosed"}, "entrypoint cannot be split into words"),
+    ({"rayClusterSpec": None, "clusterSelector": {"ray.io/cluster": "shared"}}, "the embedded cluster does not have"),
+])
+def test_what_the_embedded_cluster_cannot_run_is_refused_in_one_line(change, message):
+    with pytest.raises(InvalidResource, match=re.escape(message)):
+        rayplan.plan_rayjob(_job(**change))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"rayClusterSpec": None}, "spec: one of rayClusterSpec or clusterSelector is required"),
+    ({"entrypoint": "  "}, "spec.entrypoint: entrypoint is empty"),
+    ({"runtimeEnvYAML": "- a list"}, "spec.runtimeEnvYAML: runtimeEnvYAML must be a mapping"),
+])
+def test_a_malformed_rayjob_is_a_manifest_error(change, message):
+    with pytest.raises(ManifestError, match=re.escape(message)):
+        _job(**change)
+
+
+def test_the_cli_refuses_a_rayjob_it_cannot_run_in_one_line_exit_2(home, tmp_path):
+    data = _raw()
+    data["spec"]["entrypoint"] = "python -m training.ray_train && echo done"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    try:
+        result = cli(home, "apply", "-f", str(MANIFESTS / "volume.yaml"), "-f", str(bad))
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert result.stderr.strip().splitlines() == [
+            "kfcockpit: RayJob lesson-ray: the embedded cluster runs the entrypoint without a shell; "
+            "write it as one command (found '&&')"]
+        lost = cli(home, "get", "pods", "lesson-ray")
+        assert lost.returncode == 0 and "lesson-ray" not in lost.stdout  # nothing was created
+    finally:
+        cli(home, "cluster", "down")

@@ -1,0 +1,265 @@
+"""RayJobs on the embedded cluster with real Ray: manifests/rayjob.yaml applied as is, its Ray
+Train workers shown as pods, a killed worker pod making Ray restart the group from a checkpoint,
+and no Ray process left after the job, after `cluster down`, after the controller dies.
+
+Ray starts slowly on two cores, so one run (`lesson_run`, the lesson's job with a worker killed
+mid-run) serves most assertions; each of the other two tests starts one Ray more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import signal
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from backend.cluster import NotFound
+from backend.local.cluster import LocalCluster
+from backend.local.podspec import ENV_CLUSTER, ENV_POD
+from backend.local.processes import marked_processes, sweep, wait_gone_async
+from backend.models import (
+    DRIVER_RANK,
+    LABEL_RANK,
+    LABEL_RESTART_ATTEMPT,
+    JobPhase,
+    JobSummary,
+    LogLine,
+    Pod,
+    PodEvent,
+    PodPhase,
+    RunMetrics,
+    parse_manifests,
+)
+from tests.local.conftest import MANIFESTS, WAIT, wait_for_pods
+from training.logfmt import parse_line
+
+JOB = "lesson-ray"
+KILL_AT_STEP = 12  # after the checkpoint of step 10 (the job checkpoints every 5)
+
+
+def short_home() -> Path:
+    # Short on purpose: Ray's socket paths under <home>/ray must stay within 107 bytes.
+    return Path(tempfile.mkdtemp(prefix="kfr-", dir="/tmp"))
+
+
+async def stop_cluster(cluster: LocalCluster) -> None:
+    try:
+        await cluster.down()
+    finally:
+        sweep({ENV_CLUSTER: str(cluster.layout.root)})
+        shutil.rmtree(cluster.layout.home, ignore_errors=True)
+
+
+def ray_processes(cluster: LocalCluster, driver: str) -> list[int]:
+    """Live processes of a driver pod: the driver, Ray's own processes, its workers."""
+    return list(marked_processes({ENV_CLUSTER: str(cluster.layout.root), ENV_POD: driver}))
+
+
+async def apply_lesson_rayjob(cluster: LocalCluster) -> str:
+    results = []
+    for name in ("volume.yaml", "rayjob.yaml"):
+        for resource in parse_manifests((MANIFESTS / name).read_text()):
+            results.append(await cluster.apply(resource))
+    return results[-1]
+
+
+async def ray_running(cluster: LocalCluster) -> tuple[Pod, list[int]]:
+    """Apply the lesson's RayJob and wait (on the pod watch) for both its workers to run: its
+    driver pod and every process marked with it then."""
+    await apply_lesson_rayjob(cluster)
+    pods = await asyncio.wait_for(wait_for_pods(cluster, JOB, lambda pods: sum(
+        p.rank != DRIVER_RANK and p.phase == PodPhase.RUNNING for p in pods.values()) >= 2), WAIT)
+    driver = next(p for p in pods if p.rank == DRIVER_RANK)
+    running = ray_processes(cluster, driver.name)
+    assert len(running) > 5, "expected the driver, Ray's own processes and two workers"
+    return driver, running
+
+
+@dataclass
+class LessonRun:
+    cluster: LocalCluster
+    applied: str = ""
+    applied_again: str = ""
+    pod_events: list[PodEvent] = field(default_factory=list)
+    jobs: list[JobSummary] = field(default_factory=list)
+    lines: list[LogLine] = field(default_factory=list)
+    killed: Pod | None = None
+    final: JobSummary | None = None
+    final_pods: list[Pod] = field(default_factory=list)
+    metrics: list[RunMetrics] = field(default_factory=list)
+    left_running: list[int] = field(default_factory=list)
+
+    def driver(self) -> Pod:
+        return next(p for p in self.final_pods if p.rank == DRIVER_RANK)
+
+    def workers(self, attempt: int) -> dict[str, list[Pod]]:
+        """Every state each worker pod of an attempt went through, by pod name."""
+        seen: dict[str, list[Pod]] = defaultdict(list)
+        for event in self.pod_events:
+            if event.pod.rank != DRIVER_RANK and event.pod.restart_attempt == attempt:
+                seen[event.pod.name].append(event.pod)
+        return seen
+
+
+async def _lesson_run(cluster: LocalCluster) -> LessonRun:
+    run = LessonRun(cluster)
+    run.applied = await apply_lesson_rayjob(cluster)
+    run.applied_again = await apply_lesson_rayjob(cluster)
+
+    async def record_pods():
+        async for event in cluster.watch_pods(JOB):
+            run.pod_events.append(event)
+            if event.pod.rank == DRIVER_RANK and event.pod.phase.finished:
+                return
+
+    async def record_jobs():
+        async for job in cluster.watch_jobs():
+            run.jobs.append(job)
+            if job.phase.finished:
+                return
+
+    recorders = [asyncio.create_task(record_pods()), asyncio.create_task(record_jobs())]
+    try:
+        async for batch in cluster.stream_logs(JOB):  # follows the replacement pods, ends with the job
+            run.lines += batch
+            if run.killed is None and any(line.step is not None and line.step >= KILL_AT_STEP for line in batch):
+                run.killed = next(p for p in await cluster.list_pods(JOB) if p.rank == 1)
+                await cluster.kill_pod(run.killed.name)
+        run.final = await cluster.wait_job(JOB, frozenset({JobPhase.COMPLETE}), WAIT)
+        run.final_pods = await cluster.list_pods(JOB)
+        run.metrics = await cluster.read_metrics("checkpoints")
+        run.left_running = ray_processes(cluster, run.driver().name)
+        await asyncio.gather(*recorders)  # each ends once it has seen the end
+    finally:
+        for task in recorders:
+            task.cancel()
+    return run
+
+
+@pytest.fixture(scope="module")
+def lesson_run():
+    cluster = LocalCluster(short_home())
+    try:
+        yield asyncio.run(asyncio.wait_for(_lesson_run(cluster), WAIT))
+    finally:
+        asyncio.run(stop_cluster(cluster))
+
+
+def test_the_lesson_rayjob_applies_as_is_and_completes(lesson_run):
+    assert lesson_run.applied == "rayjob/lesson-ray created"
+    assert lesson_run.applied_again == "rayjob/lesson-ray unchanged"
+    final = lesson_run.final
+    assert final.phase == JobPhase.COMPLETE and final.launcher == "ray"
+    assert (final.num_nodes, final.restart_attempt, final.max_restarts) == (2, 1, 3)
+    assert final.volumes == ["checkpoints"]
+    assert [c.type for c in final.conditions] == ["Created", "Complete"]
+    (metrics,) = lesson_run.metrics
+    assert re.fullmatch(r"lesson-ray/ray-[0-9-]+-[0-9a-f]{4}", metrics.run)
+    assert (metrics.launcher, metrics.steps, metrics.world_size, metrics.resumes) == ("ray", 100, 2, 1)
+
+
+def test_two_worker_pods_run_beside_the_driver_with_identical_losses(lesson_run):
+    first = lesson_run.workers(attempt=0)
+    assert len(first) == 2
+    for name, states in first.items():
+        rank = states[0].rank
+        assert re.fullmatch(rf"lesson-ray-worker-{rank}-[a-z0-9]{{5}}", name)
+        assert states[0].labels[LABEL_RANK] == str(rank) and states[0].labels[LABEL_RESTART_ATTEMPT] == "0"
+        assert PodPhase.RUNNING in {s.phase for s in states}
+    driver = lesson_run.driver()
+    assert re.fullmatch(r"lesson-ray-driver-[a-z0-9]{5}", driver.name)
+    assert driver.labels[LABEL_RANK] == "driver" and driver.phase == PodPhase.SUCCEEDED and driver.exit_code == 0
+
+    losses: dict[int, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for line in lesson_run.lines:
+        fields = parse_line(line.text)
+        if "rank" in fields and "world" in fields:  # a worker's logfmt line: it sits in its pod
+            assert line.rank == int(fields["rank"]) and line.pod.startswith(f"lesson-ray-worker-{line.rank}-"), line
+        if line.pod == driver.name:
+            assert line.rank == DRIVER_RANK and line.step is None, line
+        if line.step is not None:
+            losses[line.step][line.rank].add(fields["loss"])
+    assert sorted(losses) == list(range(1, 101))
+    for step, by_rank in losses.items():
+        assert set(by_rank) == {0, 1}, step
+        # all-reduced: both ranks print the same loss; steps redone after the restart print it again
+        assert len(by_rank[0]) == 1 and by_rank[0] == by_rank[1], (step, by_rank)
+    assert all(p.last_loss == lesson_run.final_pods[1].last_loss for p in lesson_run.final_pods[1:])
+
+
+def test_a_killed_worker_pod_makes_ray_restart_the_group_from_a_checkpoint(lesson_run):
+    killed = lesson_run.killed
+    assert killed is not None and killed.restart_attempt == 0 and killed.rank == 1
+    first = lesson_run.workers(attempt=0)
+    ends = {name: states[-1] for name, states in first.items()}
+    assert (ends[killed.name].phase, ends[killed.name].reason, ends[killed.name].exit_code) == \
+        (PodPhase.FAILED, "Killed", 137)
+    (peer,) = [p for name, p in ends.items() if name != killed.name]
+    assert (peer.phase, peer.reason) == (PodPhase.FAILED, "Terminated")  # Ray tore its group down
+    deleted = {e.pod.name for e in lesson_run.pod_events if e.type.value == "DELETED"}
+    assert set(first) <= deleted  # replaced, as a TrainJob's group is
+
+    second = lesson_run.workers(attempt=1)
+    assert sorted(states[0].rank for states in second.values()) == [0, 1]
+    assert not set(second) & set(first)
+    final_workers = [p for p in lesson_run.final_pods if p.rank != DRIVER_RANK]
+    assert sorted(p.name for p in final_workers) == sorted(second)
+    assert all(p.phase == PodPhase.SUCCEEDED and p.last_step == 100 for p in final_workers)
+    assert lesson_run.driver().restart_attempt == 1  # the driver drives the current group
+
+    phases = [(j.phase, j.restart_attempt) for j in lesson_run.jobs if j.name == JOB]
+    assert (JobPhase.RESTARTING, 0) in phases and (JobPhase.RUNNING, 1) in phases
+    assert phases.index((JobPhase.RESTARTING, 0)) < phases.index((JobPhase.RUNNING, 1))
+
+    resumed = [(line.pod, int(parse_line(line.text)["from_step"])) for line in lesson_run.lines
+               if "event=resumed" in line.text]
+    assert sorted(pod for pod, _ in resumed) == sorted(second)
+    (from_step,) = {step for _, step in resumed}
+    assert from_step > 0 and from_step % 5 == 0  # a checkpoint the killed group had made
+
+
+def test_no_ray_process_is_left_after_the_job_and_its_files_stay_under_the_state_root(lesson_run):
+    assert lesson_run.left_running == []
+    home = lesson_run.cluster.layout.home
+    assert list((home / "ray").glob("session_*/logs")), "Ray's session is not under the state root"
+    started = next(parse_line(line.text) for line in lesson_run.lines if "event=ray_started" in line.text)
+    assert started["temp_dir"] == str(home / "ray") and started["node"] == "127.0.0.1"
+
+
+async def test_cluster_down_mid_run_leaves_no_ray_process_and_the_job_ends_lost():
+    cluster = LocalCluster(short_home())
+    try:
+        driver, running = await ray_running(cluster)
+        assert await cluster.down() is not None
+        assert await wait_gone_async(running, WAIT) == []
+        assert ray_processes(cluster, driver.name) == []
+        await cluster.up()  # a RayJob does not survive its driver: not run again, Failed
+        job = await cluster.get_job(JOB)
+        assert (job.phase, job.reason) == (JobPhase.FAILED, "DriverLost")
+        assert all(p.phase == PodPhase.FAILED for p in await cluster.list_pods(JOB))
+    finally:
+        await stop_cluster(cluster)
+
+
+async def test_a_dead_controller_takes_every_ray_process_with_it():
+    cluster = LocalCluster(short_home())
+    try:
+        driver, running = await ray_running(cluster)
+        os.kill(cluster.client.controller_pid(), signal.SIGKILL)
+        # the driver dies with it (PR_SET_PDEATHSIG: SIGTERM, Ray shut down), Ray's processes with it
+        assert await wait_gone_async(running, WAIT) == []
+        with pytest.raises(NotFound):
+            await cluster.delete("TrainJob", JOB)  # a new controller answers: the name is a RayJob's
+        job = await cluster.get_job(JOB)
+        assert (job.phase, job.reason) == (JobPhase.FAILED, "DriverLost")
+        await cluster.delete("RayJob", JOB)
+        assert await cluster.list_jobs() == []
+    finally:
+        await stop_cluster(cluster)
