@@ -1,10 +1,11 @@
-"""The same training loop launched both ways, measured in one invocation: as the Trainer runs a job
-(torchrun, the group relaunched when a worker dies) and under Ray Train (TorchTrainer on a local Ray
-started for the run). Each run SIGKILLs one worker mid-run and resumes from its last checkpoint.
+"""The same training loop launched both ways, measured in one invocation through the Cluster protocol
+on an embedded cluster: as a TrainJob (the group recreated by the failure policy when a worker pod
+dies) and as a RayJob (TorchTrainer on a private Ray; Ray restarts the group). Each run has one
+worker pod killed mid-run and resumes from its last checkpoint.
 
 Prints the comparison table (the figures `kfcockpit compare` saves for lesson step 10), then Ray's
 figures as ratios of the Trainer side's, measured in this same invocation. A throwaway state root
-is used, so nothing is saved in your workspace.
+is used (its cluster stopped at the end), so nothing is saved in your workspace.
 
     .venv/bin/python bench/ray_vs_trainer.py [--steps 40] [--kill-at 12] [--step-delay 0.1]
 """
@@ -22,6 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from backend.compare import ComparisonPlan, run_comparison  # noqa: E402
+from backend.local.cluster import LocalCluster  # noqa: E402
 from backend.settings import Settings  # noqa: E402
 from tui.cli.common import print_table  # noqa: E402
 
@@ -36,8 +38,15 @@ def main() -> None:
     plan = ComparisonPlan(workers=a.workers, steps=a.steps, kill_at_step=a.kill_at, step_delay=a.step_delay)
 
     home = Path(tempfile.mkdtemp(prefix="kfb-", dir="/tmp"))  # short: Ray's socket paths
+
+    async def measure():
+        try:
+            return await run_comparison(Settings(home=home), plan, progress=print)
+        finally:
+            await LocalCluster(home).down()  # the controller would outlive the bench otherwise
+
     try:
-        comparison = asyncio.run(run_comparison(Settings(home=home), plan, progress=print))
+        comparison = asyncio.run(measure())
     finally:
         shutil.rmtree(home, ignore_errors=True)
     rows = comparison.rows()

@@ -4,26 +4,27 @@
     latest_comparison(settings)                     # the newest saved one (None if never run)
     comparison.rows() / comparison.as_note()        # the table, the note's text
 
-Each side makes one run of the plan (same model, data and steps), SIGKILLs one worker at the same
-step and measures launch to first step, recovery, steps lost, final loss and wall time. Importing
-this package loads neither torch nor ray.
+Both sides run on the embedded cluster through the Cluster protocol (`connect(settings)`): a
+TrainJob and a RayJob made from the lesson's manifests, on a volume of the comparison's own
+(`cmp-<time>`). Each makes one run of the plan (same model, data and steps); the same observer
+follows its merged logs, kills one worker pod at the same step (`kill_pod`) and measures launch to
+first step, recovery, steps lost, final loss and wall time. The newest comparison's jobs and
+volume stay on the cluster for a look (`kfcockpit logs cmp-...-ray`); older ones are deleted.
+Importing this package loads neither torch nor ray.
 """
 
 from __future__ import annotations
 
-import shutil
 import time
 from typing import Callable
 
-from backend.cluster import InvalidResource
+from backend.cluster import Cluster, InvalidResource, NotFound
 from backend.compare.figures import Comparison, ComparisonPlan, Measurement
 from backend.compare.store import latest_comparison, save_comparison
 from backend.settings import Settings
 
 __all__ = ["Comparison", "ComparisonPlan", "Measurement", "latest_comparison", "run_comparison",
            "save_comparison", "check_plan"]
-
-_KEEP_WORKDIRS = 1  # the run files of the newest comparison stay for a look; older ones go
 
 
 def check_plan(plan: ComparisonPlan) -> None:
@@ -43,24 +44,48 @@ def check_plan(plan: ComparisonPlan) -> None:
 async def run_comparison(settings: Settings, plan: ComparisonPlan | None = None,
                          progress: Callable[[str], None] = lambda text: None) -> Comparison:
     """Measure both sides one after the other (they share the machine's cores), save, return."""
+    from backend.compare import resources
     from backend.compare.ray_side import measure_ray
     from backend.compare.trainer_side import measure_trainer
+    from backend.connect import connect
+    from backend.raytrain.tempdir import ray_temp_dir
 
     plan = plan or ComparisonPlan()
     check_plan(plan)
     if settings.backend != "local":
         raise InvalidResource("kfcockpit compare measures on the embedded local cluster "
                               "(--backend local); a Ray side on Kubernetes would need KubeRay")
-    root = settings.home / "compare"
-    workdir = root / time.strftime("run-%Y%m%d-%H%M%S")
-    workdir.mkdir(parents=True, exist_ok=True)
-    progress(f"Trainer side: torchrun, {plan.workers} workers, {plan.steps} steps, "
+    ray_temp_dir(settings.home)  # a state root too long for Ray: said now, before the Trainer side runs
+    cluster = connect(settings)
+    volume = time.strftime("cmp-%Y%m%d-%H%M%S")
+    for resource in (resources.runtime(), resources.volume(volume)):
+        await cluster.apply(resource)
+    progress(f"Trainer side: TrainJob {volume}-trainer, {plan.workers} workers, {plan.steps} steps, "
              f"rank {plan.kill_rank} killed at step {plan.kill_at_step}")
-    trainer = await measure_trainer(plan, workdir)
-    progress("Ray side: TorchTrainer on a local Ray, same plan (Ray's start-up takes a while)")
-    ray, _ = await measure_ray(settings, plan, workdir)
+    trainer = await measure_trainer(cluster, plan, f"{volume}-trainer", volume)
+    progress(f"Ray side: RayJob {volume}-ray, same plan (Ray's start-up takes a while)")
+    ray = await measure_ray(cluster, plan, f"{volume}-ray", volume)
     comparison = Comparison(plan=plan, sides=[trainer, ray])
     save_comparison(settings, comparison)
-    for old in sorted(root.glob("run-*"))[:-_KEEP_WORKDIRS]:
-        shutil.rmtree(old, ignore_errors=True)
+    await _delete_older(cluster, keep=volume)
     return comparison
+
+
+async def _delete_older(cluster: Cluster, keep: str) -> None:
+    """Earlier comparisons' jobs and volumes: the newest comparison's stay for a look."""
+    from backend.compare.resources import NAME
+
+    for job in await cluster.list_jobs():
+        owner = job.name.rsplit("-", 1)[0]
+        if NAME.match(owner) and owner != keep and job.phase.finished:
+            await _delete(cluster, "RayJob" if job.launcher == "ray" else "TrainJob", job.name)
+    for volume in await cluster.volumes():
+        if NAME.match(volume.name) and volume.name != keep:
+            await _delete(cluster, "PersistentVolumeClaim", volume.name)
+
+
+async def _delete(cluster: Cluster, kind: str, name: str) -> None:
+    try:
+        await cluster.delete(kind, name)
+    except (NotFound, InvalidResource):  # gone meanwhile, or (a volume) still in use
+        pass

@@ -54,8 +54,8 @@ class Measurement(BaseModel):
     final_loss: float
     wall_seconds: float  # from launch to the end of the last process
     params_sha256: str = ""
-    run_dir: str = ""  # the run's checkpoints and metrics.json
-    log_file: str = ""  # every line the run printed, time-stamped
+    job: str = ""  # the job on the cluster it ran as (kfcockpit logs <job>)
+    run_dir: str = ""  # <volume>/<run directory>: the run's checkpoints and metrics.json
 
 
 class Comparison(BaseModel):

@@ -1,23 +1,23 @@
-"""The Ray Train side of the comparison: the loop under TorchTrainer on a local Ray, one worker
-SIGKILLed mid-run, Ray's FailureConfig restarting the group from the last reported checkpoint."""
+"""The Ray Train side of the comparison: a RayJob on the embedded cluster whose entrypoint runs the
+loop under TorchTrainer on a private Ray; one worker pod (a Ray Train worker) killed mid-run, Ray
+Train's FailureConfig restarting the group from the last reported checkpoint."""
 
 from __future__ import annotations
 
-import time
 from importlib.metadata import version
-from pathlib import Path
 
+from backend.cluster import Cluster
+from backend.compare import resources
+from backend.compare.cluster_run import measure_job
 from backend.compare.figures import ComparisonPlan, Measurement
-from backend.compare.observer import ObservationError, RunObserver
-from backend.raytrain.runner import RayRun, RaySpec
-from backend.settings import Settings
 
 TITLE = "Ray Train (TorchTrainer)"
-SHORT = {"launch_model": "Python: fit()", "recovery_model": "FailureConfig restart",
+SHORT = {"launch_model": "Python fit() in RayJob", "recovery_model": "FailureConfig restart",
          "owner": "ML team (Python)"}
 DETAIL = {
     "launch_detail": "the training script itself calls TorchTrainer(...).fit() with a "
-                     "ScalingConfig; Ray starts the worker actors on the Ray cluster",
+                     "ScalingConfig; a RayJob only names that script and the Ray cluster to run it "
+                     "on, and Ray starts the worker actors",
     "recovery_detail": "Ray Train's controller sees the dead worker, restarts the worker group "
                        "(FailureConfig max_failures) and hands it the last checkpoint reported "
                        "through ray.train.report",
@@ -26,26 +26,9 @@ DETAIL = {
 }
 
 
-async def measure_ray(settings: Settings, plan: ComparisonPlan, workdir: Path) -> tuple[Measurement, RayRun]:
-    """The measurement, and the finished run (its reports and files, for whoever wants more)."""
-    spec = RaySpec(storage=workdir / "ray", num_workers=plan.workers, max_failures=2,
-                   train=plan.train_options())
-    run = await RayRun.start(settings, spec)
-    observer = RunObserver(plan, run.started)
-    try:
-        async for line in run.lines():
-            if observer.see(line) is not None:
-                await run.kill_worker(plan.kill_rank)
-                observer.killed(time.time())
-    except BaseException:  # an error or Ctrl-C while measuring: no Ray left running
-        await run.stop()
-        raise
-    code = await run.wait()
-    ended = time.time()
-    if code != 0:
-        raise ObservationError(f"the Ray run {run.name} failed (exit {code}; see {run.process.stderr_path})")
-    measurement = Measurement(
-        side="ray", title=TITLE, measured_with=f"Ray {version('ray')} on 127.0.0.1", **SHORT, **DETAIL,
-        workers=plan.workers, steps=plan.steps, run_dir=str(run.run_dir),
-        log_file=str(run.process.stdout_log), **observer.figures(ended, run.metrics()))
-    return measurement, run
+async def measure_ray(cluster: Cluster, plan: ComparisonPlan, name: str, volume: str) -> Measurement:
+    job, run = resources.ray_job(name, plan, volume)
+    figures = await measure_job(cluster, plan, job, volume, run)
+    return Measurement(side="ray", title=TITLE, measured_with=f"RayJob, Ray {version('ray')}", **SHORT,
+                       **DETAIL, workers=plan.workers, steps=plan.steps, job=name,
+                       run_dir=f"{volume}/{run}", **figures)

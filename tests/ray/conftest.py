@@ -1,5 +1,6 @@
 """Real Ray, started once per test session: Ray's start-up is slow on two cores, so one measured
-comparison (a torchrun run and a Ray run, each with a worker SIGKILLed) serves many assertions."""
+comparison (a TrainJob and a RayJob on the embedded cluster, each with a worker pod killed) serves
+many assertions."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from pathlib import Path
 import pytest
 
 from backend.compare import Comparison, ComparisonPlan, run_comparison
-from backend.raytrain.lines import TimedLine, read_log
+from backend.local.cluster import LocalCluster
+from backend.local.podspec import ENV_CLUSTER
+from backend.local.processes import sweep
+from backend.models import LogLine
 from backend.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,8 +32,8 @@ PLAN = ComparisonPlan(workers=2, steps=40, ckpt_every=5, kill_at_step=12, kill_r
 class Measured:
     settings: Settings
     comparison: Comparison
-    ray_lines: list[TimedLine]
-    trainer_lines: list[TimedLine]
+    ray_lines: list[LogLine]  # every line of the job, as the Cluster protocol streams them
+    trainer_lines: list[LogLine]
 
     @property
     def ray(self):
@@ -45,15 +49,31 @@ def state_root():
     # Short on purpose: Ray's socket paths under <home>/ray must stay within 107 bytes.
     root = Path(tempfile.mkdtemp(prefix="kfr-", dir="/tmp"))
     yield root
-    shutil.rmtree(root, ignore_errors=True)
+    cluster = LocalCluster(root)
+    try:
+        asyncio.run(cluster.down())
+    finally:
+        sweep({ENV_CLUSTER: str(cluster.layout.root)})
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def job_lines(settings: Settings, job: str) -> list[LogLine]:
+    lines: list[LogLine] = []
+    async for batch in LocalCluster(settings.home).stream_logs(job, follow=False):
+        lines += batch
+    return lines
 
 
 @pytest.fixture(scope="session")
 def measured(state_root: Path) -> Measured:
     settings = Settings(home=state_root)
-    comparison = asyncio.run(run_comparison(settings, PLAN))
-    return Measured(settings, comparison, read_log(Path(comparison.side("ray").log_file)),
-                    read_log(Path(comparison.side("trainer").log_file)))
+
+    async def measure() -> Measured:
+        comparison = await run_comparison(settings, PLAN)
+        return Measured(settings, comparison, await job_lines(settings, comparison.side("ray").job),
+                        await job_lines(settings, comparison.side("trainer").job))
+
+    return asyncio.run(measure())
 
 
 def run_cli(*args: str, home: Path | None = None, module: str | None = None,

@@ -1,12 +1,16 @@
-"""`kfcockpit compare`: the table and the step-10 note hold the numbers measured in this test run."""
+"""`kfcockpit compare`: the table and the step-10 note hold the numbers measured in this test run,
+through the Cluster protocol (a TrainJob and a RayJob on the embedded cluster)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from backend.compare import latest_comparison
 from backend.compare.store import comparisons_dir
-from tests.ray.conftest import run_cli
+from backend.local.cluster import LocalCluster
+from backend.models import JobPhase
+from tests.ray.conftest import PLAN, run_cli
 
 
 def test_the_saved_comparison_is_the_measured_one(measured):
@@ -31,9 +35,28 @@ def test_compare_last_prints_the_measured_numbers_in_a_table(measured):
                           ("steps lost", lambda m: f"{m.steps_lost} (")):
         row = table[label]
         assert row.index(figure(trainer)) < row.rindex(figure(ray)), (label, row)
-    assert "declared TrainJob" in table["launch model"] and "Python: fit()" in table["launch model"]
+    assert "declared TrainJob" in table["launch model"] and "Python fit() in RayJob" in table["launch model"]
     assert "platform team" in table["job definition owner"] and "ML team" in table["job definition owner"]
     assert max(len(line) for line in lines[: len(table) + 1]) <= 80  # an 80x24 terminal
+
+
+def test_both_sides_ran_as_jobs_on_the_embedded_cluster(measured):
+    cluster = LocalCluster(measured.settings.home)
+
+    async def look():
+        jobs = {m.side: await cluster.get_job(m.job) for m in measured.comparison.sides}
+        volume = measured.trainer.run_dir.split("/")[0]
+        return jobs, {m.run: m for m in await cluster.read_metrics(volume)}, await cluster.volumes()
+
+    jobs, metrics, volumes = asyncio.run(look())
+    assert (jobs["trainer"].launcher, jobs["ray"].launcher) == ("torchrun", "ray")
+    for side, job in jobs.items():
+        m = measured.comparison.side(side)
+        assert (job.phase, job.restart_attempt, job.num_nodes) == (JobPhase.COMPLETE, 1, PLAN.workers), side
+        run = metrics[m.run_dir.split("/", 1)[1]]
+        assert (run.final_loss, run.params_sha256, run.resumes) == (m.final_loss, m.params_sha256, 1), side
+        assert m.wall_seconds >= job.finished - job.created > 0  # launch (before apply) to the job's end
+    assert [v.name for v in volumes if v.name.startswith("cmp-")] == [measured.trainer.run_dir.split("/")[0]]
 
 
 def test_compare_json_and_note_carry_the_same_figures(measured):

@@ -1,5 +1,6 @@
-"""The Ray Train variant in real Ray: reports from every worker, a killed worker resumed from a
-checkpoint, the same result as torchrun, nothing left running."""
+"""The Ray Train variant in real Ray, run as a RayJob on the embedded cluster: reports from every
+worker, a killed worker pod resumed from a checkpoint, the same result as the TrainJob, nothing
+left running."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from backend.raytrain.leftovers import run_processes
-from backend.raytrain.runner import ray_temp_dir
+from backend.local.layout import Layout
+from backend.local.podspec import ENV_CLUSTER, ENV_POD
+from backend.local.processes import marked_processes
+from backend.models import DRIVER_RANK
+from backend.raytrain.tempdir import ray_temp_dir
 from tests.ray.conftest import PLAN
 from training import checkpoint_format as fmt
 from training import metrics as metrics_file
+from training.logfmt import parse_line
 from training.ray_train import REPORTS_FILE
 
 
@@ -22,12 +27,25 @@ def _losses_by_step(lines) -> dict[int, dict[str, set[str]]]:
     by_step: dict[int, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for line in lines:
         if line.step is not None:
-            by_step[line.step][line.fields["rank"]].add(line.fields["loss"])
+            fields = parse_line(line.text)
+            assert fields["rank"] == str(line.rank), line  # each line sits in its worker's pod
+            by_step[line.step][fields["rank"]].add(fields["loss"])
     return by_step
 
 
+def _events(lines, event: str) -> list[dict[str, str]]:
+    return [fields for line in lines if f"event={event}" in line.text
+            for fields in [parse_line(line.text)] if fields.get("event") == event]
+
+
+def run_path(measured, m) -> Path:
+    """Where a side's run directory (<volume>/<run>) is on the embedded cluster's disk."""
+    volume, run = m.run_dir.split("/", 1)
+    return Layout(measured.settings.home).volume_dir(volume) / run
+
+
 def _reports(measured) -> list[dict]:
-    text = (Path(measured.ray.run_dir) / REPORTS_FILE).read_text()
+    text = (run_path(measured, measured.ray) / REPORTS_FILE).read_text()
     return [json.loads(line) for line in text.splitlines()]
 
 
@@ -47,8 +65,7 @@ def test_two_ray_workers_report_metrics_for_every_epoch_with_identical_losses(me
     with_checkpoint = {r["metrics"][0]["step"]: r["checkpoint"] for r in rounds if r["checkpoint"]}
     assert sorted(with_checkpoint) == list(range(PLAN.ckpt_every, PLAN.steps + 1, PLAN.ckpt_every))
     # and the workers' own log says so too, in logfmt
-    reported_lines = [line for line in measured.ray_lines if line.event == "reported"]
-    assert {line.fields["rank"] for line in reported_lines} == {"0", "1"}
+    assert {fields["rank"] for fields in _events(measured.ray_lines, "reported")} == {"0", "1"}
 
 
 def test_every_step_line_has_the_same_loss_on_both_ray_workers(measured):
@@ -61,13 +78,13 @@ def test_every_step_line_has_the_same_loss_on_both_ray_workers(measured):
 
 
 def test_a_killed_ray_worker_resumes_from_the_checkpoint_not_from_zero(measured):
-    starts = [line.fields for line in measured.ray_lines if line.event == "start"]
+    starts = _events(measured.ray_lines, "start")
     assert len(starts) == 4 and {s["rank"] for s in starts} == {"0", "1"}
     first_group, second_group = starts[:2], starts[2:]
     assert {s["rank"] for s in first_group} == {s["rank"] for s in second_group} == {"0", "1"}
     assert not {s["pid"] for s in first_group} & {s["pid"] for s in second_group}
 
-    resumed = [line.fields for line in measured.ray_lines if line.event == "resumed"]
+    resumed = _events(measured.ray_lines, "resumed")
     assert sorted(r["rank"] for r in resumed) == ["0", "1"]
     from_steps = {int(r["from_step"]) for r in resumed}
     assert len(from_steps) == 1
@@ -79,7 +96,7 @@ def test_a_killed_ray_worker_resumes_from_the_checkpoint_not_from_zero(measured)
 
     errors = [r for r in _reports(measured) if "errors" in r]
     assert errors, "Ray's controller recorded no worker failure"
-    final = metrics_file.read(Path(measured.ray.run_dir))
+    final = metrics_file.read(run_path(measured, measured.ray))
     assert final["launcher"] == "ray" and final["resumes"] == 1 and final["world_size"] == 2
     assert len(final["loss_history"]) == PLAN.steps
 
@@ -89,7 +106,7 @@ def test_a_killed_ray_worker_resumes_from_the_checkpoint_not_from_zero(measured)
 
 
 def test_ray_checkpoints_are_cockpit_checkpoint_files(measured):
-    run_dir = Path(measured.ray.run_dir)
+    run_dir = run_path(measured, measured.ray)
     files = sorted(run_dir.glob("ckpt-step-*/ckpt-step-*.pt"))
     assert files, f"no checkpoint files under {run_dir}"
     for path in files:
@@ -110,10 +127,11 @@ def test_the_same_loop_both_ways_ends_with_the_same_parameters(measured):
 
 
 def test_no_ray_process_is_left_behind_and_temp_files_stay_under_the_state_root(measured):
-    ray = measured.ray
-    run_name = Path(ray.run_dir).name
-    assert run_processes(run_name) == []
-    temp = ray_temp_dir(measured.settings)
+    driver = {line.pod for line in measured.ray_lines if line.rank == DRIVER_RANK}
+    assert len(driver) == 1
+    root = Layout(measured.settings.home).root
+    assert list(marked_processes({ENV_CLUSTER: str(root), ENV_POD: driver.pop()})) == []
+    temp = ray_temp_dir(measured.settings.home)
     mine = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
@@ -124,9 +142,9 @@ def test_no_ray_process_is_left_behind_and_temp_files_stay_under_the_state_root(
             if str(temp).encode() in cmdline:
                 mine.append((entry.name, cmdline[:120]))
     assert mine == [], f"processes still using {temp}: {mine}"
-    sessions = list(temp.glob("session_*/logs"))
-    assert sessions, f"Ray's session is not under {temp}"
-    assert (temp / "drivers" / f"{run_name}.log").is_file()
+    assert list(temp.glob("session_*/logs")), f"Ray's session is not under {temp}"
+    (started,) = _events(measured.ray_lines, "ray_started")
+    assert started["temp_dir"] == str(temp) and started["node"] == "127.0.0.1"
 
 
 @pytest.mark.parametrize("index", [0, 1])
@@ -139,4 +157,4 @@ def test_measured_figures_are_consistent(measured, index):
     assert 0 < m.resumed_from_step <= m.last_step_before_recovery and m.restarts == 1
     assert m.resumed_from_step % PLAN.ckpt_every == 0
     assert m.steps_lost == m.last_step_before_recovery - m.resumed_from_step < 2 * PLAN.ckpt_every
-    assert Path(m.log_file).is_file() and Path(m.run_dir).is_dir()
+    assert run_path(measured, m).is_dir() and m.job.startswith(m.run_dir.split("/")[0])

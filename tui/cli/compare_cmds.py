@@ -9,14 +9,15 @@ import textwrap
 from tui.cli.common import EXIT_USAGE, add_command, add_output_option, fail, print_json, print_table
 
 DESCRIPTION = """\
-Lesson step 10, from measured runs instead of opinions. Runs the training loop twice on this
-machine with the same plan: as the Trainer runs a job (torchrun, the group relaunched when a
-worker dies) and under Ray Train (TorchTrainer on a local Ray). Each run SIGKILLs one worker
-mid-run; the table shows launch model, time to first step, recovery time, steps lost, final
-loss, wall time and who owns the job definition. The result is saved in the workspace, and the
-lesson pre-fills step 10's note from it.
+Lesson step 10, from measured runs instead of opinions. Runs the training loop twice on the
+embedded cluster with the same plan: as a TrainJob (the Trainer's way) and as a RayJob (Ray
+Train's TorchTrainer on a private Ray), both through the same cluster API. Each run has one
+worker pod killed mid-run; the table shows launch model, time to first step, recovery time,
+steps lost, final loss, wall time and who owns the job definition. The result is saved in the
+workspace, and the lesson pre-fills step 10's note from it. The jobs stay on the cluster for a
+look (kfcockpit get trainjobs; kfcockpit logs cmp-...-ray) until the next comparison.
 
-  kfcockpit compare                 measure both (about a minute), save, print the table
+  kfcockpit compare                 measure both (a minute or two), save, print the table
   kfcockpit compare --last          the last saved comparison, without running anything
   kfcockpit compare -o json         the same as JSON
   kfcockpit compare --note          the Markdown text step 10's note is pre-filled with
