@@ -276,9 +276,18 @@ class RayJobRunner(Runner):
             if self.group.get(run.pod.rank) is run and not self.summary.phase.finished:
                 self._set_phase(JobPhase.RESTARTING, "WorkerFailed",
                                 f"pod {run.pod.name} was killed (exit code {_KILLED_EXIT_CODE})")
+                self._group_failed()
         elif run.done:
             self._settle(run, PodPhase.SUCCEEDED, "Completed", 0)
+        elif self.summary.phase == JobPhase.RESTARTING or self.group.get(run.pod.rank) is not run:
+            self._settle(run, PodPhase.FAILED, "Terminated")  # Ray took its failed group down
         # else: settled by its event=done line, by the next group, or by the driver's end
+
+    def _group_failed(self) -> None:
+        """A worker of the current group failed: those already gone went down with it."""
+        for run in self.group.values():
+            if run.finished.done() and not run.done:
+                self._settle(run, PodPhase.FAILED, "Terminated")
 
     def _settle(self, run: WorkerRun, phase: PodPhase, reason: str, exit_code: int | None = None) -> None:
         if run.settled:

@@ -203,6 +203,12 @@ def test_a_killed_worker_pod_makes_ray_restart_the_group_from_a_checkpoint(lesso
         (PodPhase.FAILED, "Killed", 137)
     (peer,) = [p for name, p in ends.items() if name != killed.name]
     assert (peer.phase, peer.reason) == (PodPhase.FAILED, "Terminated")  # Ray tore its group down
+    # ... before it started the next one: both old pods ended before a new one appeared
+    order = [(e.pod.name, e.pod.phase, e.type.value) for e in lesson_run.pod_events]
+    first_new = next(i for i, e in enumerate(lesson_run.pod_events) if e.pod.restart_attempt == 1
+                     and e.pod.rank != DRIVER_RANK)
+    for name in first:
+        assert any(n == name and phase == PodPhase.FAILED for n, phase, _ in order[:first_new]), name
     deleted = {e.pod.name for e in lesson_run.pod_events if e.type.value == "DELETED"}
     assert set(first) <= deleted  # replaced, as a TrainJob's group is
 

@@ -29,6 +29,7 @@ KIND_NAMES = {
     "volumesnapshot": "VolumeSnapshot", "volumesnapshots": "VolumeSnapshot", "snapshot": "VolumeSnapshot",
     "snapshots": "VolumeSnapshot", "vs": "VolumeSnapshot",
     "trainingruntime": "TrainingRuntime", "trainingruntimes": "TrainingRuntime", "runtime": "TrainingRuntime",
+    "rayjob": "RayJob", "rayjobs": "RayJob",
 }
 GET_KINDS = ("trainjobs", "pods", "volumes")
 
@@ -75,7 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_delete)
 
     p = add_command(sub, "wait", help="wait for a TrainJob to reach a phase", description=WAIT_DESCRIPTION)
-    p.add_argument("kind", metavar="KIND", choices=("trainjob", "trainjobs", "tj"), help="trainjob")
+    p.add_argument("kind", metavar="KIND", choices=("trainjob", "trainjobs", "tj", "rayjob", "rayjobs"),
+                   help="trainjob (or rayjob)")
     p.add_argument("name", metavar="NAME")
     p.add_argument("--for", dest="phase", default="Complete", metavar="PHASE",
                    help="Complete (default), Failed, Running or Restarting; 'condition=Complete' works too")
@@ -201,7 +203,7 @@ async def cmd_logs(args: argparse.Namespace) -> int:
 async def cmd_delete(args: argparse.Namespace) -> int:
     kind = KIND_NAMES.get(args.kind.lower())
     if kind is None:
-        return fail(f"cannot delete {args.kind!r}: use pod, trainjob, pvc, volumesnapshot or trainingruntime",
+        return fail(f"cannot delete {args.kind!r}: use pod, trainjob, rayjob, pvc, volumesnapshot or trainingruntime",
                     exit_now=False)
     await cluster_from(args).delete(kind, args.name)
     print(f"{kind.lower()}/{args.name} deleted")
