@@ -54,6 +54,7 @@ from training.logfmt import parse_line
 LABEL_RAY_ROLE = "kfcockpit.io/ray-role"  # "driver" or "worker"
 # `(RayTrainWorker pid=4242) text` or `(pid=4242, ip=10.0.0.2) text`: who printed a forwarded line
 _PREFIX = re.compile(rb"^\((?:[^()]*? )?pid=(\d+)(?:, ip=[^)]*)?\) ")
+_ERROR_LINE = re.compile(rb"^[\w.-]+: error: ")
 _KILLED_EXIT_CODE = 128 + signal.SIGKILL
 
 
@@ -119,7 +120,7 @@ class RayJobRunner(Runner):
         self.by_pid: dict[int, WorkerRun] = {}  # every worker this driver started
         self.group: dict[int, WorkerRun] = {}  # rank -> worker of the current group
         self.groups = WorkerGroups()
-        self.failure = ""  # what the driver said when it gave up (event=failed)
+        self.failure = ""  # what the driver said when it gave up (event=failed, or a CLI's error line)
         self.lost = False  # recovered without a status: it ran under a controller that is gone
 
     # ------------------------------------------------------------------ the reconcile loop
@@ -200,10 +201,16 @@ class RayJobRunner(Runner):
             worker = self._worker_of(pid, text)
             target, line = (worker.log, text) if worker is not None else (self.driver.log, raw)
             batches.setdefault(target, []).append(line)
-            if worker is None and b"event=failed" in raw:
-                self.failure = parse_line(raw.decode(errors="replace")).get("reason", "")
+            if worker is None:
+                self._note_failure(raw)
         for target, lines in batches.items():
             target.write(lines)
+
+    def _note_failure(self, raw: bytes) -> None:
+        if b"event=failed" in raw:
+            self.failure = parse_line(raw.decode(errors="replace")).get("reason", "") or self.failure
+        elif _ERROR_LINE.match(raw):  # `prog: error: ...`, how a refused command line says why
+            self.failure = raw.decode(errors="replace").strip()
 
     def _worker_of(self, pid: int | None, text: bytes) -> WorkerRun | None:
         fields = parse_line(text.decode(errors="replace")) if b"=" in text else {}

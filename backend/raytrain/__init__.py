@@ -1,7 +1,8 @@
-"""The Ray Train variant, run from the backend: a local Ray per run, its lines, its workers.
+"""The Ray Train variant's plumbing, shared by the local cluster's RayJobs and a standalone run.
 
-`runner.RayRun` launches `python -m training.ray_train` with Ray's temp files under the state root,
-follows its worker group (rank -> pid, restart attempt) from the logfmt lines, kills a worker on
+`tempdir` keeps Ray's temp files of a state root under `<home>/ray/`; `groups` tells Ray Train's
+worker groups apart from their `event=start` lines. `runner.RayRun` launches
+`python -m training.ray_train` outside any cluster, follows its worker group, kills a worker on
 request and makes sure no Ray process outlives the run (`leftovers`). `lines` is the plumbing for
 any launcher whose stdout is logfmt lines. Nothing here imports ray or torch.
 """

@@ -1,19 +1,33 @@
 """manifests/rayjob.yaml against the RayJob fields the cockpit models, and how the embedded cluster
-plans a RayJob (no Ray started here): driver command and env, mounts, names, refusals in one line."""
+plans a RayJob (no Ray started here): driver command and env, mounts, names, refusals in one line,
+a driver that fails before starting Ray."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 import yaml
 
 from backend.cluster import InvalidResource
 from backend.local import rayplan
+from backend.local.cluster import LocalCluster
 from backend.local.podspec import ENV_CLUSTER, ENV_POD
 from backend.local.rayjobs import split_prefix
-from backend.models import RAY_API, ManifestError, RayJob, parse_manifests, unknown_fields
-from tests.local.conftest import MANIFESTS, cli
+from backend.models import (
+    DRIVER_RANK,
+    RAY_API,
+    JobPhase,
+    ManifestError,
+    PodPhase,
+    RayJob,
+    parse_manifests,
+    unknown_fields,
+)
+from tests.local.conftest import MANIFESTS, WAIT, cli
 
 
 def _raw() -> dict:
@@ -120,3 +134,19 @@ def test_the_cli_refuses_a_rayjob_it_cannot_run_in_one_line_exit_2(home, tmp_pat
         assert lost.returncode == 0 and "lesson-ray" not in lost.stdout  # nothing was created
     finally:
         cli(home, "cluster", "down")
+
+
+async def test_a_driver_that_refuses_its_arguments_fails_the_job_with_its_error_line():
+    home = Path(tempfile.mkdtemp(prefix="kfr-", dir="/tmp"))  # short: RayJobs need it for Ray's sockets
+    cluster = LocalCluster(home)
+    try:
+        await cluster.apply(parse_manifests((MANIFESTS / "volume.yaml").read_text())[0])
+        await cluster.apply(_job(entrypoint="python -m training.ray_train --steps 0 --storage /checkpoints/x"))
+        job = await cluster.wait_job("lesson-ray", frozenset({JobPhase.FAILED}), WAIT)
+        assert (job.phase, job.reason, job.launcher) == (JobPhase.FAILED, "AppFailed", "ray")
+        assert job.message.endswith("exited with code 2: training.ray_train: error: --steps must be at least 1, got 0")
+        (driver,) = await cluster.list_pods("lesson-ray")  # Ray never started: no worker pods
+        assert (driver.rank, driver.phase, driver.exit_code) == (DRIVER_RANK, PodPhase.FAILED, 2)
+    finally:
+        await cluster.down()
+        shutil.rmtree(home, ignore_errors=True)
