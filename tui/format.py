@@ -33,6 +33,19 @@ JOB_PHASE_STYLE: dict[str, str] = {
 RANK_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta")
 
 
+DRIVER_LABEL = "drv"  # a RayJob's driver (rank -1): it has no rank of its own
+
+
+def rank_label(rank: int) -> str:
+    """What the pods table and log prefixes show for a rank: "0", "1"… or "drv"."""
+    return DRIVER_LABEL if rank < 0 else str(rank)
+
+
+def rank_sort_key(label: str) -> int:
+    """Workers by rank, the driver after them (its row is not the one to kill by accident)."""
+    return int(label) if label.isdigit() else 1_000_000
+
+
 def rank_colour(rank: int) -> str:
     return RANK_COLOURS[rank % len(RANK_COLOURS)]
 

@@ -11,6 +11,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from tui.format import DRIVER_LABEL
+
 if TYPE_CHECKING:
     from backend.models import LogLine
 
@@ -18,13 +20,17 @@ if TYPE_CHECKING:
 _UNPRINTABLE = {c: "?" for c in range(32) if c != 9}
 
 
+def _tag(rank: int) -> str:
+    return f"r{rank}" if rank >= 0 else DRIVER_LABEL
+
+
 def rank_prefix(rank: int) -> str:
-    return f"r{rank} | "
+    return f"{_tag(rank)} | "
 
 
 def new_pod_line(pod: str, rank: int) -> str:
     """The line shown when a pod first speaks (stern's '+ pod'): a replacement group is visible."""
-    return f"r{rank} + {pod}"
+    return f"{_tag(rank)} + {pod}"
 
 
 def rank_of_display(line: str) -> int | None:

@@ -106,10 +106,15 @@ class PodsTable(DataTable):
                 pass
 
     def _order(self) -> None:
-        selected = self.selected_pod
-        self.sort("attempt", "rank", key=lambda cells: (-int(cells[0].plain), int(cells[1].plain)))
+        # A cursor on the top row stays on top (the newest group's rank 0); one the learner moved
+        # down follows its pod through the re-sort.
+        selected = self.selected_pod if self.cursor_row > 0 else None
+        self.sort("attempt", "rank",
+                  key=lambda cells: (-int(cells[0].plain), fmt.rank_sort_key(cells[1].plain)))
         if selected is not None and selected in self.pods:
             self.move_cursor(row=self.get_row_index(selected), animate=False)
+        else:
+            self.move_cursor(row=0, animate=False)
 
     def _styled(self, value: str, pod: "Pod", style: str = "") -> Text:
         if pod.restart_attempt < self.latest_attempt:
@@ -121,7 +126,7 @@ class PodsTable(DataTable):
         now = self.clock()
         return {
             "pod": self._styled(short_name(pod.name, self.job), pod),
-            "rank": self._styled(str(pod.rank), pod),
+            "rank": self._styled(fmt.rank_label(pod.rank), pod),
             "attempt": self._styled(str(pod.restart_attempt), pod, "bold" if pod.restart_attempt else ""),
             "phase": self._styled(phase, pod, fmt.PHASE_STYLE.get(phase, "")),
             "step": self._styled(fmt.step(pod.last_step), pod),
