@@ -200,6 +200,13 @@ async def _stop_clean_cluster(ctx: StepContext, cluster) -> None:
         await down()
 
 
+async def _start_clean_cluster(ctx: StepContext, cluster) -> None:
+    # Stopped on purpose after the run (a stop sticks): reading it back starts it again.
+    up = getattr(cluster, "up", None)
+    if ctx.backend == "local" and up is not None:
+        await up()
+
+
 async def run_committed(ctx: StepContext):
     import shutil
 
@@ -255,6 +262,7 @@ async def verify_reproduced(ctx: StepContext) -> Evidence:
     expected = int(step4_train.outputs.get("world_size", 2)) if step4_train else 2
     cluster = connect(_clean_settings(ctx))
     try:
+        await _start_clean_cluster(ctx, cluster)
         job = await cluster.get_job(train.outputs["job"])
         volume = volume_task.outputs["name"]
         valid = [c for c in await cluster.checkpoints(volume) if c.valid and c.run == train.outputs.get("run")]

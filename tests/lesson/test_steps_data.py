@@ -9,13 +9,12 @@ import pytest
 
 from backend.lesson.steps import STEP_IDS, STEPS, normalise_id
 
-SEED = Path(__file__).resolve().parents[3] / "shared" / "seeds" / "lesson-distributed-training.txt"
+# The lesson as the project was given it (kept as test data: the cockpit shows its own words).
+SEED = Path(__file__).resolve().parent / "data" / "lesson-distributed-training.txt"
 
 
 def _seed_steps() -> list[dict[str, str]]:
     """Each numbered item of the seed: its explanation, doc title and done-when."""
-    if not SEED.exists():
-        pytest.skip(f"the lesson seed is not on this machine ({SEED})")
     items, current = [], None
     for raw in SEED.read_text().splitlines():
         text = raw.strip()
