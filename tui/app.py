@@ -84,7 +84,10 @@ class CockpitApp(App):
 
 
 def run_cockpit(args: "argparse.Namespace") -> int:
+    from tui.hangup import leave_on_hangup
+
     launch = Launch.from_args(args)
     app = CockpitApp(launch)
+    leave_on_hangup()
     app.run(mouse=launch.mouse)
     return app.return_code or 0
