@@ -124,15 +124,3 @@ class FileCheckpoints:
         for old in fmt.list_files(self.directory)[: -self.keep]:
             old.unlink(missing_ok=True)
 
-
-class NoCheckpoints:
-    """Used when no --ckpt-dir is given: nothing to resume, nothing saved."""
-
-    def load_latest(self) -> dict | None:
-        return None
-
-    def save(self, state: dict) -> None:
-        pass
-
-    def wait(self) -> None:
-        pass

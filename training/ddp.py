@@ -56,7 +56,7 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
     group go into `keep_alive`, so nothing frees them before the process leaves (see main)."""
     import torch
 
-    from training.checkpoint import FileCheckpoints, NoCheckpoints
+    from training.checkpoint import FileCheckpoints
     from training.loop import ConfigError, emit, run
 
     torch.set_num_threads(args.threads)
@@ -64,7 +64,7 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
     rank, world = _init_process_group()
     emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps,
          restart=os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    store = FileCheckpoints(args.ckpt_dir, cfg.keep, rank) if args.ckpt_dir else NoCheckpoints()
+    store = FileCheckpoints(args.ckpt_dir, cfg.keep, rank) if args.ckpt_dir else None
     try:
         training = run(cfg, rank, world, store)
     except ConfigError as exc:  # a configuration that only fails once the world size is known

@@ -216,12 +216,14 @@ def run(
     cfg: TrainConfig,
     rank: int,
     world: int,
-    checkpoints: Checkpoints,
+    checkpoints: Checkpoints | None,
     on_step: Callable[[Training, float], None] | None = None,
 ) -> Training:
-    """Resume if a checkpoint exists, train to cfg.steps, checkpoint every cfg.ckpt_every steps."""
+    """Resume if a checkpoint exists, train to cfg.steps, checkpoint every cfg.ckpt_every steps.
+
+    With no store (no volume) nothing is resumed or saved, and no state is built to be dropped."""
     training = Training(cfg, rank, world)
-    state = checkpoints.load_latest()
+    state = checkpoints.load_latest() if checkpoints is not None else None
     if state is not None:
         training.load(state)
         emit(event="resumed", from_step=training.steps_done, rank=rank, world=world,
@@ -235,13 +237,13 @@ def run(
         if warm_at is None:
             warm_at = time.perf_counter()
         emit(step=step, loss=loss, rank=rank, world=world)
-        if step % cfg.ckpt_every == 0 or step == cfg.steps:
+        if checkpoints is not None and (step % cfg.ckpt_every == 0 or step == cfg.steps):
             checkpoints.save(training.state())
         if on_step is not None:
             on_step(training, loss)
         if cfg.step_delay:
             time.sleep(cfg.step_delay)
-    finish_saves = getattr(checkpoints, "wait", None)
+    finish_saves = getattr(checkpoints, "wait", None)  # None too when there is no store
     if finish_saves is not None:
         finish_saves()
     ended = time.perf_counter()
