@@ -57,12 +57,18 @@ def main() -> None:
     a = p.parse_args()
 
     core, plain = [], []
+
+    def run_core() -> None:
+        core.append(float(rank0_done(ours(a.steps))["steps_per_sec"]))
+
+    def run_plain() -> None:
+        records = _run([*TORCHRUN, str(REPO / "bench" / "_plain_ddp.py"), str(a.steps)])
+        plain.append(float(records[-1]["steps_per_sec"]))
+
     for r in range(a.rounds):
-        run_core = lambda: core.append(float(rank0_done(ours(a.steps))["steps_per_sec"]))  # noqa: E731
-        run_plain = lambda: plain.append(float(  # noqa: E731
-            _run([*TORCHRUN, str(REPO / "bench" / "_plain_ddp.py"), str(a.steps)])[-1]["steps_per_sec"]))
-        for side in ((run_core, run_plain) if r % 2 == 0 else (run_plain, run_core)):
-            side()
+        first, second = (run_core, run_plain) if r % 2 == 0 else (run_plain, run_core)
+        first()
+        second()
         print(f"round {r + 1}: training.ddp {core[-1]:.1f} steps/s, plain DDP {plain[-1]:.1f} steps/s", flush=True)
     ratios = sorted(c / b for c, b in zip(core, plain))
     print(f"throughput ratio training.ddp / plain DDP: median {statistics.median(ratios):.3f} "
