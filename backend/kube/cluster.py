@@ -27,7 +27,7 @@ from backend.kube.snapshots import (
     snapshot_from,
     snapshot_manifest,
 )
-from backend.kube.threads import Ended, cancel_all, iterate_in_thread, pump
+from backend.kube.threads import Ended, cancel_all, drain, iterate_in_thread, pump
 from backend.kube.watcher import DEFAULT_READ_TIMEOUT, ListWatch, WatchEvent
 from backend.models import (
     DEFAULT_RUNTIME,
@@ -171,9 +171,7 @@ class KubeCluster:
         pods: dict[str, Pod] = {}
         try:
             while True:
-                items = [await queue.get()]
-                while not queue.empty():
-                    items.append(queue.get_nowait())
+                items = await drain(queue)
                 progress: dict[str, LogLine] = {}
                 for tag, item in items:
                     if tag == "pod":
@@ -235,9 +233,7 @@ class KubeCluster:
         finished = False
         try:
             while True:
-                items = [await queue.get()]
-                while not queue.empty():
-                    items.append(queue.get_nowait())
+                items = await drain(queue)
                 batch: list[LogLine] = []
                 for tag, item in items:
                     if isinstance(item, Ended):
@@ -307,8 +303,9 @@ class KubeCluster:
             await self.resources.get("PersistentVolumeClaim", volume)
             return metrics_from(await self._read_volume(volume))
         found: list[RunMetrics] = []
+        image = await self._reader_image()  # once for all the volumes
         for info in await self.volumes():
-            found += metrics_from(await self._read_volume(info.name))
+            found += metrics_from(await self._read_volume(info.name, image))
         return found
 
     async def _read_snapshot(self, snapshot: str) -> dict:
@@ -323,14 +320,14 @@ class KubeCluster:
         finally:
             await asyncio.shield(self._delete_quietly("PersistentVolumeClaim", claim["metadata"]["name"]))
 
-    async def _read_volume(self, claim: str) -> dict:
+    async def _read_volume(self, claim: str, image: str | None = None) -> dict:
         return await run_reader(
             create=self.resources.create,
             delete=lambda name: self._delete_quietly("Pod", name, grace_period=0),
             watch=self._watch_one_pod,
             read_log=self._reader_log,
             claim=claim,
-            image=await self._reader_image(),
+            image=image or await self._reader_image(),
             timeout=self.reader_timeout,
         )
 
@@ -352,10 +349,7 @@ class KubeCluster:
                 yield event.object
 
     async def _reader_log(self, name: str) -> str:
-        from kubernetes import client
-
-        core = client.CoreV1Api(self.conn.api)
-        return await self.conn.call(core.read_namespaced_pod_log, name, self.namespace,
+        return await self.conn.call(self.resources.core.read_namespaced_pod_log, name, self.namespace,
                                     container=READER_CONTAINER, what=f"log of pod {name}")
 
     async def _delete_quietly(self, kind: str, name: str, grace_period: int | None = None) -> None:

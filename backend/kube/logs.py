@@ -14,10 +14,9 @@ import time
 from typing import Callable
 
 from backend.kube.connection import CONNECT_TIMEOUT, Connection
-from backend.kube.pods import parse_time, trainer_status
-from backend.kube.threads import Halt
+from backend.kube.pods import has_started, parse_time, pod_from, trainer_status
+from backend.kube.threads import Halt, cancel_all, iterate_in_thread, pump
 from backend.models import TRAINER_CONTAINER, LogLine
-from training.logfmt import step_and_loss
 
 # Seconds a followed log may stay silent before the stream is reopened (a training worker can
 # legitimately print nothing for a while, e.g. waiting for its peers).
@@ -30,9 +29,7 @@ def parse_line(pod: str, rank: int, raw: str) -> LogLine:
     when = parse_time(stamp)
     if when is None:  # not timestamped after all: keep the whole line
         when, text = time.time(), raw
-    parsed = step_and_loss(text)
-    return LogLine(pod=pod, rank=rank, time=when, text=text,
-                   step=parsed[0] if parsed else None, loss=parsed[1] if parsed else None)
+    return LogLine.parsed(pod, rank, when, text)
 
 
 class PodLog:
@@ -140,24 +137,17 @@ class LogFollowers:
         self.tasks: dict[str, asyncio.Task] = {}
 
     def start(self, raw_pod: dict, follow: bool = True) -> None:
-        from backend.kube.pods import has_started, pod_from
-        from backend.kube.threads import iterate_in_thread, pump
-
-        pod = pod_from(raw_pod)
-        if pod.name in self.tasks or not has_started(raw_pod):
+        # Called on every pod event: the cheap checks come before the pod is parsed.
+        if raw_pod["metadata"]["name"] in self.tasks or not has_started(raw_pod):
             return
+        pod = pod_from(raw_pod)
         producer = PodLog(self.conn, pod.name, pod.rank, follow=follow, read_timeout=self.read_timeout,
                           restart_count=pod.restarts)
         self.tasks[pod.name] = pump(iterate_in_thread(producer, f"log-{pod.name}"), self.queue, "log")
-
-    def following(self, name: str) -> bool:
-        return name in self.tasks
 
     def idle(self) -> bool:
         """Every log started so far has been read to its end."""
         return all(task.done() for task in self.tasks.values())
 
     async def close(self) -> None:
-        from backend.kube.threads import cancel_all
-
         await cancel_all(list(self.tasks.values()))

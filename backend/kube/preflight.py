@@ -10,8 +10,9 @@ import urllib.error
 import urllib.request
 
 from backend.cluster import ClusterError, NotFound
+from backend.kube.connection import MissingType
 from backend.kube.resources import Resources
-from backend.kube.snapshots import DEFAULT_STORAGE_CLASS_ANNOTATION, is_default
+from backend.kube.snapshots import DEFAULT_STORAGE_CLASS_ANNOTATION, is_default, pick_class
 from backend.models import DEFAULT_RUNTIME, Check
 
 # The versions the install commands pin; manifests/install/install.sh uses the same ones.
@@ -64,9 +65,9 @@ async def check_runtime(resources: Resources) -> Check:
     fix = f"kubectl apply -n {resources.namespace} -f manifests/runtime.yaml"
     try:
         runtime = await resources.get("TrainingRuntime", DEFAULT_RUNTIME)
-    except NotFound as exc:
-        if "no trainingruntimes" in str(exc):
-            return Check(name=name, ok=False, detail="the Trainer CRDs are not installed", fix=INSTALL_TRAINER)
+    except MissingType:
+        return Check(name=name, ok=False, detail="the Trainer CRDs are not installed", fix=INSTALL_TRAINER)
+    except NotFound:
         return Check(name=name, ok=False,
                      detail=f"TrainingRuntime {DEFAULT_RUNTIME} is not in namespace {resources.namespace}", fix=fix)
     except ClusterError as exc:
@@ -136,17 +137,17 @@ async def check_snapshot_class(resources: Resources) -> Check:
         claim = await resources.find("PersistentVolumeClaim", CHECKPOINT_VOLUME)
         storage_class, driver = await volume_driver(resources, claim)
         classes = await resources.list("VolumeSnapshotClass")
-    except NotFound:
+    except MissingType:
         return Check(name=name, ok=False, detail="none: the snapshot CRDs are not installed", fix=INSTALL_SNAPSHOTS)
     except ClusterError as exc:
         return Check(name=name, ok=False, detail=str(exc), fix=INSTALL_SNAPSHOTS)
     whose = f"volume {CHECKPOINT_VOLUME}" if claim else "the default StorageClass"
     if not storage_class:
         return Check(name=name, ok=False, detail="the cluster has no default StorageClass", fix=INSTALL_SNAPSHOTS)
-    matching = [c["metadata"]["name"] for c in classes if c.get("driver") == driver]
-    if matching:
+    class_name = pick_class(classes, driver)  # the class snapshot() would use
+    if class_name:
         return Check(name=name, ok=True,
-                     detail=f"{matching[0]} snapshots {whose} (StorageClass {storage_class}, driver {driver})")
+                     detail=f"{class_name} snapshots {whose} (StorageClass {storage_class}, driver {driver})")
     return Check(name=name, ok=False, fix=INSTALL_SNAPSHOTS,
                  detail=f"no VolumeSnapshotClass for driver {driver or '?'} of StorageClass {storage_class} "
                         f"({whose}): this cluster cannot snapshot it")

@@ -22,10 +22,6 @@ class Kind:
     plural: str
     namespaced: bool = True
 
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
 
 KINDS = {k.name: k for k in (
     Kind("TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs"),
@@ -95,15 +91,13 @@ class Resources:
         try:
             return await self.conn.call_json(fn, *args, what=what, **kwargs)
         except MissingType:
-            raise NotFound(missing_type(kind)) from None
+            raise MissingType(missing_type(kind)) from None
 
     # ------------------------------------------------------------------ one-shot calls
 
-    async def list(self, kind: str, label_selector: str | None = None, namespace: str | None = None,
-                   field_selector: str | None = None) -> list[dict]:
-        selectors = {k: v for k, v in (("label_selector", label_selector),
-                                       ("field_selector", field_selector)) if v}
-        body = await self._json("list", kind, namespace=namespace, **selectors)
+    async def list(self, kind: str, label_selector: str | None = None, namespace: str | None = None) -> list[dict]:
+        selector = {"label_selector": label_selector} if label_selector else {}
+        body = await self._json("list", kind, namespace=namespace, **selector)
         return body.get("items") or []
 
     async def get(self, kind: str, name: str) -> dict:

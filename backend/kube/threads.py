@@ -116,6 +116,14 @@ async def iterate_in_thread(produce: Producer, name: str) -> AsyncIterator[Any]:
         halt.set()
 
 
+async def drain(queue: asyncio.Queue) -> list:
+    """Wait for one item, then take every item already queued: one burst, handled as one batch."""
+    items = [await queue.get()]
+    while not queue.empty():
+        items.append(queue.get_nowait())
+    return items
+
+
 class Ended:
     """What `pump` puts in the queue when its source has ended (error is None) or failed."""
 
@@ -132,9 +140,7 @@ def pump(source: AsyncIterator[Any], queue: asyncio.Queue, tag: str) -> asyncio.
             async for item in source:
                 queue.put_nowait((tag, item))
             queue.put_nowait((tag, Ended()))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - handed to the consumer
+        except Exception as exc:  # noqa: BLE001 - handed to the consumer (not CancelledError, a BaseException)
             queue.put_nowait((tag, Ended(exc)))
         finally:
             aclose = getattr(source, "aclose", None)

@@ -104,9 +104,7 @@ class ListWatch:
 
         error = self.conn.translate(exc, self.what)
         if isinstance(error, MissingType) and self.missing:
-            from backend.cluster import NotFound
-
-            return NotFound(self.missing)
+            return MissingType(self.missing)
         return error
 
     def _relist(self, emit: Callable[[WatchEvent], None]) -> str:
