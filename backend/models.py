@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from backend.errors import ManifestError  # noqa: F401 (re-exported: callers import it from here)
+from training.logfmt import step_and_loss
 
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 SNAPSHOT_API = "snapshot.storage.k8s.io/v1"
@@ -558,6 +559,12 @@ class LogLine:
     text: str
     step: int | None = None
     loss: float | None = None
+
+    @classmethod
+    def parsed(cls, pod: str, rank: int, time: float, text: str) -> "LogLine":
+        """The line with its step and loss read from the text (either backend's logs)."""
+        found = step_and_loss(text)
+        return cls(pod, rank, time, text, *(found or (None, None)))
 
 
 class JobPhase(str, Enum):

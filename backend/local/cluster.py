@@ -39,7 +39,6 @@ from backend.models import (
     Snapshot,
     VolumeInfo,
 )
-from training.logfmt import step_and_loss
 
 LESSON_VOLUME = "checkpoints"
 _RECONNECTS = 5  # consecutive lost connections without progress before giving up
@@ -157,7 +156,7 @@ class LocalCluster:
                         return
                     offsets.update(message.get("offsets", {}))
                     lost = 0
-                    batch = [_log_line(*line) for line in message.get("lines", [])]
+                    batch = [LogLine.parsed(*line) for line in message.get("lines", [])]
                     if batch:
                         yield batch
             finally:
@@ -297,7 +296,3 @@ async def _messages(reader: asyncio.StreamReader) -> AsyncIterator[dict]:
             raise Unavailable(STOPPED_MESSAGE)
         yield message
 
-
-def _log_line(pod: str, rank: int, t: float, text: str) -> LogLine:
-    parsed = step_and_loss(text)
-    return LogLine(pod, rank, t, text, *(parsed or (None, None)))
