@@ -260,7 +260,6 @@ class Controller:
                 also = f" (it is a {runner.kind}: kfcockpit delete {runner.kind.lower()} {name})" if runner else ""
                 raise NotFound(f"{kind.lower()} {name!r} not found{also}")
             await runner.stop()
-            runner.cancel_timers()
             for pod in runner.pods():
                 self.events.publish("pods", "DELETED", pod.model_dump(mode="json"), name)
             self.runners.pop(name, None)  # a second delete may have raced this one
@@ -503,7 +502,6 @@ class Controller:
         self.events.close_all({"type": "SHUTDOWN"})
         await asyncio.gather(*(r.stop() for r in self.runners.values()), return_exceptions=True)
         for runner in self.runners.values():
-            runner.cancel_timers()
             runner.persist()
         self.zygotes.stop()
         server.close()

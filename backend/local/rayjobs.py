@@ -213,6 +213,8 @@ class RayJobRunner(Runner):
             self.failure = raw.decode(errors="replace").strip()
 
     def _worker_of(self, pid: int | None, text: bytes) -> WorkerRun | None:
+        if pid is not None and b"event=" not in text:  # a step line: its prefix says whose (no parse)
+            return self.by_pid.get(pid)
         fields = parse_line(text.decode(errors="replace")) if b"=" in text else {}
         event = fields.get("event")
         if event == "start" and "rank" in fields and "pid" in fields:

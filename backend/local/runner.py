@@ -153,14 +153,18 @@ class Runner:
         raise NotImplementedError
 
     async def stop(self) -> None:
-        """Kill the pods and end the loop (job deleted, or the controller shutting down)."""
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
-            try:
-                await self.task
-            except asyncio.CancelledError:
-                pass
-        self._end_logs()
+        """Kill the pods and end the loop (job deleted, or the controller shutting down); no timer
+        of the job fires after it."""
+        try:
+            if self.task is not None and not self.task.done():
+                self.task.cancel()
+                try:
+                    await self.task
+                except asyncio.CancelledError:
+                    pass
+            self._end_logs()
+        finally:
+            self.cancel_timers()
 
     def worker_exited(self, pod_name: str, status: int) -> bool:
         """A warm worker (forked by the zygote) of ours exited; False if it is not ours."""
