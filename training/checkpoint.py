@@ -27,6 +27,36 @@ from training.loop import emit
 FAULT_ENV = "KFCOCKPIT_FAULT"
 
 
+def encode_state(state: dict) -> bytes:
+    """A loop state as checkpoint file bytes: the header the browser reads, then torch.save."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    history = state["loss_history"]
+    header = {
+        "format": 1,
+        "step": int(state["step"]),
+        "world_size": state["world_size"],
+        "loss": history[-1] if history else None,
+        "created": time.time(),
+    }
+    return fmt.encode(header, buffer.getvalue())
+
+
+def newest_valid(directory: Path, rank: int) -> tuple[str, bytes] | None:
+    """(file name, payload) of the newest checkpoint whose checksum holds; one line per file skipped."""
+    for path in reversed(fmt.list_files(directory)):
+        try:
+            _, payload = fmt.read_payload(path)
+            return path.name, payload
+        except (fmt.InvalidCheckpoint, OSError) as exc:
+            emit(event="checkpoint_skipped", file=path.name, reason=str(exc), rank=rank)
+    return None
+
+
+def load_state(payload: bytes) -> dict:
+    return torch.load(io.BytesIO(payload), weights_only=True)
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -48,24 +78,16 @@ class FileCheckpoints:
             for stale in directory.glob(".ckpt-step-*.tmp-*"):
                 stale.unlink(missing_ok=True)
 
-    def _choose(self) -> str:
-        """Rank 0: name of the newest valid checkpoint, or '' when there is none."""
-        for path in reversed(fmt.list_files(self.directory)):
-            try:
-                fmt.read_payload(path)
-                return path.name
-            except (fmt.InvalidCheckpoint, OSError) as exc:
-                emit(event="checkpoint_skipped", file=path.name, reason=str(exc), rank=self.rank)
-        return ""
-
     def load_latest(self) -> dict | None:
-        chosen = [self._choose() if self.rank == 0 else ""]
+        # Rank 0 chooses (and keeps what it verified); the others read the file it names.
+        found = newest_valid(self.directory, self.rank) if self.rank == 0 else None
+        chosen = [found[0] if found else ""]
         if dist.is_initialized() and dist.get_world_size() > 1:
             dist.broadcast_object_list(chosen, src=0)
         if not chosen[0]:
             return None
-        _, payload = fmt.read_payload(self.directory / chosen[0])
-        return torch.load(io.BytesIO(payload), weights_only=True)
+        payload = found[1] if found else fmt.read_payload(self.directory / chosen[0])[1]
+        return load_state(payload)
 
     def save(self, state: dict) -> None:
         if self.rank != 0:
@@ -95,17 +117,7 @@ class FileCheckpoints:
     def _write(self, state: dict) -> None:
         started = time.perf_counter()
         step = int(state["step"])
-        buffer = io.BytesIO()
-        torch.save(state, buffer)
-        history = state["loss_history"]
-        header = {
-            "format": 1,
-            "step": step,
-            "world_size": state["world_size"],
-            "loss": history[-1] if history else None,
-            "created": time.time(),
-        }
-        data = fmt.encode(header, buffer.getvalue())
+        data = encode_state(state)
         final = self.directory / fmt.file_name(step)
         tmp = self.directory / fmt.temp_name(step, os.getpid())
         with open(tmp, "wb") as f:

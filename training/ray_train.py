@@ -102,9 +102,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     option = "--temp-dir"
     if args.temp_dir is None and os.environ.get("RAY_TMPDIR") and not os.environ.get("RAY_ADDRESS"):
         args.temp_dir, option = Path(os.environ["RAY_TMPDIR"]), "RAY_TMPDIR"
-        args.temp_dir_owned = False
-    else:
-        args.temp_dir_owned = args.temp_dir is None
     if args.temp_dir is not None:
         if not args.temp_dir.is_absolute():
             p.error(f"{option} must be an absolute path, got {args.temp_dir}")
@@ -137,26 +134,16 @@ class RayCheckpoints:
         self._losses: list[float] = []  # since the last report
 
     def load_latest(self) -> dict | None:
-        import io
-
         import ray.train
-        import torch
 
-        from training import checkpoint_format as fmt
-        from training.loop import emit
+        from training.checkpoint import load_state, newest_valid
 
         checkpoint = ray.train.get_checkpoint()
         if checkpoint is None:
             return None
         with checkpoint.as_directory() as directory:
-            for path in reversed(fmt.list_files(Path(directory))):
-                try:
-                    _, payload = fmt.read_payload(path)
-                except (fmt.InvalidCheckpoint, OSError) as exc:
-                    emit(event="checkpoint_skipped", file=path.name, reason=str(exc), rank=self.rank)
-                    continue
-                return torch.load(io.BytesIO(payload), weights_only=True)
-        return None
+            found = newest_valid(Path(directory), self.rank)
+        return load_state(found[1]) if found else None
 
     def save(self, state: dict) -> None:
         self._checkpoint_due = True  # every rank: all must report at this step
@@ -189,19 +176,11 @@ class RayCheckpoints:
 
 
 def _write_checkpoint(directory: Path, state: dict) -> str:
-    import io
-
-    import torch
-
     from training import checkpoint_format as fmt
+    from training.checkpoint import encode_state
 
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    history = state["loss_history"]
-    header = {"format": 1, "step": int(state["step"]), "world_size": state["world_size"],
-              "loss": history[-1] if history else None, "created": time.time()}
     name = fmt.file_name(int(state["step"]))
-    (directory / name).write_bytes(fmt.encode(header, buffer.getvalue()))
+    (directory / name).write_bytes(encode_state(state))
     return name
 
 
@@ -267,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in RAY_ENV.items():
         os.environ.setdefault(key, value)
 
-    owned_temp = args.temp_dir_owned
+    owned_temp = args.temp_dir is None  # ours to remove: neither given nor inherited (RAY_TMPDIR)
     temp_dir = Path(tempfile.mkdtemp(prefix="kfc-ray-")) if args.temp_dir is None else args.temp_dir
     run_dir = args.storage / args.name
     started = time.time()
