@@ -8,7 +8,7 @@ ASCII-prefixed `str`s shared with the Log widget (no copies): one string per ret
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from tui.format import DRIVER_LABEL
@@ -49,6 +49,10 @@ class LogFilter:
     text: str = ""
     pod: str | None = None
     rank: int | None = None
+    _needle: str = field(init=False, repr=False, compare=False)  # text lower-cased once, not per line
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_needle", self.text.lower())
 
     @property
     def active(self) -> bool:
@@ -59,7 +63,7 @@ class LogFilter:
             return False
         if self.rank is not None and rank != self.rank:
             return False
-        return not self.text or self.text.lower() in display.lower()
+        return not self._needle or self._needle in display.lower()
 
     def describe(self) -> str:
         parts = []
@@ -90,6 +94,11 @@ class LogBuffer:
     def pods(self) -> dict[str, int]:
         """Every pod seen so far and its rank, in order of first line."""
         return dict(self._ranks)
+
+    @property
+    def pod_count(self) -> int:
+        """len(pods) without the copy (asked after every batch)."""
+        return len(self._ranks)
 
     def clear(self) -> None:
         self._lines.clear()

@@ -138,7 +138,7 @@ class LogView(Vertical):
                 del pending[: len(pending) - self.buffer.capacity]
             if self._flush_timer is None:
                 self._flush_timer = self.set_timer(FLUSH_SECONDS, self._flush)
-        if len(self.buffer.pods) != len(self._known_pods):
+        if self.buffer.pod_count != len(self._known_pods):
             self._refresh_sources()
 
     def set_filter(self, keep: LogFilter) -> None:
