@@ -9,9 +9,9 @@ in one line why the step cannot run here (machinery not built yet, or not on thi
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, Literal
+from typing import AsyncIterator, Awaitable, Callable, Literal
 
 from pydantic import BaseModel
 
@@ -49,7 +49,6 @@ class StepContext:
     note: Callable[[str], str]  # step id -> the learner's note ("" when none)
     save_note: Callable[[str, str], None]
     unreachable: str | None = None  # why there is no cluster, when it did not answer
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def backend(self) -> str:

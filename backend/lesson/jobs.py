@@ -8,7 +8,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.cluster import Cluster, NotFound
+from backend.cluster import Cluster
 from backend.lesson.context import StepContext
 from backend.lesson.progress import write_atomic
 from backend.models import LogLine, TrainJob, parse_manifests
@@ -71,12 +71,6 @@ async def job_logs(cluster: Cluster, job: str) -> list[LogLine]:
         lines.extend(batch)
     return lines
 
-
-async def delete_if_present(cluster: Cluster, kind: str, name: str) -> None:
-    try:
-        await cluster.delete(kind, name)
-    except NotFound:
-        pass
 
 
 def step_of(log: LogLine) -> int | None:

@@ -112,12 +112,3 @@ def option_args(options: dict[str, object]) -> list[str]:
     for key, value in options.items():
         args += ["--" + key.replace("_", "-"), str(value)]
     return args
-
-
-def read_log(path: Path) -> list[TimedLine]:
-    """The lines a LineProcess logged, with the times they were read."""
-    lines = []
-    for entry in path.read_text(errors="replace").splitlines():
-        stamp, _, text = entry.partition(" ")
-        lines.append(TimedLine(float(stamp), text, parse_line(text) if "=" in text else {}))
-    return lines

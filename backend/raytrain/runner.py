@@ -8,8 +8,7 @@ private Ray on 127.0.0.1) as a child process with Ray's temp files under the sta
     <home>/ray/drivers/<run>.stderr  the driver's stderr: Ray's own messages
 
 Its stdout is the workers' logfmt lines. While you read `lines()` the run keeps track of the
-current worker group (rank -> pid, restart attempt) from the `event=start` lines, which is what
-`kill_worker` uses; `wait()` returns the driver's exit code once every Ray process of the run is
+current worker group (rank -> pid, restart attempt) from the `event=start` lines; `wait()` returns the driver's exit code once every Ray process of the run is
 gone (stragglers are killed).
 """
 
@@ -20,14 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator
 
-from backend.cluster import InvalidResource, NotFound
+from backend.cluster import InvalidResource
 from backend.raytrain.groups import WorkerGroups
 from backend.raytrain.leftovers import MARKER, reap_async, run_processes
 from backend.raytrain.lines import LineProcess, TimedLine, option_args, python_env
 from backend.raytrain.tempdir import prune_sessions, ray_temp_dir
 from backend.settings import Settings
-from training import metrics as metrics_file
-from training.ray_train import REPORTS_FILE, new_run_name
+from training.ray_train import new_run_name
 
 EXIT_USAGE = 2
 
@@ -86,10 +84,6 @@ class RayRun:
         return self.spec.name
 
     @property
-    def run_dir(self) -> Path:
-        return Path(self.spec.storage).absolute() / self.spec.name
-
-    @property
     def attempt(self) -> int:
         """The current group's restart attempt (-1 before any worker started)."""
         return self.groups.attempt
@@ -109,20 +103,6 @@ class RayRun:
         self.groups.started(rank, pid)
         self.workers[rank] = Worker(rank, pid, self.attempt, line.time)
 
-    async def kill_worker(self, rank: int) -> int:
-        """SIGKILL the worker of this rank in the current group; returns its pid."""
-        import os
-        import signal
-
-        worker = self.workers.get(rank)
-        if worker is None:
-            raise NotFound(f"run {self.name} has no running worker of rank {rank}")
-        try:
-            os.kill(worker.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            raise NotFound(f"worker rank {rank} (pid {worker.pid}) of run {self.name} is gone") from None
-        return worker.pid
-
     async def wait(self) -> int:
         """The driver's exit code, after every Ray process of the run has exited.
 
@@ -135,26 +115,5 @@ class RayRun:
                                   f"training.ray_train refused its arguments (see {self.process.stderr_path})")
         return code
 
-    async def stop(self) -> int:
-        """End the run early: the driver shuts its Ray down on SIGTERM (exit 143); stragglers
-        are killed. Returns the driver's exit code."""
-        await self.process.stop()
-        await reap_async(self.name)
-        return self.process.proc.returncode
-
     def leftover_processes(self) -> list[int]:
         return run_processes(self.name)
-
-    def metrics(self) -> dict | None:
-        return metrics_file.read(self.run_dir)
-
-    def reports(self) -> list[dict]:
-        """What Ray's controller saw reported: one record per report round (every worker's
-        metrics) or per worker failure."""
-        import json
-
-        try:
-            text = (self.run_dir / REPORTS_FILE).read_text()
-        except OSError:
-            return []
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
