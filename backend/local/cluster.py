@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import json
 import os
 import tempfile
 import time
 from pathlib import Path
 from typing import AsyncIterator
 
-import yaml
 
 from backend.cluster import NotFound, Timeout, Unavailable
 from backend.local import volumes as vol
@@ -177,14 +177,14 @@ class LocalCluster:
 
     def _volumes(self) -> list[VolumeInfo]:
         found = []
-        for path in sorted((self.layout.resources / "PersistentVolumeClaim").glob("*.yaml")):
+        for path in self.layout.claim_files():
             name = path.stem
             try:
-                spec = (yaml.safe_load(path.read_text()) or {}).get("spec") or {}
+                spec = (json.loads(path.read_text()) or {}).get("spec") or {}
                 directory = self.layout.volume_dir(name)
                 files, size = vol.tree_size(directory)
                 created = directory.stat().st_mtime if directory.exists() else None
-            except (OSError, yaml.YAMLError):
+            except (OSError, ValueError):
                 continue
             capacity = str(((spec.get("resources") or {}).get("requests") or {}).get("storage", ""))
             found.append(VolumeInfo(name=name, size_bytes=size, files=files, created=created, capacity=capacity))
@@ -238,11 +238,11 @@ class LocalCluster:
             checks.append(Check(name="controller", ok=False, fix="kfcockpit cluster up",
                                 detail="the local cluster was stopped (kfcockpit cluster down)" if stopped
                                 else "the local cluster controller is not running"))
-        runtime = self.layout.resource_file("TrainingRuntime", DEFAULT_RUNTIME).exists()
+        runtime = self.layout.object_file("TrainingRuntime", DEFAULT_RUNTIME).exists()
         checks.append(Check(name="runtime", ok=runtime,
                             detail=f"TrainingRuntime {DEFAULT_RUNTIME} {'applied' if runtime else 'not applied'}",
                             fix="" if runtime else "kfcockpit apply -f manifests/runtime.yaml"))
-        volume = self.layout.resource_file("PersistentVolumeClaim", LESSON_VOLUME).exists()
+        volume = self.layout.object_file("PersistentVolumeClaim", LESSON_VOLUME).exists()
         checks.append(Check(name="volume", ok=volume,
                             detail=f"PersistentVolumeClaim {LESSON_VOLUME} {'present' if volume else 'not applied'}",
                             fix="" if volume else "kfcockpit apply -f manifests/volume.yaml"))

@@ -32,6 +32,8 @@ import yaml
 
 from backend.cluster import ClusterError, InvalidResource, NotFound
 from backend.local import podspec, rayjobs, volumes, wire
+from backend.local.api import ClusterApi
+from backend.local.apiserver.status import ApiError
 from backend.local.events import EventLog, Subscription
 from backend.local.jobs import JobRunner
 from backend.local.layout import Layout, socket_address, write_atomic
@@ -79,6 +81,8 @@ class Controller:
         self._clients = 0
         self._idle_timer: asyncio.TimerHandle | None = None
         self.idle_exit = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_EXIT))
+        self.api = ClusterApi(self)
+        self.events.listeners.append(self._mirror)
 
     # ------------------------------------------------------------------ processes
 
@@ -119,27 +123,50 @@ class Controller:
     # ------------------------------------------------------------------ desired state on disk
 
     def _load(self) -> None:
-        jobs = []
-        for kind_dir in sorted(self.layout.resources.glob("*")):
-            for path in sorted(kind_dir.glob("*.yaml")):
+        """Objects from the API store (migrating a state root of the socket-only controller),
+        then a runner for every job, recovered from its status file."""
+        self.api.load()
+        self._migrate_resource_files()
+        for kind_name, target in (("TrainingRuntime", None), ("ClusterTrainingRuntime", None),
+                                  ("PersistentVolumeClaim", None), ("VolumeSnapshot", None)):
+            for obj in self.api.store.all_of(self.api.kinds[kind_name]):
                 try:
-                    resource = parse_resource(yaml.safe_load(path.read_text()), str(path))
-                except (ManifestError, OSError, yaml.YAMLError) as exc:
-                    log.error("skipping %s: %s", path, exc)
+                    resource = parse_resource(obj, f"stored {kind_name}")
+                except ManifestError as exc:
+                    log.error("skipping %s: %s", obj["metadata"]["name"], exc)
                     continue
                 if isinstance(resource, TrainingRuntime):
                     self.runtimes[(resource.kind, resource.metadata.name)] = resource
                 elif isinstance(resource, PersistentVolumeClaim):
                     self.claims[resource.metadata.name] = resource
-                elif isinstance(resource, VolumeSnapshot):
+                else:
                     self.snapshot_specs[resource.metadata.name] = resource
-                elif isinstance(resource, (TrainJob, RayJob)):
-                    jobs.append(resource)
-        for job in jobs:
-            try:
-                self.runners[job.metadata.name] = self._runner_from_status(job)
-            except ClusterError as exc:
-                log.error("%s %s not recovered: %s", job.kind, job.metadata.name, exc)
+        for kind_name in ("TrainJob", "RayJob"):
+            for obj in list(self.api.store.all_of(self.api.kinds[kind_name])):
+                if (obj.get("spec") or {}).get("suspend"):
+                    continue
+                try:
+                    job = parse_resource(obj, f"stored {kind_name}")
+                    self.runners[job.metadata.name] = self._runner_from_status(job)
+                except (ClusterError, ManifestError) as exc:
+                    log.error("%s %s not recovered: %s", kind_name, obj["metadata"]["name"], exc)
+
+    def _migrate_resource_files(self) -> None:
+        """resources/<Kind>/<name>.yaml of an earlier version become stored objects, once."""
+        for kind_dir in sorted(self.layout.resources.glob("*")):
+            for path in sorted(kind_dir.glob("*.yaml")):
+                try:
+                    manifest = yaml.safe_load(path.read_text())
+                    kind = self.api.registry.by_kind(manifest["apiVersion"], manifest["kind"])
+                    meta = manifest.setdefault("metadata", {})
+                    if kind.namespaced:
+                        meta.setdefault("namespace", "default")
+                    if self.api.store.find(kind, meta.get("namespace"), meta["name"]) is None:
+                        self.api.store.create(kind, manifest)
+                except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, ApiError) as exc:
+                    log.error("not migrated: %s: %s", path, exc)
+                    continue
+                path.unlink()
 
     def _runner_from_status(self, job: TrainJob | RayJob) -> Runner:
         path = self.layout.job_status_file(job.metadata.name)
@@ -172,54 +199,31 @@ class Controller:
         )
         return JobRunner(self, job, plan, summary)
 
-    def _write_resource(self, resource) -> None:
-        text = yaml.safe_dump(resource.to_manifest(), sort_keys=False)
-        write_atomic(self.layout.resource_file(resource.kind, resource.metadata.name), text.encode())
+    # ------------------------------------------------------------------ what stored objects declare
+    # (called by the API's hooks, backend/local/api.py, after admission stored the object)
 
-    def _stored_manifest(self, kind: str, name: str) -> dict | None:
-        try:
-            return yaml.safe_load(self.layout.resource_file(kind, name).read_text())
-        except (OSError, yaml.YAMLError):
-            return None
+    def runtime_applied(self, runtime: TrainingRuntime) -> None:
+        self.runtimes[(runtime.kind, runtime.metadata.name)] = runtime
+        self.prewarm(runtime)  # a job usually follows its runtime: have the workers warm by then
 
-    # ------------------------------------------------------------------ apply / delete
+    def claim_applied(self, claim: PersistentVolumeClaim) -> None:
+        self.layout.volume_dir(claim.metadata.name).mkdir(parents=True, exist_ok=True)
+        self.claims[claim.metadata.name] = claim
 
-    def apply(self, manifest: dict) -> str:
-        resource = parse_resource(manifest, "manifest")
-        kind, name = resource.kind, resource.metadata.name
-        wanted = resource.to_manifest()
-        wanted.pop("status", None)
-        stored = self._stored_manifest(kind, name)
-        if stored == wanted:
-            return f"{kind.lower()}/{name} unchanged"
-        verb = "configured" if stored is not None else "created"
-        if isinstance(resource, (TrainJob, RayJob)):
-            return self._apply_job(resource, stored)
-        if isinstance(resource, TrainingRuntime):
-            self._write_resource(resource)
-            self.runtimes[(kind, name)] = resource
-            self.prewarm(resource)  # a job usually follows its runtime: have the workers warm by then
-        elif isinstance(resource, PersistentVolumeClaim):
-            self.layout.volume_dir(name).mkdir(parents=True, exist_ok=True)
-            self._write_resource(resource)
-            self.claims[name] = resource
-        elif isinstance(resource, VolumeSnapshot):
-            if stored is not None:
-                raise InvalidResource(f"VolumeSnapshot {name} already exists with another source; "
-                                      f"delete it first (kfcockpit delete volumesnapshot {name})")
-            self._snapshot(resource)
-        return f"{kind.lower()}/{name} {verb}"
+    def take_snapshot(self, spec: VolumeSnapshot) -> dict:
+        name, claim = spec.metadata.name, spec.spec.source.persistent_volume_claim_name
+        if claim not in self.claims:
+            raise NotFound(f"volume {claim!r} not found (apply its PersistentVolumeClaim first, "
+                           "e.g. kubectl apply -f manifests/volume.yaml)")
+        if self.layout.snapshot_dir(name).exists():
+            raise InvalidResource(f"snapshot {name!r} already exists (delete it first: "
+                                  f"kubectl delete volumesnapshot {name})")
+        snap = volumes.create_snapshot(self.layout.volume_dir(claim), claim, self.layout.snapshot_dir(name))
+        self.snapshot_specs[name] = spec
+        return snap.model_dump(mode="json")
 
-    def _apply_job(self, job: TrainJob | RayJob, stored: dict | None) -> str:
-        name, kind = job.metadata.name, job.kind
-        if stored is not None:
-            raise InvalidResource(f"{kind} {name} already exists with a different spec (a {kind}'s "
-                                  f"spec is immutable); delete it first: kfcockpit delete {kind.lower()} {name}")
-        other = self.runners.get(name)
-        if other is not None:
-            raise InvalidResource(f"{kind} {name}: a {other.kind} of that name exists (TrainJobs and RayJobs "
-                                  f"share names here); delete it first (kfcockpit delete {other.kind.lower()} "
-                                  f"{name}) or choose another name")
+    async def start_job(self, job: TrainJob | RayJob) -> None:
+        name = job.metadata.name
         if isinstance(job, RayJob):
             runner = rayjobs.new_runner(self, job)
         else:
@@ -227,74 +231,100 @@ class Controller:
             runtime = self.runtimes.get((ref.kind, ref.name))
             if runtime is None:
                 raise InvalidResource(f"TrainJob {name}: {ref.kind} {ref.name!r} not found; apply it first "
-                                      "(kfcockpit apply -f manifests/runtime.yaml)")
+                                      "(kubectl apply -f manifests/runtime.yaml)")
             runner = self._new_runner(job, podspec.plan_job(job, runtime))
-        for claim, _mount in job.volume_mounts():
-            if claim not in self.claims:
-                raise InvalidResource(f"{kind} {name}: PersistentVolumeClaim {claim!r} not found; apply it "
-                                      "first (kfcockpit apply -f manifests/volume.yaml)")
+        self.layout.job_status_file(name).unlink(missing_ok=True)
         runner.persist()  # status first: a job on disk always has one to recover from
-        self._write_resource(job)
         self.runners[name] = runner
         self.events.publish("jobs", "ADDED", runner.summary.model_dump(mode="json"), name)
         runner.start()
-        return f"{kind.lower()}/{name} created"
 
-    def _snapshot(self, spec: VolumeSnapshot) -> dict:
-        name, claim = spec.metadata.name, spec.spec.source.persistent_volume_claim_name
-        if claim not in self.claims:
-            raise NotFound(f"volume {claim!r} not found (apply its PersistentVolumeClaim first, "
-                           "e.g. kfcockpit apply -f manifests/volume.yaml)")
-        snap = volumes.create_snapshot(self.layout.volume_dir(claim), claim, self.layout.snapshot_dir(name))
-        self._write_resource(spec)
-        self.snapshot_specs[name] = spec
-        return snap.model_dump(mode="json")
+    async def stop_job(self, name: str) -> None:
+        """Suspend: the pods go, the job stays (it resumes from its checkpoints)."""
+        runner = self.runners.pop(name, None)
+        if runner is not None:
+            await runner.stop()
+            for pod in runner.pods():
+                self.events.publish("pods", "DELETED", pod.model_dump(mode="json"), name)
+            self.layout.job_status_file(name).unlink(missing_ok=True)
 
-    async def delete(self, kind: str, name: str) -> None:
-        if kind == "Pod":
-            self.kill_pod(name)
-            return
-        if kind in ("TrainJob", "RayJob"):
-            runner = self.runners.get(name)
-            if runner is None or runner.kind != kind:
-                also = f" (it is a {runner.kind}: kfcockpit delete {runner.kind.lower()} {name})" if runner else ""
-                raise NotFound(f"{kind.lower()} {name!r} not found{also}")
+    async def delete_job(self, kind: str, name: str) -> None:
+        runner = self.runners.get(name)
+        if runner is not None:
             await runner.stop()
             for pod in runner.pods():
                 self.events.publish("pods", "DELETED", pod.model_dump(mode="json"), name)
             self.runners.pop(name, None)  # a second delete may have raced this one
             self.events.publish("jobs", "DELETED", runner.summary.model_dump(mode="json"), name)
-            self.layout.resource_file(kind, name).unlink(missing_ok=True)
-            self.layout.job_status_file(name).unlink(missing_ok=True)
-            shutil.rmtree(self.layout.logs / name, ignore_errors=True)
+        self.layout.job_status_file(name).unlink(missing_ok=True)
+        shutil.rmtree(self.layout.logs / name, ignore_errors=True)
+
+    def delete_claim(self, name: str) -> None:
+        users = [r.name for r in self.runners.values()
+                 if not r.summary.phase.finished and name in r.summary.volumes]
+        if users:
+            raise ApiError(409, "Conflict", f"persistentvolumeclaim {name!r} is in use by running job(s) "
+                                            f"{', '.join(users)}; delete those first")
+        shutil.rmtree(self.layout.volume_dir(name), ignore_errors=True)
+        self.claims.pop(name, None)
+
+    def delete_snapshot(self, name: str) -> None:
+        self.snapshot_specs.pop(name, None)
+        shutil.rmtree(self.layout.snapshot_dir(name), ignore_errors=True)
+
+    def idle_summary(self, obj: dict) -> JobSummary:
+        """The status of a job that has no runner (created suspended)."""
+        return JobSummary(name=obj["metadata"]["name"], phase=JobPhase.CREATED,
+                          num_nodes=int(((obj.get("spec") or {}).get("trainer") or {}).get("numNodes") or 1),
+                          created=time.time())
+
+    def pod_finished(self, name: str) -> bool:
+        for runner in self.runners.values():
+            run = runner.runs.get(name)
+            if run is not None:
+                return run.pod.phase.finished
+        return True
+
+    def pod_pid(self, name: str) -> int | None:
+        for runner in self.runners.values():
+            run = runner.runs.get(name)
+            if run is not None and not run.pod.phase.finished:
+                return getattr(run, "pid", None)
+        return None
+
+    def _mirror(self, kind: str, event_type: str, obj: dict, job: str | None) -> None:
+        """Runner changes → the API's Pod, TrainJob status and JobSet objects."""
+        try:
+            if kind == "pods":
+                runner = self.runners.get(obj["job"])
+                self.api.pod_changed(event_type, Pod.model_validate(obj), _pod_spec(runner))
+            elif kind == "jobs":
+                self.api.job_changed(event_type, JobSummary.model_validate(obj))
+        except ApiError as exc:  # the object was deleted meanwhile
+            log.debug("mirror of %s %s skipped: %s", kind, event_type, exc)
+        except Exception:  # noqa: BLE001 - a bug in the mirror must not fail the job it mirrors
+            log.exception("mirror of %s %s failed", kind, event_type)
+
+    # ------------------------------------------------------------------ apply / delete (socket API)
+
+    async def apply(self, manifest: dict) -> str:
+        parse_resource(manifest, "manifest")  # one-line ManifestError for the CLI, as before
+        return await self.api.apply(manifest)
+
+    async def delete(self, kind: str, name: str) -> None:
+        if kind == "Pod":
+            self.kill_pod(name)
             return
+        if kind not in self.api.kinds:
+            raise InvalidResource(f"cannot delete kind {kind!r}")
         if kind == "PersistentVolumeClaim":
             self.layout.volume_dir(name)  # validates the name
-            if name not in self.claims:
-                raise NotFound(f"persistentvolumeclaim {name!r} not found")
-            users = [r.name for r in self.runners.values()
-                     if not r.summary.phase.finished and name in r.summary.volumes]
-            if users:
-                raise InvalidResource(f"volume {name!r} is in use by running job(s) {', '.join(users)}; "
-                                      "delete those first")
-            self.layout.resource_file(kind, name).unlink(missing_ok=True)
-            shutil.rmtree(self.layout.volume_dir(name), ignore_errors=True)
-            del self.claims[name]
-            return
-        if kind in ("TrainingRuntime", "ClusterTrainingRuntime"):
-            if self.runtimes.pop((kind, name), None) is None:
-                raise NotFound(f"{kind.lower()} {name!r} not found")
-            self.layout.resource_file(kind, name).unlink(missing_ok=True)
-            return
-        if kind == "VolumeSnapshot":
-            path = self.layout.snapshot_dir(name)
-            if name not in self.snapshot_specs and not path.exists():
-                raise NotFound(f"volumesnapshot {name!r} not found")
-            self.snapshot_specs.pop(name, None)
-            self.layout.resource_file(kind, name).unlink(missing_ok=True)
-            shutil.rmtree(path, ignore_errors=True)
-            return
-        raise InvalidResource(f"cannot delete kind {kind!r}")
+        try:
+            await self.api.delete(kind, name)
+        except ApiError as exc:
+            if exc.code == 404:
+                raise NotFound(f"{kind.lower()} {name!r} not found") from None
+            raise
 
     def kill_pod(self, name: str) -> None:
         for runner in self.runners.values():
@@ -323,6 +353,9 @@ class Controller:
                     reply = await self._unary(op, request)
                 except (ClusterError, ManifestError) as exc:
                     reply = wire.error_message(exc)
+                except ApiError as exc:
+                    error = NotFound(exc.message) if exc.code == 404 else InvalidResource(exc.message)
+                    reply = wire.error_message(error)
                 except Exception as exc:  # noqa: BLE001 - a bug, reported in one line, logged in full
                     log.exception("request %s failed", op)
                     reply = wire.error_message(ClusterError(f"controller error in {op}: {type(exc).__name__}: {exc}"))
@@ -359,7 +392,7 @@ class Controller:
             self.prewarm()
             return await self._unary("ping", request)
         if op == "apply":
-            return {"result": self.apply(request["manifest"])}
+            return {"result": await self.apply(request["manifest"])}
         if op == "snapshot":  # create, never "unchanged": a second snapshot of that name is an error
             spec = parse_resource({"apiVersion": SNAPSHOT_API, "kind": "VolumeSnapshot",
                                    "metadata": {"name": request["name"]},
@@ -368,7 +401,11 @@ class Controller:
             if spec.metadata.name in self.snapshot_specs or self.layout.snapshot_dir(spec.metadata.name).exists():
                 raise InvalidResource(f"snapshot {spec.metadata.name!r} already exists (delete it first: "
                                       f"kfcockpit delete volumesnapshot {spec.metadata.name})")
-            return {"snapshot": self._snapshot(spec)}
+            if request["volume"] not in self.claims:
+                raise NotFound(f"volume {request['volume']!r} not found (apply its PersistentVolumeClaim first, "
+                               "e.g. kfcockpit apply -f manifests/volume.yaml)")
+            await self.api.apply(spec.to_manifest())
+            return {"snapshot": volumes.read_snapshot(self.layout.snapshot_dir(spec.metadata.name)).model_dump(mode="json")}
         if op == "delete":
             await self.delete(request["kind"], request["name"])
             return {"ok": True}
@@ -489,6 +526,7 @@ class Controller:
             if dir_fd is not None:
                 os.close(dir_fd)
         log.info("controller %s serving %s", os.getpid(), self.layout.socket)
+        await self.api.serve()
         self.zygotes = ZygotePool(self.layout.root, sys.stderr.fileno(), self.watch_exit, self._worker_exited)
         for runner in self.runners.values():
             if not runner.summary.phase.finished:
@@ -504,6 +542,7 @@ class Controller:
         for runner in self.runners.values():
             runner.persist()
         self.zygotes.stop()
+        await self.api.close()
         server.close()
         self.layout.socket.unlink(missing_ok=True)
 
@@ -532,6 +571,20 @@ def _log_messages(items: list[dict]) -> list[dict]:
         else:
             tail.append(item)
     return ([{"lines": lines, "offsets": offsets}] if lines else []) + tail
+
+
+def _pod_spec(runner) -> dict:
+    """The container a runner's pods run, as a PodSpec fragment (command, args, env, image)."""
+    plan = getattr(runner, "plan", None)
+    container = {"name": "node", "image": getattr(plan, "image", "") or "local"}
+    for field in ("command", "args"):
+        value = getattr(plan, field, None)
+        if value:
+            container[field] = list(value)
+    env = getattr(plan, "env", None)
+    if isinstance(env, dict) and env:
+        container["env"] = [{"name": k, "value": str(v)} for k, v in env.items()]
+    return {"containers": [container]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -563,3 +616,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+

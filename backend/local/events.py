@@ -12,7 +12,7 @@ import asyncio
 import secrets
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 _BUFFER = 8192
 _QUEUE_LIMIT = 50_000  # a subscriber this far behind is dropped; it reconnects and resumes
@@ -41,6 +41,9 @@ class EventLog:
         self.count = 0
         self._buffer: deque[tuple[int, str, str | None, dict]] = deque(maxlen=_BUFFER)
         self._subscriptions: set[Subscription] = set()
+        # Called with every published change, before subscribers see it (the Kubernetes API's
+        # mirror of pods and jobs: backend/local/api.py).
+        self.listeners: list[Callable[[str, str, dict, str | None], None]] = []
 
     @property
     def version(self) -> str:
@@ -50,6 +53,8 @@ class EventLog:
         self.count += 1
         event = {"type": event_type, "object": obj, "rv": self.version}
         self._buffer.append((self.count, kind, job, event))
+        for listener in self.listeners:
+            listener(kind, event_type, obj, job)
         for sub in self._subscriptions:
             if sub.matches(kind, job):
                 sub.put(event)

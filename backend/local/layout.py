@@ -6,7 +6,8 @@
       controller.sock   the controller's API (list, watch, logs, apply...)
       controller.log    the controller's own output
       stopped           present after `kfcockpit cluster down`: nothing starts a controller by itself
-      resources/<Kind>/<name>.yaml   desired state, as applied
+      objects/<group>/<plural>/<namespace>/<name>.json   the API's stored objects (apiserver/store.py)
+      pki/, api-port    the API server's certificates and token, and the port it had
       status/<job>.json              observed state of a TrainJob and its pods
       logs/<job>/<pod>.log           every line a pod printed: "<epoch seconds> <text>"
       volumes/<claim>/               a PersistentVolumeClaim's files
@@ -34,7 +35,8 @@ class Layout:
         self.socket = self.root / "controller.sock"
         self.controller_log = self.root / "controller.log"
         self.stopped = self.root / "stopped"
-        self.resources = self.root / "resources"
+        self.resources = self.root / "resources"  # an earlier version's desired state (migrated)
+        self.objects = self.root / "objects"
         self.status = self.root / "status"
         self.logs = self.root / "logs"
         self.volumes = self.root / "volumes"
@@ -44,8 +46,16 @@ class Layout:
         for d in (self.resources, self.status, self.logs, self.volumes, self.snapshots):
             d.mkdir(parents=True, exist_ok=True)
 
-    def resource_file(self, kind: str, name: str) -> Path:
-        return self.resources / kind / f"{name}.yaml"
+    def object_file(self, kind: str, name: str, namespace: str = "default") -> Path:
+        """Where the API store keeps an object of one of the served kinds."""
+        from backend.local.apiserver.kinds import KINDS
+
+        found = next(k for k in KINDS if k.kind == kind and k.group != "metrics.k8s.io")
+        return (self.objects / (found.group or "core") / found.plural / (namespace if found.namespaced else "_cluster")
+                / f"{name}.json")
+
+    def claim_files(self, namespace: str = "default") -> list[Path]:
+        return sorted(self.object_file("PersistentVolumeClaim", "x", namespace).parent.glob("*.json"))
 
     def job_status_file(self, job: str) -> Path:
         return self.status / f"{job}.json"
@@ -62,7 +72,7 @@ class Layout:
 
     def require_volume(self, name: str) -> Path:
         path = self.volume_dir(name)
-        if not self.resource_file("PersistentVolumeClaim", name).exists() or not path.is_dir():
+        if not self.object_file("PersistentVolumeClaim", name).exists() or not path.is_dir():
             raise NotFound(f"volume {name!r} not found (apply its PersistentVolumeClaim first, "
                            "e.g. kfcockpit apply -f manifests/volume.yaml)")
         return path

@@ -123,7 +123,7 @@ def lesson_trainjob(name: str, volume: str, num_nodes: int, steps: int, ckpt_eve
                          "--ckpt-every", str(ckpt_every), "--step-delay", str(step_delay)],
                 "resourcesPerNode": resources,
             },
-            "runtimePatches": [{"manager": "kfcockpit-pipeline", "trainingRuntimeSpec": {"template": {"spec": {
+            "runtimePatches": [{"manager": "kfcockpit.io/pipeline", "trainingRuntimeSpec": {"template": {"spec": {
                 "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {
                     "nodeSelector": dict(node_selector),
                     "volumes": [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": volume}}],

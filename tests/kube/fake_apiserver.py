@@ -732,7 +732,7 @@ def train_job(name: str, num_nodes: int = 2, claim: str = "checkpoints") -> dict
         "spec": {"runtimeRef": {"name": "kfcockpit-torch", "kind": "TrainingRuntime",
                                 "apiGroup": "trainer.kubeflow.org"},
                  "trainer": {"numNodes": num_nodes},
-                 "runtimePatches": [{"manager": "kfcockpit", "trainingRuntimeSpec": {"template": {"spec": {
+                 "runtimePatches": [{"manager": "kfcockpit.io/lesson", "trainingRuntimeSpec": {"template": {"spec": {
                      "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {
                          "spec": pod_spec}}}}]}}}}]},
     }

@@ -48,7 +48,7 @@ def _cases(tmp_path):
     long_name["metadata"]["name"] = "a" * 60
     return [
         (["apply", "-f", _write(tmp_path, "nodes.yaml", NO_NODES)], "numNodes must be at least 1"),
-        (["apply", "-f", _write(tmp_path, "runtime.yaml", unknown_runtime)], "'no-such-runtime' not found"),
+        (["apply", "-f", _write(tmp_path, "runtime.yaml", unknown_runtime)], 'trainingruntimes.trainer.kubeflow.org "no-such-runtime" not found'),
         (["apply", "-f", _write(tmp_path, "name.yaml", bad_name)], "is not a valid name"),
         (["apply", "-f", _write(tmp_path, "volume.yaml", unknown_volume)], "'no-such-volume' not found"),
         (["apply", "-f", _write(tmp_path, "long.yaml", long_name)], "name too long"),

@@ -1,0 +1,463 @@
+"""The embedded cluster's Kubernetes API: the controller's side of backend/local/apiserver.
+
+`ClusterApi` owns the object store and the HTTPS listener (127.0.0.1 only, bearer token) and
+ties them to the controller:
+- admission: upstream defaults and rules (admission.py), then the cockpit's models;
+- written / deleting: what an object declares is done by the controller (a TrainJob runs, a
+  PVC gets its directory, a VolumeSnapshot is taken, a pod is killed);
+- the mirror: every pod and job change a runner publishes becomes the Pod, TrainJob status and
+  JobSet objects clients read and watch (objects.py);
+- pods/log from the pods' log files, followed on the runners' log events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import ssl
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, AsyncIterator
+
+from aiohttp import web
+
+from backend.local import admission, objects
+from backend.local.apiserver import credentials
+from backend.local.apiserver.kinds import Kind, Registry
+from backend.local.apiserver.server import ApiServer, Hooks
+from backend.local.apiserver.status import ApiError, bad_request, conflict, invalid
+from backend.local.apiserver.store import Store
+from backend.local.podlogs import read_lines
+from backend.models import JobSummary, Pod
+
+if TYPE_CHECKING:
+    from backend.local.controller import Controller
+
+log = logging.getLogger("kfcockpit.api")
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+STORAGE_CLASS = "standard"
+SNAPSHOT_CLASS = "kfcockpit-snapclass"
+DRIVER = "kfcockpit.io/local-dir"
+_EVENTS_KEPT = 2000
+
+
+class ClusterApi(Hooks):
+    def __init__(self, ctl: "Controller"):
+        self.ctl = ctl
+        self.registry = Registry()
+        self.store = Store(self.registry, ctl.layout.root / "objects")
+        self.kinds = {k.kind: k for k in self.registry.kinds if k.group != "metrics.k8s.io"}
+        self.credentials: credentials.Credentials | None = None
+        self.server: ApiServer | None = None
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self._events: list[tuple[str, str]] = []
+        self._deleted_pods: set[str] = set()  # deleted through the API, until their runner lets go
+
+    # ------------------------------------------------------------------ start / stop
+
+    def load(self) -> None:
+        """Stored objects, and what every cluster has from its first start."""
+        self.store.load()
+        for name in SYSTEM_NAMESPACES:
+            if self.store.find(self.kinds["Namespace"], None, name) is None:
+                self.store.create(self.kinds["Namespace"], {"metadata": {"name": name},
+                                                            "spec": {"finalizers": ["kubernetes"]},
+                                                            "status": {"phase": "Active"}})
+        self.store.create(self.kinds["Node"], objects.node_object())
+        if not self.store.list(self.kinds["StorageClass"]):
+            self.store.create(self.kinds["StorageClass"], {
+                "metadata": {"name": STORAGE_CLASS,
+                             "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+                "provisioner": DRIVER, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"})
+        if not self.store.list(self.kinds["VolumeSnapshotClass"]):
+            self.store.create(self.kinds["VolumeSnapshotClass"], {
+                "metadata": {"name": SNAPSHOT_CLASS,
+                             "annotations": {"snapshot.storage.kubernetes.io/is-default-class": "true"}},
+                "driver": DRIVER, "deletionPolicy": "Delete"})
+        for ns in SYSTEM_NAMESPACES[:1]:
+            if self.store.find(self.kinds["ServiceAccount"], ns, "default") is None:
+                self.store.create(self.kinds["ServiceAccount"], {"metadata": {"name": "default", "namespace": ns}})
+
+    async def serve(self) -> None:
+        layout = self.ctl.layout
+        self.credentials = credentials.load_or_create(layout.root / "pki")
+        self.server = ApiServer(self.registry, self.store, self, self.credentials.token)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(self.credentials.server_cert, self.credentials.server_key)
+        context.set_alpn_protocols(["http/1.1"])
+        self._runner = web.AppRunner(self.server.app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        sock = _listen(layout.root / "api-port")
+        self.port = sock.getsockname()[1]
+        await web.SockSite(self._runner, sock, ssl_context=context, shutdown_timeout=0.5).start()
+        credentials.write_kubeconfig(layout.home / "kubeconfig", f"https://127.0.0.1:{self.port}", self.credentials)
+        log.info("Kubernetes API on https://127.0.0.1:%d (kubeconfig %s)", self.port, layout.home / "kubeconfig")
+
+    async def close(self) -> None:
+        self.store.close_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # ------------------------------------------------------------------ the controller's own writes
+
+    async def apply(self, manifest: dict[str, Any]) -> str:
+        """`kfcockpit apply` (the controller's socket): create or update through admission."""
+        kind = self.registry.by_kind(manifest.get("apiVersion", ""), manifest.get("kind", ""))
+        if kind is None or kind.group == "metrics.k8s.io":
+            raise bad_request(f"no kind {manifest.get('kind')!r} in {manifest.get('apiVersion')!r} is served")
+        obj = {k: v for k, v in manifest.items() if k != "status"}
+        meta = obj.setdefault("metadata", {})
+        if kind.namespaced:
+            meta.setdefault("namespace", "default")
+        live = self.store.find(kind, meta.get("namespace"), meta.get("name", ""))
+        if live is None:
+            self.admit(kind, "CREATE", obj, None)
+            stored = self.store.create(kind, obj)
+            await self.written(kind, "CREATE", stored, None)
+            return f"{kind.singular}/{meta['name']} created"
+        merged = {**live, **{k: v for k, v in obj.items() if k != "metadata"},
+                  "metadata": {**live["metadata"], "labels": meta.get("labels", live["metadata"].get("labels")),
+                               "annotations": meta.get("annotations", live["metadata"].get("annotations"))}}
+        merged["metadata"] = {k: v for k, v in merged["metadata"].items() if v is not None}
+        self.admit(kind, "UPDATE", merged, live)
+        stored = self.store.update(kind, merged)
+        if stored is live:
+            return f"{kind.singular}/{meta['name']} unchanged"
+        await self.written(kind, "UPDATE", stored, live)
+        return f"{kind.singular}/{meta['name']} configured"
+
+    async def delete(self, kind_name: str, name: str, namespace: str = "default") -> None:
+        kind = self.kinds[kind_name]
+        obj = self.store.get(kind, namespace if kind.namespaced else None, name)
+        if await self.deleting(kind, obj, None) is None:
+            self.server.delete_cascade(kind, obj)
+
+    # ------------------------------------------------------------------ hooks: admission
+
+    def admit(self, kind: Kind, operation: str, obj: dict[str, Any], old: dict[str, Any] | None) -> list[str]:
+        if kind.kind == "Namespace" and operation == "CREATE":
+            obj.setdefault("status", {"phase": "Active"})
+        if kind.kind == "TrainJob":
+            admission.default_trainjob(obj)
+            admission.validate_trainjob(kind, obj, old, self._runtime_exists)
+        if kind.kind not in admission.MODELLED:
+            return []
+        if old is not None and kind.kind in ("TrainJob", "RayJob"):
+            admission.immutable_spec(kind, obj, old)
+        if old is not None and kind.kind == "VolumeSnapshot" and obj.get("spec") != old.get("spec"):
+            raise invalid(kind.kind, obj["metadata"]["name"], [("spec.source", "Invalid value: field is immutable")],
+                          kind.group)
+        resource = admission.check_model(kind, obj)
+        if operation == "CREATE" and kind.kind in ("TrainJob", "RayJob"):
+            name = obj["metadata"]["name"]
+            if name in self.ctl.runners:
+                raise conflict(kind.plural, name, f"a {self.ctl.runners[name].kind} of that name exists (jobs share "
+                               "one set of names across namespaces on the embedded cluster)", kind.group)
+            for claim, _ in resource.volume_mounts():
+                if self.store.find(self.kinds["PersistentVolumeClaim"], obj["metadata"]["namespace"], claim) is None:
+                    raise invalid(kind.kind, name, [("spec", f"PersistentVolumeClaim {claim!r} not found: apply it "
+                                                     "first (kubectl apply -f manifests/volume.yaml)")], kind.group)
+        if operation == "CREATE" and kind.kind == "VolumeSnapshot":
+            claim = resource.spec.source.persistent_volume_claim_name
+            if self.store.find(self.kinds["PersistentVolumeClaim"], obj["metadata"]["namespace"], claim) is None:
+                raise invalid(kind.kind, obj["metadata"]["name"],
+                              [("spec.source.persistentVolumeClaimName",
+                                f"Not found: volume {claim!r} not found (apply its PersistentVolumeClaim first)")],
+                              kind.group)
+        return []
+
+    def _runtime_exists(self, kind_name: str, name: str, namespace: str | None) -> bool:
+        kind = self.kinds.get(kind_name or "")
+        if kind is None or kind.kind not in ("TrainingRuntime", "ClusterTrainingRuntime"):
+            return False
+        return self.store.find(kind, namespace if kind.namespaced else None, name or "") is not None
+
+    # ------------------------------------------------------------------ hooks: what objects declare
+
+    async def written(self, kind: Kind, operation: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        name, namespace = obj["metadata"]["name"], obj["metadata"].get("namespace")
+        if kind.kind in ("TrainingRuntime", "ClusterTrainingRuntime"):
+            self.ctl.runtime_applied(admission.check_model(kind, obj))
+        elif kind.kind == "PersistentVolumeClaim" and operation == "CREATE":
+            self.ctl.claim_applied(admission.check_model(kind, obj))
+            spec = obj.get("spec") or {}
+            self._set_status(kind, obj, {"phase": "Bound", "accessModes": spec.get("accessModes", ["ReadWriteOnce"]),
+                                         "capacity": {"storage": ((spec.get("resources") or {}).get("requests") or {})
+                                                      .get("storage", "1Gi")}},
+                             spec_extra={"volumeName": f"pvc-{obj['metadata']['uid']}",
+                                         "storageClassName": spec.get("storageClassName") or STORAGE_CLASS})
+        elif kind.kind == "VolumeSnapshot" and operation == "CREATE":
+            snap = self.ctl.take_snapshot(admission.check_model(kind, obj))
+            self._set_status(kind, obj, {"readyToUse": True, "creationTime": objects.rfc3339(snap["created"]),
+                                         "restoreSize": str(snap.get("size_bytes", 0)),
+                                         "boundVolumeSnapshotContentName": f"snapcontent-{obj['metadata']['uid']}"},
+                             spec_extra={"volumeSnapshotClassName": (obj.get("spec") or {}).get(
+                                 "volumeSnapshotClassName") or SNAPSHOT_CLASS})
+        elif kind.kind in ("TrainJob", "RayJob"):
+            suspended = bool((obj.get("spec") or {}).get("suspend"))
+            was_suspended = bool(((old or {}).get("spec") or {}).get("suspend"))
+            if operation == "CREATE" and suspended:
+                self._set_status(kind, obj, objects.trainjob_status(self.ctl.idle_summary(obj), suspended=True))
+            elif operation == "CREATE" or (was_suspended and not suspended):
+                await self.ctl.start_job(admission.check_model(kind, obj))
+            elif suspended and not was_suspended:
+                await self.ctl.stop_job(name)
+                self._set_status(kind, obj, objects.trainjob_status(self.ctl.idle_summary(obj), suspended=True))
+        elif kind.kind == "Namespace" and operation == "CREATE":
+            pass
+        del namespace
+
+    def _set_status(self, kind: Kind, obj: dict[str, Any], status: dict[str, Any],
+                    spec_extra: dict[str, Any] | None = None) -> None:
+        live = self.store.find(kind, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+        if live is None:
+            return
+        updated = {**live, "status": status}
+        if spec_extra:
+            updated["spec"] = {**(live.get("spec") or {}), **spec_extra}
+        self.store.update(kind, updated)
+
+    async def deleting(self, kind: Kind, obj: dict[str, Any], grace: int | None) -> dict[str, Any] | None:
+        name = obj["metadata"]["name"]
+        if kind.kind == "Pod":
+            if not self.ctl.pod_finished(name):
+                self.ctl.kill_pod(name)  # the group restarts (JobSet failure policy)
+            self._deleted_pods.add(name)
+            return None
+        if kind.kind in ("TrainJob", "RayJob"):
+            await self.ctl.delete_job(kind.kind, name)
+        elif kind.kind == "PersistentVolumeClaim":
+            self.ctl.delete_claim(name)
+        elif kind.kind in ("TrainingRuntime", "ClusterTrainingRuntime"):
+            self.ctl.runtimes.pop((kind.kind, name), None)
+        elif kind.kind == "VolumeSnapshot":
+            self.ctl.delete_snapshot(name)
+        elif kind.kind == "Namespace":
+            if name in SYSTEM_NAMESPACES:
+                raise ApiError(403, "Forbidden", f'namespaces "{name}" is forbidden: this namespace may not be deleted')
+            for other in self.registry.kinds:
+                if other.namespaced and other.group != "metrics.k8s.io":
+                    for item in self.store.list(other, name):
+                        if await self.deleting(other, item, grace) is None and self.store.find(
+                                other, name, item["metadata"]["name"]) is not None:
+                            self.server.delete_cascade(other, item)
+        return None
+
+    # ------------------------------------------------------------------ the mirror
+
+    def job_namespace(self, job: str) -> str:
+        for kind_name in ("TrainJob", "RayJob"):
+            for obj in self.store.all_of(self.kinds[kind_name]):
+                if obj["metadata"]["name"] == job:
+                    return obj["metadata"]["namespace"]
+        return "default"
+
+    def _job_object(self, job: str) -> tuple[Kind, dict[str, Any]] | None:
+        for kind_name in ("TrainJob", "RayJob"):
+            kind = self.kinds[kind_name]
+            for obj in self.store.all_of(kind):
+                if obj["metadata"]["name"] == job:
+                    return kind, obj
+        return None
+
+    def pod_changed(self, event_type: str, pod: Pod, spec: dict[str, Any]) -> None:
+        kind = self.kinds["Pod"]
+        found = self._job_object(pod.job)
+        namespace = found[1]["metadata"]["namespace"] if found else "default"
+        live = self.store.find(kind, namespace, pod.name)
+        if event_type == "DELETED":
+            self._deleted_pods.discard(pod.name)
+            if live is not None:
+                self.store.delete(kind, namespace, pod.name)
+            return
+        if pod.name in self._deleted_pods:
+            return  # its process is ending; the object is already gone
+        if found is None:
+            return  # the job is being deleted
+        job_kind, job_obj = found
+        owner_obj = self.store.find(self.kinds["JobSet"], namespace, pod.job) if job_kind.kind == "TrainJob" else job_obj
+        obj = objects.pod_object(pod, namespace, objects.owner(owner_obj) if owner_obj else None, spec)
+        if live is None:
+            self.store.create(kind, obj)
+            self.event(obj, "Normal", "Scheduled", f"Successfully assigned {namespace}/{pod.name} to "
+                                                   f"{socket.gethostname()}", "default-scheduler")
+        else:
+            obj["metadata"]["uid"] = live["metadata"]["uid"]
+            self.store.update(kind, obj)
+            old_phase = (live.get("status") or {}).get("phase")
+            if old_phase != pod.phase.value:
+                self._pod_phase_event(obj, pod)
+
+    def _pod_phase_event(self, obj: dict[str, Any], pod: Pod) -> None:
+        if pod.phase.value == "Running":
+            self.event(obj, "Normal", "Started", "Started container node (a process on this machine)", "kubelet")
+        elif pod.phase.value == "Failed":
+            self.event(obj, "Warning", "Failed" if pod.reason != "Killed" else "Killing",
+                       f"container node ended: {pod.reason or 'Error'} (exit code {pod.exit_code})", "kubelet")
+        elif pod.phase.value == "Succeeded":
+            self.event(obj, "Normal", "Completed", "container node exited with code 0", "kubelet")
+
+    def job_changed(self, event_type: str, summary: JobSummary) -> None:
+        found = self._job_object(summary.name)
+        if found is None or event_type == "DELETED":
+            return
+        kind, obj = found
+        namespace = obj["metadata"]["namespace"]
+        if kind.kind == "TrainJob":
+            jobset_kind = self.kinds["JobSet"]
+            jobset = objects.jobset_object(summary, namespace, obj)
+            live_jobset = self.store.find(jobset_kind, namespace, summary.name)
+            if live_jobset is None:
+                self.store.create(jobset_kind, jobset)
+                self.event(obj, "Normal", "JobSetCreated", f"JobSet {summary.name} created", "trainjob-controller")
+            else:
+                if live_jobset.get("status", {}).get("restarts", 0) < summary.restart_attempt:
+                    self.event(jobset, "Warning", "Restarting", f"JobSet {summary.name} is restarting (attempt "
+                               f"{summary.restart_attempt}): {summary.message}", "jobset-controller")
+                self.store.update(jobset_kind, jobset)
+            status = objects.trainjob_status(summary)
+        else:
+            status = {"jobStatus": {"Complete": "SUCCEEDED", "Failed": "FAILED"}.get(summary.phase.value, "RUNNING"),
+                      "jobDeploymentStatus": summary.phase.value, "rayClusterName": f"{summary.name}-raycluster",
+                      "startTime": objects.rfc3339(summary.created), "failed": summary.restart_attempt}
+            if summary.finished:
+                status["endTime"] = objects.rfc3339(summary.finished)
+        if summary.phase.finished and (obj.get("status") or {}) != status:
+            self.event(obj, "Normal" if summary.phase.value == "Complete" else "Warning", summary.phase.value,
+                       summary.message or summary.reason, "trainjob-controller")
+        self._set_status(kind, obj, status)
+
+    def event(self, involved: dict[str, Any], event_type: str, reason: str, message: str, component: str) -> None:
+        meta = involved["metadata"]
+        namespace = meta.get("namespace") or "default"
+        kind = self.kinds["Event"]
+        now = objects.rfc3339(__import__("time").time())
+        name = f"{meta['name']}.{self.store.rv + 1:x}"
+        self.store.create(kind, {
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": {"kind": involved["kind"], "apiVersion": involved["apiVersion"], "name": meta["name"],
+                               "namespace": namespace, "uid": meta.get("uid", "")},
+            "reason": reason, "message": message, "type": event_type, "count": 1,
+            "source": {"component": component, "host": socket.gethostname()},
+            "firstTimestamp": now, "lastTimestamp": now, "reportingComponent": component,
+            "reportingInstance": socket.gethostname()})
+        self._events.append((namespace, name))
+        if len(self._events) > _EVENTS_KEPT:
+            old_ns, old_name = self._events.pop(0)
+            if self.store.find(kind, old_ns, old_name) is not None:
+                self.store.delete(kind, old_ns, old_name)
+
+    # ------------------------------------------------------------------ pods/log
+
+    async def pod_log(self, namespace: str, name: str, options: dict[str, str]) -> AsyncIterator[bytes]:
+        pod = self.store.get(self.kinds["Pod"], namespace, name)
+        container = options.get("container")
+        if container and container != "node":
+            raise bad_request(f"container {container} is not valid for pod {name}")
+        if options.get("previous") in ("true", "1"):
+            raise bad_request(f'previous terminated container "node" in pod "{name}" not found')
+        job = (pod["metadata"].get("labels") or {}).get("jobset.sigs.k8s.io/jobset-name") or \
+            (pod["metadata"].get("labels") or {}).get("ray.io/job-name", "")
+        path = self.ctl.layout.pod_log(job, name)
+        timestamps = options.get("timestamps") in ("true", "1")
+        follow = options.get("follow") in ("true", "1")
+        since = _since(options)
+        try:
+            tail = int(options["tailLines"]) if "tailLines" in options else None
+            limit = int(options["limitBytes"]) if "limitBytes" in options else None
+        except ValueError:
+            raise bad_request("tailLines and limitBytes must be integers") from None
+        size = path.stat().st_size if path.exists() else 0
+        lines = [(t, text) for t, text, _end in read_lines(path, 0, size) if since is None or t >= since]
+        if tail is not None:
+            lines = lines[-tail:] if tail > 0 else []
+        sent = 0
+        chunk = _format(lines, timestamps)
+        if limit is not None:
+            chunk = chunk[:limit]
+        sent += len(chunk)
+        yield chunk
+        if not follow:
+            return
+        offset = size
+        wake = self.ctl.events.subscribe("logs", job)
+        try:
+            while True:
+                done = self.ctl.pod_finished(name)
+                size = path.stat().st_size if path.exists() else offset
+                if size > offset:
+                    data = _format([(t, x) for t, x, _e in read_lines(path, offset, size)], timestamps)
+                    offset = size
+                    if limit is not None:
+                        data = data[:max(0, limit - sent)]
+                    sent += len(data)
+                    if data:
+                        yield data
+                if done or (limit is not None and sent >= limit):
+                    return
+                try:
+                    await asyncio.wait_for(wake.queue.get(), 1.0)
+                except asyncio.TimeoutError:
+                    pass
+                while not wake.queue.empty():
+                    wake.queue.get_nowait()
+        finally:
+            self.ctl.events.unsubscribe(wake)
+
+    # ------------------------------------------------------------------ metrics.k8s.io
+
+    def computed(self, kind: Kind, namespace: str | None) -> list[dict[str, Any]] | None:
+        from backend.local import metrics
+
+        if kind.kind == "NodeMetrics":
+            return [metrics.node_metrics()]
+        pods = self.store.list(self.kinds["Pod"], namespace)
+        return [m for m in (metrics.pod_metrics(p, self.ctl.pod_pid(p["metadata"]["name"])) for p in pods)
+                if m is not None]
+
+
+def _since(options: dict[str, str]) -> float | None:
+    import calendar
+    import time
+
+    if "sinceSeconds" in options:
+        try:
+            return time.time() - int(options["sinceSeconds"])
+        except ValueError:
+            raise bad_request("sinceSeconds must be an integer") from None
+    if "sinceTime" in options:
+        try:
+            return calendar.timegm(time.strptime(options["sinceTime"][:19], "%Y-%m-%dT%H:%M:%S"))
+        except ValueError:
+            raise bad_request("sinceTime must be an RFC 3339 time") from None
+    return None
+
+
+def _format(lines: list[tuple[float, str]], timestamps: bool) -> bytes:
+    import time
+
+    if timestamps:
+        return "".join(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1e9):09d}Z {text}\n"
+                       for t, text in lines).encode()
+    return "".join(f"{text}\n" for _t, text in lines).encode()
+
+
+def _listen(port_file: Path) -> socket.socket:
+    """A loopback listener, on the port this state root had before when it is free (so a
+    kubeconfig read earlier still points at it), else on a new one."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        previous = int(port_file.read_text())
+    except (OSError, ValueError):
+        previous = 0
+    try:
+        sock.bind(("127.0.0.1", previous))
+    except OSError:
+        sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    sock.set_inheritable(False)
+    port_file.write_text(str(sock.getsockname()[1]))
+    return sock

@@ -1,0 +1,96 @@
+"""Discovery: what `kubectl api-resources` and every client's RESTMapper read first.
+
+The legacy documents (/api, /api/v1, /apis, /apis/<group>/<version>) and the aggregated ones
+(apidiscovery.k8s.io/v2, one request for all groups) that kubectl 1.30+ asks for first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backend.local.apiserver.kinds import Kind, Registry
+
+# The Kubernetes minor version this cluster's API follows (what kind 0.3x with k8s 1.33 serves).
+VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0-kfcockpit", "gitCommit": "", "gitTreeState": "clean",
+           "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24", "compiler": "gc", "platform": "linux/amd64",
+           "emulationMajor": "1", "emulationMinor": "33", "minCompatibilityMajor": "1", "minCompatibilityMinor": "32"}
+
+AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def _resource(kind: Kind) -> dict[str, Any]:
+    doc: dict[str, Any] = {"name": kind.plural, "singularName": kind.singular, "namespaced": kind.namespaced,
+                           "kind": kind.kind, "verbs": list(kind.verbs)}
+    if kind.short_names:
+        doc["shortNames"] = list(kind.short_names)
+    if kind.categories:
+        doc["categories"] = list(kind.categories)
+    return doc
+
+
+def resource_list(registry: Registry, group: str, version: str) -> dict[str, Any] | None:
+    kinds = registry.in_version(group, version)
+    if not kinds:
+        return None
+    resources = []
+    for kind in kinds:
+        resources.append(_resource(kind))
+        for sub in kind.subresources:
+            verbs = ["get"] if sub == "log" else ["get", "patch", "update"]
+            kind_name = "Pod" if sub == "log" else kind.kind
+            resources.append({"name": f"{kind.plural}/{sub}", "singularName": "", "namespaced": kind.namespaced,
+                              "kind": kind_name, "verbs": verbs})
+    return {"kind": "APIResourceList", "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
+
+
+def core_versions() -> dict[str, Any]:
+    return {"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
+
+
+def _group(name: str, versions: list[str]) -> dict[str, Any]:
+    listed = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+    return {"name": name, "versions": listed, "preferredVersion": listed[0]}
+
+
+def group_list(registry: Registry) -> dict[str, Any]:
+    return {"kind": "APIGroupList", "apiVersion": "v1",
+            "groups": [_group(name, versions) for name, versions in registry.groups().items()]}
+
+
+def group(registry: Registry, name: str) -> dict[str, Any] | None:
+    versions = registry.groups().get(name)
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group(name, versions)} if versions else None
+
+
+def _aggregated_group(registry: Registry, name: str, versions: list[str]) -> dict[str, Any]:
+    listed = []
+    for version in versions:
+        resources = []
+        for kind in registry.in_version(name, version):
+            doc = {"resource": kind.plural, "responseKind": {"group": kind.group, "version": kind.version,
+                                                             "kind": kind.kind},
+                   "scope": "Namespaced" if kind.namespaced else "Cluster", "singularResource": kind.singular,
+                   "verbs": list(kind.verbs)}
+            if kind.short_names:
+                doc["shortNames"] = list(kind.short_names)
+            if kind.categories:
+                doc["categories"] = list(kind.categories)
+            subs = [{"subresource": sub,
+                     "responseKind": {"group": "", "version": "v1", "kind": "Pod"} if sub == "log"
+                     else {"group": kind.group, "version": kind.version, "kind": kind.kind},
+                     "verbs": ["get"] if sub == "log" else ["get", "patch", "update"]}
+                    for sub in kind.subresources]
+            if subs:
+                doc["subresources"] = subs
+            resources.append(doc)
+        listed.append({"version": version, "resources": resources, "freshness": "Current"})
+    return {"metadata": {"name": name, "creationTimestamp": None}, "versions": listed}
+
+
+def aggregated(registry: Registry, core: bool) -> dict[str, Any]:
+    """apidiscovery.k8s.io/v2 APIGroupDiscoveryList for /api (core) or /apis (named groups)."""
+    groups = {"": ["v1"]} if core else registry.groups()
+    return {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {},
+            "items": [_aggregated_group(registry, name, versions) for name, versions in groups.items()]}

@@ -1,0 +1,141 @@
+"""The OpenAPI documents kubectl reads: /openapi/v3 (an index of group-versions) and one
+document per group-version, whose PATCH operations declare `fieldValidation` (so kubectl
+leaves validation to the server) and whose component schemas carry
+`x-kubernetes-group-version-kind` (so `kubectl explain` finds them). /openapi/v2 is a minimal
+Swagger document for older clients.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from typing import Any
+
+from backend.local.apiserver import validation
+from backend.local.apiserver.kinds import Kind, Registry
+
+_QUERY = [{"name": n, "in": "query", "schema": {"type": "string"}, "uniqueItems": True}
+          for n in ("dryRun", "fieldManager", "fieldValidation", "pretty")]
+
+
+def _gv_path(group: str, version: str) -> str:
+    return f"apis/{group}/{version}" if group else f"api/{version}"
+
+
+def _gvk(kind: Kind) -> list[dict[str, str]]:
+    return [{"group": kind.group, "version": kind.version, "kind": kind.kind}]
+
+
+def _schema_name(kind: Kind) -> str:
+    group = ".".join(reversed(kind.group.split("."))) if kind.group else "io.k8s.api.core"
+    return f"{group}.{kind.version}.{kind.kind}"
+
+
+def _openapi_schema(node: Any, rename: dict[str, str]) -> Any:
+    """pydantic's JSON schema in OpenAPI 3 form: $defs refs → components, Optional unwrapped."""
+    if isinstance(node, list):
+        return [_openapi_schema(n, rename) for n in node]
+    if not isinstance(node, dict):
+        return node
+    node = {k: v for k, v in node.items() if k not in ("title", "$defs")}
+    if "anyOf" in node:
+        options = [o for o in node["anyOf"] if o.get("type") != "null"]
+        if len(options) == 1:
+            rest = {k: v for k, v in node.items() if k != "anyOf"}
+            node = {**options[0], **rest}
+    if "$ref" in node:
+        target = rename.get(node["$ref"].rsplit("/", 1)[-1], node["$ref"].rsplit("/", 1)[-1])
+        rest = {k: v for k, v in node.items() if k != "$ref"}
+        ref = {"$ref": f"#/components/schemas/{target}"}
+        return {"allOf": [ref], **rest} if rest else ref
+    return {k: _openapi_schema(v, rename) for k, v in node.items()}
+
+
+def _components(kinds: list[Kind]) -> dict[str, Any]:
+    schemas: dict[str, Any] = {}
+    for kind in kinds:
+        doc = validation.schema(kind.kind)
+        name = _schema_name(kind)
+        if doc is None:
+            schemas[name] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                             "x-kubernetes-group-version-kind": _gvk(kind),
+                             "description": f"{kind.kind} ({kind.api_version}); its schema is not published by "
+                                            "the embedded cluster"}
+            continue
+        defs = doc.get("$defs", {})
+        rename = {doc.get("title", ""): name}
+        for def_name, definition in defs.items():
+            schemas.setdefault(def_name, _openapi_schema(definition, rename))
+        top = _openapi_schema(doc, rename)
+        top["x-kubernetes-group-version-kind"] = _gvk(kind)
+        schemas[name] = top
+    return schemas
+
+
+def _paths(kinds: list[Kind]) -> dict[str, Any]:
+    paths: dict[str, Any] = {}
+    for kind in kinds:
+        base = "/" + _gv_path(kind.group, kind.version)
+        scope = f"{base}/namespaces/{{namespace}}/{kind.plural}" if kind.namespaced else f"{base}/{kind.plural}"
+        ref = {"content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{_schema_name(kind)}"}}}}
+        ext = {"x-kubernetes-group-version-kind": _gvk(kind)[0]}
+        reads = "create" not in kind.verbs
+        collection: dict[str, Any] = {"get": {"operationId": f"list{kind.kind}", **ext,
+                                              "x-kubernetes-action": "list", "responses": {"200": ref}}}
+        item: dict[str, Any] = {"get": {"operationId": f"read{kind.kind}", **ext, "x-kubernetes-action": "get",
+                                        "responses": {"200": ref}}}
+        if not reads:
+            collection["post"] = {"operationId": f"create{kind.kind}", **ext, "x-kubernetes-action": "post",
+                                  "parameters": _QUERY, "requestBody": ref, "responses": {"201": ref}}
+            item["put"] = {"operationId": f"replace{kind.kind}", **ext, "x-kubernetes-action": "put",
+                           "parameters": _QUERY, "requestBody": ref, "responses": {"200": ref}}
+            item["patch"] = {"operationId": f"patch{kind.kind}", **ext, "x-kubernetes-action": "patch",
+                             "parameters": _QUERY + [{"name": "force", "in": "query", "schema": {"type": "boolean"}}],
+                             "requestBody": {"content": {t: {"schema": {"type": "object"}} for t in (
+                                 "application/apply-patch+yaml", "application/json-patch+json",
+                                 "application/merge-patch+json", "application/strategic-merge-patch+json")}},
+                             "responses": {"200": ref}}
+            item["delete"] = {"operationId": f"delete{kind.kind}", **ext, "x-kubernetes-action": "delete",
+                              "parameters": _QUERY[:1], "responses": {"200": ref}}
+        paths[scope] = collection
+        paths[f"{scope}/{{name}}"] = item
+    return paths
+
+
+@functools.cache
+def _group_version(registry: Registry, group: str, version: str) -> dict[str, Any] | None:
+    kinds = registry.in_version(group, version)
+    if not kinds:
+        return None
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes (kfcockpit embedded cluster)", "version": "v1.33.0"},
+            "paths": _paths(kinds), "components": {"schemas": _components(kinds)}}
+
+
+def _index(registry: Registry) -> dict[str, Any]:
+    versions = [("", "v1")] + [(g, v) for g, vs in registry.groups().items() for v in vs]
+    paths = {}
+    for group, version in versions:
+        path = _gv_path(group, version)
+        digest = hashlib.sha256(f"{path}-{len(registry.in_version(group, version))}".encode()).hexdigest()[:16].upper()
+        paths[path] = {"serverRelativeURL": f"/openapi/v3/{path}?hash={digest}"}
+    return {"paths": paths}
+
+
+def document(registry: Registry, parts: list[str]) -> dict[str, Any] | None:
+    """The document at /openapi/<parts>, or None."""
+    if parts == ["v2"]:
+        return {"swagger": "2.0", "info": {"title": "Kubernetes (kfcockpit embedded cluster)", "version": "v1.33.0"},
+                "paths": {}, "definitions": {}}
+    if parts == ["v3"]:
+        return _index(registry)
+    if len(parts) >= 3 and parts[0] == "v3":
+        if parts[1] == "api" and len(parts) == 3:
+            return _group_version(registry, "", parts[2])
+        if parts[1] == "apis" and len(parts) == 4:
+            return _group_version(registry, parts[2], parts[3])
+    return None
+
+
+def size_hint(doc: dict[str, Any]) -> int:
+    return len(json.dumps(doc))

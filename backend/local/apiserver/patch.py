@@ -1,0 +1,173 @@
+"""The PATCH bodies an API server takes: JSON merge (RFC 7386), JSON patch (RFC 6902), strategic
+merge (lists merged by their patchMergeKey, `$patch` directives), and server-side apply's
+configuration, which is merged like a strategic patch (see `apply`).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from backend.local.apiserver.status import ApiError, bad_request
+
+MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+APPLY = "application/apply-patch+yaml"
+TYPES = [JSON_PATCH, MERGE, STRATEGIC, APPLY]
+
+# patchMergeKey of the lists in core/v1 and meta/v1 types (k8s.io/api/core/v1/types.go tags).
+MERGE_KEYS = {"containers": "name", "initContainers": "name", "ephemeralContainers": "name", "env": "name",
+              "volumes": "name", "volumeMounts": "mountPath", "ports": "containerPort",
+              "imagePullSecrets": "name", "conditions": "type", "ownerReferences": "uid",
+              "volumeDevices": "devicePath", "hostAliases": "ip", "replicatedJobs": "name"}
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def strategic_merge(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    if patch.get("$patch") == "replace":
+        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+    if patch.get("$patch") == "delete":
+        return None
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if key.startswith("$"):  # $setElementOrder, $retainKeys: order and retention hints
+            continue
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, list) and key in MERGE_KEYS and isinstance(result.get(key), list):
+            result[key] = _merge_list(result[key], value, MERGE_KEYS[key])
+        else:
+            result[key] = strategic_merge(result.get(key), value)
+    return result
+
+
+def _merge_list(current: list[Any], patch: list[Any], merge_key: str) -> list[Any]:
+    merged = [copy.deepcopy(item) for item in current]
+    for item in patch:
+        if not isinstance(item, dict) or merge_key not in item:
+            raise bad_request(f"strategic merge patch: an item of a list merged by {merge_key!r} lacks that key")
+        index = next((i for i, old in enumerate(merged)
+                      if isinstance(old, dict) and old.get(merge_key) == item[merge_key]), None)
+        if item.get("$patch") == "delete":
+            if index is not None:
+                merged.pop(index)
+        elif index is None:
+            merged.append({k: v for k, v in item.items() if k != "$patch"})
+        else:
+            merged[index] = strategic_merge(merged[index], item)
+    return merged
+
+
+def _pointer(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise bad_request(f"json patch: path {path!r} must start with '/'")
+    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+
+
+def _resolve(doc: Any, parts: list[str]) -> Any:
+    for part in parts:
+        if isinstance(doc, list):
+            try:
+                doc = doc[int(part)]
+            except (ValueError, IndexError):
+                raise bad_request(f"json patch: no element {part!r}") from None
+        elif isinstance(doc, dict) and part in doc:
+            doc = doc[part]
+        else:
+            raise bad_request(f"json patch: path element {part!r} does not exist")
+    return doc
+
+
+def json_patch(doc: Any, operations: Any) -> Any:
+    if not isinstance(operations, list):
+        raise bad_request("json patch: the body must be a list of operations")
+    doc = copy.deepcopy(doc)
+    for op in operations:
+        if not isinstance(op, dict) or "op" not in op or "path" not in op:
+            raise bad_request("json patch: each operation needs 'op' and 'path'")
+        parts = _pointer(op["path"])
+        name = op["op"]
+        if name == "test":
+            if _resolve(doc, parts) != op.get("value"):
+                raise ApiError(422, "Invalid", f"json patch: test failed at {op['path']}")
+            continue
+        if name in ("move", "copy"):
+            value = copy.deepcopy(_resolve(doc, _pointer(op.get("from", ""))))
+            if name == "move":
+                doc = _remove(doc, _pointer(op["from"]))
+            doc = _add(doc, parts, value)
+        elif name == "add":
+            doc = _add(doc, parts, copy.deepcopy(op.get("value")))
+        elif name == "remove":
+            doc = _remove(doc, parts)
+        elif name == "replace":
+            _resolve(doc, parts)
+            doc = _add(_remove(doc, parts), parts, copy.deepcopy(op.get("value")))
+        else:
+            raise bad_request(f"json patch: unknown operation {name!r}")
+    return doc
+
+
+def _add(doc: Any, parts: list[str], value: Any) -> Any:
+    if not parts:
+        return value
+    parent = _resolve(doc, parts[:-1])
+    last = parts[-1]
+    if isinstance(parent, list):
+        if last == "-":
+            parent.append(value)
+        else:
+            try:
+                parent.insert(int(last), value)
+            except ValueError:
+                raise bad_request(f"json patch: {last!r} is not a list index") from None
+    elif isinstance(parent, dict):
+        parent[last] = value
+    else:
+        raise bad_request("json patch: cannot add inside a scalar")
+    return doc
+
+
+def _remove(doc: Any, parts: list[str]) -> Any:
+    if not parts:
+        raise bad_request("json patch: cannot remove the whole document")
+    parent = _resolve(doc, parts[:-1])
+    last = parts[-1]
+    try:
+        if isinstance(parent, list):
+            parent.pop(int(last))
+        else:
+            del parent[last]
+    except (KeyError, ValueError, IndexError, TypeError):
+        raise bad_request(f"json patch: nothing to remove at {last!r}") from None
+    return doc
+
+
+def apply_patch(live: dict[str, Any], content_type: str, body: Any) -> dict[str, Any]:
+    """The object after a PATCH of the given type (body already decoded)."""
+    if content_type == MERGE:
+        return merge_patch(live, body)
+    if content_type == JSON_PATCH:
+        return json_patch(live, body)
+    if content_type in (STRATEGIC, APPLY):
+        # Server-side apply merges the applied configuration into the live object. Fields a
+        # manager applied before and dropped now are kept (no managedFields bookkeeping).
+        return strategic_merge(live, body)
+    raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - "
+                   f"accepted media types include: {', '.join(TYPES)}")

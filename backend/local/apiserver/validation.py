@@ -1,0 +1,103 @@
+"""Field validation (`fieldValidation=Strict|Warn|Ignore`) and the schemas behind it.
+
+The schemas are the upstream ones, as the `kubeflow_trainer_api` package ships them (models
+generated from Kubeflow Trainer v2.3's OpenAPI, which includes the core/v1 and JobSet types it
+embeds): the same documents `kubectl explain` shows. A kind without a schema here (RayJob,
+VolumeSnapshot...) is checked by the controller's own admission only.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any
+
+from backend.local.apiserver.kinds import Kind
+from backend.local.apiserver.status import ApiError
+
+_MODELS = {
+    "TrainJob": "trainer_v1alpha1_train_job.TrainerV1alpha1TrainJob",
+    "TrainingRuntime": "trainer_v1alpha1_training_runtime.TrainerV1alpha1TrainingRuntime",
+    "ClusterTrainingRuntime": "trainer_v1alpha1_cluster_training_runtime.TrainerV1alpha1ClusterTrainingRuntime",
+    "JobSet": "jobset_v1alpha2_job_set.JobsetV1alpha2JobSet",
+    "Pod": "io_k8s_api_core_v1_pod.IoK8sApiCoreV1Pod",
+    "ConfigMap": "io_k8s_api_core_v1_config_map.IoK8sApiCoreV1ConfigMap",
+    "Secret": "io_k8s_api_core_v1_secret.IoK8sApiCoreV1Secret",
+    "Namespace": "io_k8s_api_core_v1_namespace.IoK8sApiCoreV1Namespace",
+    "Event": "io_k8s_api_core_v1_event.IoK8sApiCoreV1Event",
+    "Node": "io_k8s_api_core_v1_node.IoK8sApiCoreV1Node",
+    "PersistentVolumeClaim": "io_k8s_api_core_v1_persistent_volume_claim.IoK8sApiCoreV1PersistentVolumeClaim",
+    "ServiceAccount": "io_k8s_api_core_v1_service_account.IoK8sApiCoreV1ServiceAccount",
+}
+
+
+@functools.cache
+def schema(kind_name: str) -> dict[str, Any] | None:
+    """The JSON schema of a kind (with its `$defs`), or None when none is shipped."""
+    target = _MODELS.get(kind_name)
+    if target is None:
+        return None
+    module, cls = target.rsplit(".", 1)
+    model = getattr(importlib.import_module(f"kubeflow_trainer_api.models.{module}"), cls)
+    return model.model_json_schema(by_alias=True)
+
+
+def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    while True:
+        if "$ref" in node:
+            node = defs[node["$ref"].rsplit("/", 1)[-1]]
+        elif "anyOf" in node:
+            options = [o for o in node["anyOf"] if o.get("type") != "null"]
+            objects = [o for o in options if "$ref" in o or o.get("type") in ("object", "array")]
+            node = objects[0] if len(objects) == 1 else {}
+        elif "allOf" in node and len(node["allOf"]) == 1:
+            node = node["allOf"][0]
+        else:
+            return node
+
+
+def unknown_fields(obj: Any, kind_name: str) -> list[str]:
+    """Dotted paths of the fields `obj` has that its kind's schema does not declare."""
+    doc = schema(kind_name)
+    if doc is None:
+        return []
+    found: list[str] = []
+    _walk(obj, doc, doc.get("$defs", {}), "", found)
+    return found
+
+
+def _walk(value: Any, node: dict[str, Any], defs: dict[str, Any], path: str, found: list[str]) -> None:
+    node = _resolve(node, defs)
+    if isinstance(value, dict):
+        properties = node.get("properties")
+        if properties is None:
+            extra = node.get("additionalProperties")
+            if isinstance(extra, dict):
+                for key, item in value.items():
+                    _walk(item, extra, defs, f"{path}[{key}]", found)
+            return
+        for key, item in value.items():
+            if key not in properties:
+                found.append(f"{path}.{key}".lstrip("."))
+            else:
+                _walk(item, properties[key], defs, f"{path}.{key}", found)
+    elif isinstance(value, list) and isinstance(node.get("items"), dict):
+        for i, item in enumerate(value):
+            _walk(item, node["items"], defs, f"{path}[{i}]", found)
+
+
+def check(kind: Kind, obj: dict[str, Any], mode: str) -> list[str]:
+    """Warnings to return (Warn), or ApiError 400 (Strict), for the fields the schema lacks."""
+    mode = mode or "Warn"  # upstream's default when the client does not say
+    if mode not in ("Strict", "Warn", "Ignore"):
+        raise ApiError(400, "BadRequest", f"fieldValidation must be one of Strict, Warn, Ignore (got {mode!r})")
+    if mode == "Ignore":
+        return []
+    unknown = unknown_fields(obj, kind.kind)
+    if not unknown:
+        return []
+    if mode == "Strict":
+        listed = ", ".join(f'unknown field "{path}"' for path in unknown)
+        raise ApiError(400, "BadRequest", f'{kind.kind} in version "{kind.version}" cannot be handled as a '
+                                          f"{kind.kind}: strict decoding error: {listed}")
+    return [f'unknown field "{path}"' for path in unknown]
