@@ -25,7 +25,7 @@ from backend.local import admission, objects
 from backend.local.apiserver import credentials
 from backend.local.apiserver.kinds import Kind, Registry
 from backend.local.apiserver.server import ApiServer, Hooks
-from backend.local.apiserver.status import ApiError, bad_request, conflict, invalid
+from backend.local.apiserver.status import ApiError, bad_request, conflict, invalid, refused
 from backend.local.apiserver.store import Store
 from backend.local.podlogs import read_lines
 from backend.models import JobSummary, Pod
@@ -40,6 +40,8 @@ STORAGE_CLASS = "standard"
 SNAPSHOT_CLASS = "kfcockpit-snapclass"
 DRIVER = "kfcockpit.io/local-dir"
 _EVENTS_KEPT = 2000
+# Kinds only the controllers create: a client's Pod or JobSet would never run, so it is refused.
+_RUN_BY_CONTROLLERS = ("Pod", "JobSet", "Node")
 
 
 class ClusterApi(Hooks):
@@ -137,8 +139,13 @@ class ClusterApi(Hooks):
     # ------------------------------------------------------------------ hooks: admission
 
     def admit(self, kind: Kind, operation: str, obj: dict[str, Any], old: dict[str, Any] | None) -> list[str]:
+        if operation == "CREATE" and kind.kind in _RUN_BY_CONTROLLERS:
+            raise refused(f"the embedded cluster creates {kind.plural} itself (for TrainJobs and RayJobs) and does not "
+                          f"run {kind.plural} created through the API: apply a TrainJob instead")
         if kind.kind == "Namespace" and operation == "CREATE":
             obj.setdefault("status", {"phase": "Active"})
+        if kind.kind == "Secret":
+            obj.setdefault("type", "Opaque")
         if kind.kind == "TrainJob":
             admission.default_trainjob(obj)
             admission.validate_trainjob(kind, obj, old, self._runtime_exists)

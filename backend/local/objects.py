@@ -173,7 +173,7 @@ def node_object(cpus: int | None = None, memory_bytes: int | None = None) -> dic
                                        "lastTransitionTime": rfc3339(time.time())}],
                        "addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
                                      {"type": "Hostname", "address": name}],
-                       "nodeInfo": {"kubeletVersion": "v1.33.0-kfcockpit", "osImage": platform.platform(),
+                       "nodeInfo": {"kubeletVersion": "v1.36.0-kfcockpit", "osImage": platform.platform(),
                                     "kernelVersion": uname.release, "operatingSystem": "linux",
                                     "architecture": uname.machine, "containerRuntimeVersion": "process://",
                                     "kubeProxyVersion": "", "machineID": "", "systemUUID": "", "bootID": ""}}}

@@ -49,6 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = p.add_subparsers(title="actions", metavar="ACTION", dest="cluster_action", required=True)
     add_command(actions, "up", help="start the controller (if needed) and warm the workers").set_defaults(handler=cmd_up)
     add_command(actions, "down", help="stop the controller and every pod").set_defaults(handler=cmd_down)
+    add_command(actions, "kubeconfig", help="start the cluster if needed and print its kubeconfig's path",
+                description="Print the path of the embedded cluster's kubeconfig (context kfcockpit, namespace "
+                            "default), starting the cluster if it is not running, so that\n\n"
+                            "  export KUBECONFIG=$(kfcockpit cluster kubeconfig)\n\n"
+                            "points kubectl and every Kubernetes client at it. ~/.kube/config is never "
+                            "touched.").set_defaults(handler=cmd_kubeconfig)
     status = add_command(actions, "status", help="controller, runtime, volume, snapshots: what is ready")
     add_output_option(status)
     status.set_defaults(handler=cmd_status)
@@ -112,6 +118,14 @@ async def cmd_up(args: argparse.Namespace) -> int:
     cluster = _local(args, "up")
     status = await cluster.up()
     print(f"local cluster running: controller pid {status['pid']}, state root {status['home']}")
+    print(f"kubectl: export KUBECONFIG={cluster.layout.home / 'kubeconfig'}")
+    return 0
+
+
+async def cmd_kubeconfig(args: argparse.Namespace) -> int:
+    cluster = _local(args, "kubeconfig")
+    await cluster.up()
+    print(cluster.layout.home / "kubeconfig")
     return 0
 
 

@@ -10,10 +10,10 @@ from typing import Any
 
 from backend.local.apiserver.kinds import Kind, Registry
 
-# The Kubernetes minor version this cluster's API follows (what kind 0.3x with k8s 1.33 serves).
-VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0-kfcockpit", "gitCommit": "", "gitTreeState": "clean",
+# The Kubernetes version this API reports: within kubectl 1.37's supported skew (the shipped client).
+VERSION = {"major": "1", "minor": "36", "gitVersion": "v1.36.0-kfcockpit", "gitCommit": "", "gitTreeState": "clean",
            "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24", "compiler": "gc", "platform": "linux/amd64",
-           "emulationMajor": "1", "emulationMinor": "33", "minCompatibilityMajor": "1", "minCompatibilityMinor": "32"}
+           "emulationMajor": "1", "emulationMinor": "36", "minCompatibilityMajor": "1", "minCompatibilityMinor": "35"}
 
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 

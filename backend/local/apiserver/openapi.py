@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 from typing import Any
 
 from backend.local.apiserver import validation
@@ -32,6 +31,23 @@ def _schema_name(kind: Kind) -> str:
     return f"{group}.{kind.version}.{kind.kind}"
 
 
+_PREFIXES = (("IoK8sApimachineryPkgApisMetaV1", "io.k8s.apimachinery.pkg.apis.meta.v1."),
+             ("IoK8sApimachineryPkgApiResource", "io.k8s.apimachinery.pkg.api.resource."),
+             ("IoK8sApimachineryPkgUtilIntstr", "io.k8s.apimachinery.pkg.util.intstr."),
+             ("IoK8sApiCoreV1", "io.k8s.api.core.v1."), ("IoK8sApiBatchV1", "io.k8s.api.batch.v1."),
+             ("IoK8sApiAutoscalingV2", "io.k8s.api.autoscaling.v2."), ("JobsetV1alpha2", "jobset.v1alpha2."),
+             ("TrainerV1alpha1", "trainer.v1alpha1."))
+
+
+def _definition_name(generated: str) -> str:
+    """The generated model's class name as an upstream definition name (kubectl explain shows
+    the part after the last dot as the field's type): IoK8sApiCoreV1PodSpec → io.k8s.api.core.v1.PodSpec."""
+    for prefix, dotted in _PREFIXES:
+        if generated.startswith(prefix):
+            return dotted + generated[len(prefix):]
+    return generated
+
+
 def _openapi_schema(node: Any, rename: dict[str, str]) -> Any:
     """pydantic's JSON schema in OpenAPI 3 form: $defs refs → components, Optional unwrapped."""
     if isinstance(node, list):
@@ -45,7 +61,8 @@ def _openapi_schema(node: Any, rename: dict[str, str]) -> Any:
             rest = {k: v for k, v in node.items() if k != "anyOf"}
             node = {**options[0], **rest}
     if "$ref" in node:
-        target = rename.get(node["$ref"].rsplit("/", 1)[-1], node["$ref"].rsplit("/", 1)[-1])
+        generated = node["$ref"].rsplit("/", 1)[-1]
+        target = rename.get(generated) or _definition_name(generated)
         rest = {k: v for k, v in node.items() if k != "$ref"}
         ref = {"$ref": f"#/components/schemas/{target}"}
         return {"allOf": [ref], **rest} if rest else ref
@@ -66,7 +83,7 @@ def _components(kinds: list[Kind]) -> dict[str, Any]:
         defs = doc.get("$defs", {})
         rename = {doc.get("title", ""): name}
         for def_name, definition in defs.items():
-            schemas.setdefault(def_name, _openapi_schema(definition, rename))
+            schemas.setdefault(_definition_name(def_name), _openapi_schema(definition, rename))
         top = _openapi_schema(doc, rename)
         top["x-kubernetes-group-version-kind"] = _gvk(kind)
         schemas[name] = top
@@ -108,7 +125,7 @@ def _group_version(registry: Registry, group: str, version: str) -> dict[str, An
     kinds = registry.in_version(group, version)
     if not kinds:
         return None
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes (kfcockpit embedded cluster)", "version": "v1.33.0"},
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes (kfcockpit embedded cluster)", "version": "v1.36.0"},
             "paths": _paths(kinds), "components": {"schemas": _components(kinds)}}
 
 
@@ -125,7 +142,7 @@ def _index(registry: Registry) -> dict[str, Any]:
 def document(registry: Registry, parts: list[str]) -> dict[str, Any] | None:
     """The document at /openapi/<parts>, or None."""
     if parts == ["v2"]:
-        return {"swagger": "2.0", "info": {"title": "Kubernetes (kfcockpit embedded cluster)", "version": "v1.33.0"},
+        return {"swagger": "2.0", "info": {"title": "Kubernetes (kfcockpit embedded cluster)", "version": "v1.36.0"},
                 "paths": {}, "definitions": {}}
     if parts == ["v3"]:
         return _index(registry)
@@ -136,6 +153,3 @@ def document(registry: Registry, parts: list[str]) -> dict[str, Any] | None:
             return _group_version(registry, parts[2], parts[3])
     return None
 
-
-def size_hint(doc: dict[str, Any]) -> int:
-    return len(json.dumps(doc))

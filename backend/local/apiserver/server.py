@@ -25,10 +25,18 @@ from typing import Any, AsyncIterator
 import yaml
 from aiohttp import web
 
-from backend.local.apiserver import discovery, openapi, patch, tables, validation
+from backend.local.apiserver import discovery, openapi, patch, protobuf, tables, validation
 from backend.local.apiserver.kinds import Kind, Registry
 from backend.local.apiserver.selectors import field_matcher, label_matcher
-from backend.local.apiserver.status import ApiError, bad_request, not_found, refused, too_large, unauthorized
+from backend.local.apiserver.status import (
+    ApiError,
+    bad_request,
+    not_found,
+    refused,
+    too_large,
+    unauthorized,
+    unsupported_media,
+)
 from backend.local.apiserver.store import Store
 
 log = logging.getLogger("kfcockpit.apiserver")
@@ -169,8 +177,6 @@ class ApiServer:
             raise refused(f"{kind.plural}/{sub} {verb} on the embedded cluster (pods are processes on this machine: "
                           "run commands there directly)" if sub in _UNSERVED_SUBRESOURCES else
                           f"the subresource {kind.plural}/{sub} {verb}")
-        if namespace is not None and kind.kind != "Namespace" and namespace != "default":
-            self._require_namespace(namespace)
         return Request(kind, namespace, name, sub)
 
     def _require_namespace(self, namespace: str) -> None:
@@ -234,6 +240,10 @@ class ApiServer:
         if len(raw) > MAX_BODY:
             raise too_large(MAX_BODY)
         content_type = request.content_type
+        if content_type == protobuf.CONTENT_TYPE:
+            return protobuf.decode(raw)
+        if content_type not in ("application/json", "application/yaml", "", *patch.TYPES):
+            raise unsupported_media(content_type, ["application/json", "application/yaml", *patch.TYPES])
         try:
             if content_type in ("application/yaml", patch.APPLY):
                 return yaml.safe_load(raw.decode())
@@ -279,6 +289,8 @@ class ApiServer:
 
     async def _create(self, request: web.Request, target: Request) -> web.Response:
         obj = self._check_object(target, await self._body(request))
+        if target.kind.namespaced:  # listing in a missing namespace is empty; creating there is NotFound
+            self._require_namespace(obj["metadata"]["namespace"])
         for managed in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation"):
             obj["metadata"].pop(managed, None)
         warnings = validation.check(target.kind, obj, request.query.get("fieldValidation", ""))
