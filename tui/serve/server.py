@@ -60,6 +60,7 @@ class Cockpits:
         self.private: set[Session] = set()
         self.stage: Session | None = None
         self._slots = asyncio.Semaphore(config.max_sessions)
+        self._ending: set[asyncio.Task] = set()
 
     async def control(self, socket: web.WebSocketResponse, size: tuple[int, int]) -> None:
         if self.config.audience:
@@ -76,7 +77,17 @@ class Cockpits:
         try:
             await session.control(socket, size)
         finally:
+            # aiohttp cancels a handler whose browser hung up: the cockpit is stopped and its
+            # slot given back in a task of its own, which that cancellation does not reach.
+            ending = asyncio.create_task(self._end(session))
+            self._ending.add(ending)
+            ending.add_done_callback(self._ending.discard)
+            await asyncio.shield(ending)
+
+    async def _end(self, session: Session) -> None:
+        try:
             await session.stop()
+        finally:
             self.private.discard(session)
             self._slots.release()
 
@@ -85,7 +96,7 @@ class Cockpits:
 
     async def stop_all(self) -> None:
         sessions = [*self.private, *([self.stage] if self.stage else [])]
-        await asyncio.gather(*(s.stop() for s in sessions), return_exceptions=True)
+        await asyncio.gather(*(s.stop() for s in sessions), *self._ending, return_exceptions=True)
 
     def _current_stage(self) -> Session:
         """The stage, started again if the presenter quit the last one."""
@@ -116,7 +127,7 @@ def build_app(config: ServeConfig) -> web.Application:
         if not config.access.allows(role_needed(request.path), given):
             return web.Response(status=403, text=FORBIDDEN, content_type="text/html")
         if request.path in PAGES and "token" in request.query:
-            return remember_token(request, config)
+            raise remember_token(request, config)
         return await handler(request)
 
     async def control_page(request: web.Request) -> web.Response:
@@ -143,7 +154,6 @@ def build_app(config: ServeConfig) -> web.Application:
         await cockpits.stop_all()
 
     app = web.Application(middlewares=[guard])
-    app["cockpits"] = cockpits
     app.router.add_get("/", control_page)
     app.router.add_get("/ws", control_socket)
     if config.audience:
@@ -154,7 +164,7 @@ def build_app(config: ServeConfig) -> web.Application:
     return app
 
 
-def remember_token(request: web.Request, config: ServeConfig) -> web.Response:
+def remember_token(request: web.Request, config: ServeConfig) -> web.HTTPSeeOther:
     """Answer a page address holding a valid token: a cookie, and the address without it."""
     token = request.query["token"]
     query = {k: v for k, v in request.query.items() if k != "token"}

@@ -37,6 +37,7 @@ class Outbox:
         self.socket = socket
         self._queue: asyncio.Queue[bytes | str] = asyncio.Queue(OUTBOX_FRAMES)
         self._task = asyncio.create_task(self._send_all())
+        self._closing: asyncio.Task | None = None
 
     def put(self, message: bytes | str) -> None:
         try:
@@ -45,12 +46,17 @@ class Outbox:
             self.close(CLOSED_SLOW, "this browser fell behind the cockpit; reload the page")
 
     def close(self, code: int, reason: str) -> None:
-        self.drop()
-        asyncio.create_task(self.socket.close(code=code, message=reason.encode()))
-
-    def drop(self) -> None:
-        """Stop sending (the socket is gone or going)."""
+        """Close with a reason the page shows. The socket's handler is reading it: the close
+        runs beside it, and the handler waits for it in `finish` before the request ends."""
         self._task.cancel()
+        if self._closing is None:
+            self._closing = asyncio.create_task(self.socket.close(code=code, message=reason.encode()))
+
+    async def finish(self) -> None:
+        """Stop sending (the socket is gone or going), after a close under way is done."""
+        self._task.cancel()
+        if self._closing is not None:
+            await self._closing
 
     async def _send_all(self) -> None:
         try:
@@ -102,9 +108,9 @@ class Session:
         try:
             await self._obey(socket)
         finally:
-            outbox.drop()
             if self.controller is outbox:
                 self.controller = None
+            await outbox.finish()
 
     async def watch(self, socket: web.WebSocketResponse) -> None:
         """Show the cockpit on `socket` until it closes; its keys, mouse and size go nowhere."""
@@ -117,8 +123,8 @@ class Session:
                 if message.type == WSMsgType.TEXT:
                     self._answer_ping(outbox, message.data)
         finally:
-            outbox.drop()
             self.viewers.pop(socket, None)
+            await outbox.finish()
 
     async def stop(self) -> None:
         await self.process.stop()
