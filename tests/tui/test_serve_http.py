@@ -20,9 +20,10 @@ from tui.serve.access import Access
 from tui.serve.server import ServeConfig, build_app
 from tui.serve.session import CLOSED_ENDED, CLOSED_FULL, CLOSED_REPLACED
 
+from tests.tui.serve_wire import WAIT, open_screen
+
 FAKE = Path(__file__).with_name("serve_fake_cockpit.py")
 TOKEN = "presenter-secret-1"
-WAIT = 30.0  # a guard against a hang on shared cores, not a speed claim
 
 
 class Cockpits:
@@ -73,49 +74,6 @@ async def private(tmp_path, monkeypatch):
     cockpits = await serving(tmp_path, audience=False, max_sessions=2)
     yield cockpits
     await cockpits.server.close()
-
-
-class Screen:
-    """What one socket has been sent: terminal text, and the server's JSON messages."""
-
-    def __init__(self, socket: aiohttp.ClientWebSocketResponse) -> None:
-        self.socket, self.text, self.messages = socket, "", []
-
-    async def until(self, needle: str) -> str:
-        """Read until `needle` shows up; returns everything read so far."""
-        async def read() -> None:
-            while needle not in self.text:
-                message = await self.socket.receive()
-                if message.type == aiohttp.WSMsgType.BINARY:
-                    self.text += message.data.decode()
-                elif message.type == aiohttp.WSMsgType.TEXT:
-                    self.messages.append(json.loads(message.data))
-                    self.text += f"<{message.data}>"
-                else:
-                    raise AssertionError(f"closed ({self.socket.close_code}) before {needle!r}:\n{self.text}")
-        await asyncio.wait_for(read(), WAIT)
-        return self.text
-
-    async def round_trip(self, tag: str) -> None:
-        """The server handles a socket's messages in order: once this ping's pong is back,
-        everything sent before it has been handled (forwarded or dropped)."""
-        await self.socket.send_json(["ping", tag])
-        await self.until(json.dumps(["pong", tag]))
-
-    async def closed(self) -> int:
-        """The code of the close frame the server sends (frames before it are skipped)."""
-        return await asyncio.wait_for(self._next_close(), WAIT)
-
-    async def _next_close(self) -> int:
-        while True:
-            message = await self.socket.receive()
-            if message.type == aiohttp.WSMsgType.CLOSE:
-                return message.data
-            assert message.type in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT), message
-
-
-async def open_screen(http, url: str) -> Screen:
-    return Screen(await http.ws_connect(url))
 
 
 # --- access --------------------------------------------------------------------------------
@@ -269,4 +227,4 @@ async def test_a_full_server_says_why_in_the_close_reason(private, http):
     message = await asyncio.wait_for(third.receive(), WAIT)
     assert message.type == aiohttp.WSMsgType.CLOSE
     assert message.data == CLOSED_FULL
-    assert message.extra.startswith("Full: 2 browser tabs already drive a cockpit here.")
+    assert message.extra == "Full: 2 browser tabs already drive a cockpit here (the limit). Close one, then open this again."

@@ -67,10 +67,7 @@ class Cockpits:
             await self._current_stage().control(socket, size)
             return
         if not await self._take_slot():
-            limit = self.config.max_sessions
-            await socket.close(code=CLOSED_FULL, message=(
-                f"Full: {limit} browser tab{'s' * (limit > 1)} already drive a cockpit here. "
-                "Close one, then open this again.").encode())
+            await socket.close(code=CLOSED_FULL, message=self._full_message().encode())
             return
         session = Session(self.config.cockpit_argv, shared=False, size=size)
         self.private.add(session)
@@ -103,6 +100,12 @@ class Cockpits:
         if self.stage is None or self.stage.ended:
             self.stage = Session(self.config.cockpit_argv, shared=True)
         return self.stage
+
+    def _full_message(self) -> str:
+        """Shown by the refused page; a close reason holds at most 123 bytes."""
+        limit = self.config.max_sessions
+        tabs = "1 browser tab already drives" if limit == 1 else f"{limit} browser tabs already drive"
+        return f"Full: {tabs} a cockpit here (the limit). Close one, then open this again."
 
     async def _take_slot(self) -> bool:
         try:
