@@ -14,7 +14,6 @@ import shutil
 import signal
 import socket
 import struct
-import subprocess
 import sys
 import zlib
 from contextlib import asynccontextmanager

@@ -7,7 +7,6 @@ browser is test_serve_browser.py."""
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from pathlib import Path
 

@@ -68,6 +68,8 @@ html, body { margin: 0; height: 100%; overflow: hidden; background: #0c181f; }
           color: #f0f0f0; font: 28px/1.5 sans-serif; align-items: center; justify-content: center;
           flex-direction: column; text-align: center; padding: 2em; }
 body.-closed #notice { display: flex; }
+/* scrollback is 0: a scrollbar would only show as a stripe beside the screen */
+.xterm .xterm-viewport { overflow-y: hidden !important; background-color: #0c181f !important; }
 #notice button { font: inherit; margin-top: 1em; padding: .3em 1.2em; }
 """
 

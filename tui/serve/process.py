@@ -39,10 +39,6 @@ class CockpitProcess:
         self._pump: asyncio.Task | None = None
         self._stderr = bytearray()
 
-    @property
-    def pid(self) -> int | None:
-        return self._child.pid if self._child else None
-
     async def start(self, width: int, height: int) -> None:
         self._child = await asyncio.create_subprocess_exec(
             *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,

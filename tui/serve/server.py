@@ -53,7 +53,8 @@ class ServeConfig:
 class Cockpits:
     """Every cockpit this server runs. Without --audience each controlling socket gets a cockpit
     of its own, at most `max_sessions` at once. With it there is one, the stage: the newest
-    presenter socket drives it and every audience socket watches it."""
+    presenter socket drives it and every audience socket watches it. The stage runs until the
+    server stops or the presenter quits it, so a presenter's reload does not restart it."""
 
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
@@ -69,7 +70,7 @@ class Cockpits:
         if not await self._take_slot():
             await socket.close(code=CLOSED_FULL, message=self._full_message().encode())
             return
-        session = Session(self.config.cockpit_argv, shared=False, size=size)
+        session = Session(self.config.cockpit_argv, size=size)
         self.private.add(session)
         try:
             await session.control(socket, size)
@@ -98,7 +99,7 @@ class Cockpits:
     def _current_stage(self) -> Session:
         """The stage, started again if the presenter quit the last one."""
         if self.stage is None or self.stage.ended:
-            self.stage = Session(self.config.cockpit_argv, shared=True)
+            self.stage = Session(self.config.cockpit_argv)
         return self.stage
 
     def _full_message(self) -> str:

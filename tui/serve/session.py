@@ -71,12 +71,11 @@ class Outbox:
 
 
 class Session:
-    """A cockpit process and the sockets it is shown on. `shared`: the audience mode's stage,
-    which outlives a controlling socket (a presenter's reload) while anyone watches."""
+    """A cockpit process and the sockets it is shown on. The process starts with the first
+    socket; when it ends, every socket is closed saying so."""
 
-    def __init__(self, argv: Sequence[str], shared: bool, size: tuple[int, int] = (120, 36)) -> None:
+    def __init__(self, argv: Sequence[str], size: tuple[int, int] = (120, 36)) -> None:
         self.process = CockpitProcess(argv, self._on_packet)
-        self.shared = shared
         self.size = size
         self.controller: Outbox | None = None
         self.viewers: dict[web.WebSocketResponse, Outbox] = {}
@@ -85,10 +84,6 @@ class Session:
     @property
     def ended(self) -> bool:
         return self.process.ended.is_set()
-
-    @property
-    def empty(self) -> bool:
-        return self.controller is None and not self.viewers
 
     async def ensure_started(self) -> None:
         if not self._started:
