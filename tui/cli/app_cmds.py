@@ -3,16 +3,35 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 import socket
 import sys
 
 from tui.cli.common import EXIT_USAGE, add_command, fail
 
 SERVE_DESCRIPTION = """\
-Serve the cockpit to web browsers (textual-serve): each browser tab gets its own cockpit on the
-same cluster. Listens on 127.0.0.1 only unless --host says otherwise; to show it to a room, use
---host 0.0.0.0 and open the printed address. Add ?fontsize=24 to the address for a projector."""
+Serve the cockpit to web browsers. Opening the printed address shows the cockpit at once, in a
+font big enough for a projector (add ?fontsize=N to the address to change it).
+
+Who can open it:
+  On 127.0.0.1 (the default) only this machine can reach it, and nothing more is asked.
+  On any other address (--host 0.0.0.0 to show a room) whoever controls the cockpit could start
+  jobs and kill pods on this machine, so the address carries a secret token: serve makes a
+  random one and prints the full address (--token sets your own). A browser without the token
+  gets "403 Forbidden". Give the address only to people who should drive the cockpit.
+
+Showing it to a room (--audience):
+  serve also prints an audience address with a token of its own. Everyone who opens it sees the
+  same live cockpit, the presenter's, and nothing they press reaches it: no key or click of a
+  viewer changes the cluster. However many people watch, there is one cockpit: the presenter's
+  browser drives it (the newest tab that opens the cockpit address takes over).
+
+How many can drive it (--max-sessions):
+  Without --audience, every browser tab on the cockpit address runs a cockpit of its own; at
+  most --max-sessions at once (default 2). One more tab gets a page saying it is full.
+
+Example: kfcockpit serve --host 0.0.0.0 --audience"""
+
+DEFAULT_MAX_SESSIONS = 2
 
 
 def cockpit_options(parser: argparse.ArgumentParser, suppress: bool = False) -> None:
@@ -30,8 +49,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                     description=SERVE_DESCRIPTION)
     cockpit_options(p, suppress=True)
     p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default: 127.0.0.1, this machine only)")
+                   help="address to listen on (default: 127.0.0.1, this machine only; "
+                        "0.0.0.0: every network of this machine, which needs a token)")
     p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    p.add_argument("--token", default=None,
+                   help="the secret browsers must present (default: a random one, printed in the "
+                        "address; at least 12 letters, digits, '-' or '_')")
+    p.add_argument("--audience", action="store_true",
+                   help="one cockpit, driven by the presenter, shown read-only at a second address")
+    p.add_argument("--max-sessions", type=int, default=None, metavar="N",
+                   help=f"browser tabs that may each drive a cockpit at once (default: "
+                        f"{DEFAULT_MAX_SESSIONS}; not with --audience, which has one)")
     p.add_argument("--public-url", default=None,
                    help="the address browsers use, when it differs from http://HOST:PORT")
     p.set_defaults(handler=serve)
@@ -65,16 +93,37 @@ def public_url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
 
 
-def serve(args: argparse.Namespace) -> int:
-    if not 0 < args.port < 65536:
-        return fail(f"--port {args.port} is not a port number (1-65535)", EXIT_USAGE, exit_now=False)
-    from textual_serve.server import Server
+def serve_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with serve's options (one line), or None."""
+    from tui.serve.access import token_problem
 
-    command = shlex.join([sys.executable, "-m", "tui", *forwarded_options(args)])
-    url = args.public_url or public_url(args.host, args.port)
-    server = Server(command, host=args.host, port=args.port, title="kfcockpit", public_url=url)
+    if not 0 < args.port < 65536:
+        return f"--port {args.port} is not a port number (1-65535)"
+    if args.token is not None and (problem := token_problem(args.token)):
+        return problem
+    if args.max_sessions is not None and args.audience:
+        return "--max-sessions does not go with --audience: the presenter drives its one cockpit"
+    if args.max_sessions is not None and args.max_sessions < 1:
+        return f"--max-sessions {args.max_sessions}: at least 1 tab must be able to drive it"
+    return None
+
+
+def serve(args: argparse.Namespace) -> int:
+    if problem := serve_problem(args):
+        return fail(problem, EXIT_USAGE, exit_now=False)
+    import asyncio
+
+    from tui.serve.access import Access
+    from tui.serve.server import ServeConfig, serve_until_stopped
+
+    config = ServeConfig(
+        host=args.host, port=args.port,
+        cockpit_argv=[sys.executable, "-m", "tui", *forwarded_options(args)],
+        access=Access.for_bind(args.host, args.token, args.audience), audience=args.audience,
+        max_sessions=args.max_sessions or DEFAULT_MAX_SESSIONS,
+        public_url=args.public_url or public_url(args.host, args.port))
     try:
-        server.serve()
+        asyncio.run(serve_until_stopped(config))
     except OSError as exc:  # port taken, address not on this machine
         return fail(f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}", EXIT_USAGE,
                     exit_now=False)
