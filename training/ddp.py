@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import NoReturn
@@ -27,6 +29,10 @@ from training.options import (
     require_writable,
     train_config,
 )
+
+EXIT_PEER_FAILURE = 1
+EXIT_TERMINATED = 128 + signal.SIGTERM  # as a shell reports a SIGTERM
+
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = OneLineParser("training.ddp", __doc__)
@@ -57,19 +63,29 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
     import torch
 
     from training.checkpoint import FileCheckpoints
-    from training.loop import ConfigError, emit, run
+    from training.loop import ConfigError, PeerFailure, StopRequested, emit, run
 
     torch.set_num_threads(args.threads)
     cfg = train_config(args)
     rank, world = _init_process_group()
+    # From here SIGTERM (torchrun or the platform tearing the group down) only raises a flag:
+    # the loop saves at the next step boundary, never halfway through an optimizer update.
+    # Before, it ends the process as usual (nothing to save while the group forms).
+    terminated = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: terminated.set())
     emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps,
          restart=os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     store = FileCheckpoints(args.ckpt_dir, cfg.keep, rank) if args.ckpt_dir else None
     try:
-        training = run(cfg, rank, world, store)
+        training = run(cfg, rank, world, store, stop_requested=terminated.is_set)
     except ConfigError as exc:  # a configuration that only fails once the world size is known
         sys.stderr.write(f"training.ddp: error: {exc}\n")
         return EXIT_USAGE
+    except PeerFailure as exc:
+        sys.stderr.write(f"training.ddp: rank {rank}: {exc}\n")
+        return EXIT_PEER_FAILURE
+    except StopRequested:
+        return EXIT_TERMINATED
     keep_alive.append(training)
     if rank == 0 and args.ckpt_dir is not None:
         metrics.write_atomic(args.ckpt_dir / metrics.FILE_NAME, training.final_metrics("torchrun"))
