@@ -6,7 +6,9 @@ Rank and peers come from the env torchrun sets (RANK, WORLD_SIZE, MASTER_ADDR, M
 Kubeflow Trainer torchrun itself is configured by the PET_* variables the controller injects.
 Every step every rank prints `step=N loss=X rank=R world=W`; the loss is all-reduced, so all ranks
 print the same number. With --ckpt-dir the run resumes from the newest valid checkpoint there and
-rank 0 writes metrics.json at the end.
+rank 0 writes metrics.json at the end. When a peer dies (a collective fails) or SIGTERM arrives,
+a survivor saves the newest complete step before it exits (1 after a peer failure, 143 on SIGTERM),
+so the restarted group loses no step. `--model-size 1gb` trains ~1 GB of state instead of 0.9 MB.
 """
 
 from __future__ import annotations

@@ -28,9 +28,11 @@ def manifest(path: str):
 
 def write_checkpoint(directory: Path, step: int, loss: float, truncate: bool = False) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    data = checkpoint_format.encode({"step": step, "world_size": 2, "loss": loss, "created": time.time()},
-                                    b"model-and-optimizer-state" * 40)
-    (directory / checkpoint_format.file_name(step)).write_bytes(data[:-100] if truncate else data)
+    payload = b"model-and-optimizer-state" * 40
+    data = checkpoint_format.write_checkpoint(
+        directory, {"step": step, "world_size": 2, "loss": loss, "created": time.time()}, payload)
+    if truncate:
+        data.write_bytes(payload[:-100])
 
 
 def write_metrics(directory: Path, final_loss: float) -> None:
