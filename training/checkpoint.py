@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+import torch.utils.serialization.config as serialization_config
 
 from training import checkpoint_format as fmt
 from training.loop import emit
@@ -32,6 +33,10 @@ from training.loop import emit
 # Fault injection for tests of the crash window: "crash_before_rename@15" makes the process die
 # after the temp file of step 15 is written and before it is renamed into place.
 FAULT_ENV = "KFCOCKPIT_FAULT"
+
+# The sidecar's sha256 is the checksum; torch's own zip CRC32 would be a second pass over the same
+# gigabyte (2.6 s instead of 3.6 s for 1 GB here). torch.load reads such files as usual.
+serialization_config.save.compute_crc32 = False
 
 
 class _HashingFile:
