@@ -121,7 +121,8 @@ async def test_snapshots_keep_what_the_volume_held(api, cluster, host, volume, s
     write_metrics(volume / "lesson-ddp", 0.5)
     first = await cluster.snapshot("checkpoints", "run-a")
     assert (first.name, first.volume, first.ready) == ("run-a", "checkpoints", True)
-    assert first.files == 2 and [m.final_loss for m in first.metrics] == [0.5]
+    # a checkpoint (data + sidecar) and metrics.json
+    assert first.files == 3 and [m.final_loss for m in first.metrics] == [0.5]
 
     write_metrics(volume / "lesson-ddp", 0.25)  # the next run overwrites the volume
     second = await cluster.snapshot("checkpoints", "run-b")
