@@ -1,36 +1,55 @@
-"""The checkpoint file format, readable without torch.
+"""The checkpoint layout, readable without torch.
 
-A checkpoint is one file, `ckpt-step-000015.pt`:
+A checkpoint is two files side by side:
 
-    kfcockpit-checkpoint v1\\n
-    {"step": 15, "world_size": 2, "loss": 0.08, "payload_bytes": N, "sha256": "..."}\\n
-    <N bytes: torch.save of the full training state>
+    ckpt-step-000015.pt     a plain torch.save of the training state: a user opens it with
+                            torch.load(path, weights_only=True), no project code needed
+    ckpt-step-000015.json   {"step": 15, "world_size": 2, "loss": 0.08, "bytes": N,
+                             "sha256": "...", "created": ..., "reason": "periodic", "rank": 0}
 
-The JSON header lets the cockpit's checkpoint browser show step, loss and world size, and the
-checksum lets anyone tell a valid file from a truncated or corrupt one, all without torch.
-Writers create `.ckpt-step-000015.pt.tmp-<pid>` first and rename it into place, so a file with
-the final name is complete unless the disk lied; temp files are never picked by `list_valid`.
+The JSON sidecar lets the cockpit's checkpoint browser show step, loss and world size without
+torch, and its size and checksum tell a complete data file from a torn or corrupt one. Both files
+are written to a temp name (`.ckpt-step-000015.pt.tmp-<pid>`), fsynced and renamed into place, the
+sidecar last: the sidecar is the commit mark, so a data file without one is an unfinished save and
+never a checkpoint. One writer per step: a writer first claims the step by creating
+`.ckpt-step-000015.claim` exclusively (survivors of a failed group may race to save the same step).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-MAGIC = b"kfcockpit-checkpoint v1\n"
+from training import metrics
+
 NAME_RE = re.compile(r"^ckpt-step-(\d{6,})\.pt$")
-_MAX_HEADER = 64 * 1024
+FORMAT = 2
+_CHUNK = 8 * 1024 * 1024
 
 
 def file_name(step: int) -> str:
     return f"ckpt-step-{step:06d}.pt"
 
 
+def sidecar_path(data: Path) -> Path:
+    return data.with_suffix(".json")
+
+
 def temp_name(step: int, pid: int) -> str:
     return f".{file_name(step)}.tmp-{pid}"
+
+
+def claim_name(step: int) -> str:
+    return f".ckpt-step-{step:06d}.claim"
+
+
+def is_leftover(name: str) -> bool:
+    """A temp file or claim of a save that did not finish (safe to remove when no writer runs)."""
+    return name.startswith(".ckpt-step-") and (".tmp-" in name or name.endswith(".claim"))
 
 
 class InvalidCheckpoint(Exception):
@@ -49,63 +68,103 @@ class CheckpointInfo:
     problem: str = ""
 
 
-def encode(header: dict, payload: bytes) -> bytes:
-    """Header (with size and checksum added) and payload, as the bytes of one file."""
-    full = dict(header, payload_bytes=len(payload), sha256=hashlib.sha256(payload).hexdigest())
-    return MAGIC + json.dumps(full, sort_keys=True).encode() + b"\n" + payload
+def claim(directory: Path, step: int) -> bool:
+    """True if this process is now the only writer of `step` (none claimed it before)."""
+    try:
+        os.close(os.open(directory / claim_name(step), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        return False
+    return True
 
 
-def read_header(path: Path) -> tuple[dict, int]:
-    """The JSON header and the offset where the payload starts."""
-    with open(path, "rb") as f:
-        if f.read(len(MAGIC)) != MAGIC:
-            raise InvalidCheckpoint("not a kfcockpit checkpoint (bad magic)")
-        line = f.readline(_MAX_HEADER)
-        if not line.endswith(b"\n"):
-            raise InvalidCheckpoint("truncated header")
-        try:
-            header = json.loads(line)
-        except ValueError as exc:
-            raise InvalidCheckpoint(f"unreadable header ({exc.msg})") from None
-        return header, f.tell()
+def write_sidecar(data: Path, meta: dict) -> None:
+    """Commit a data file already renamed into place: its sidecar, atomically, then the directory."""
+    metrics.write_atomic(sidecar_path(data), dict(meta, format=FORMAT, file=data.name))
+    fsync_dir(data.parent)
 
 
-def read_payload(path: Path) -> tuple[dict, bytes]:
-    """Header and payload after checking size and checksum; raises InvalidCheckpoint."""
-    header, offset = read_header(path)
-    with open(path, "rb") as f:
-        f.seek(offset)
-        payload = f.read()
-    expected = header.get("payload_bytes")
-    if len(payload) != expected:
-        raise InvalidCheckpoint(f"truncated: {len(payload)} of {expected} payload bytes")
-    if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
+def write_checkpoint(directory: Path, meta: dict, payload: bytes) -> Path:
+    """A whole checkpoint from bytes in memory (tests and tools; training streams its own)."""
+    data = directory / file_name(int(meta["step"]))
+    data.write_bytes(payload)
+    write_sidecar(data, dict(meta, bytes=len(payload), sha256=hashlib.sha256(payload).hexdigest()))
+    return data
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_meta(data: Path) -> dict:
+    """The sidecar of a data file; raises InvalidCheckpoint when it is missing or unreadable."""
+    try:
+        meta = json.loads(sidecar_path(data).read_text())
+    except FileNotFoundError:
+        raise InvalidCheckpoint("no metadata sidecar (save not finished)") from None
+    except ValueError as exc:
+        raise InvalidCheckpoint(f"unreadable metadata ({exc})") from None
+    if not isinstance(meta, dict) or "sha256" not in meta or "bytes" not in meta:
+        raise InvalidCheckpoint("metadata without size and checksum")
+    return meta
+
+
+# Digests of files already hashed, by identity: files are never modified in place (temp +
+# rename), so a listing repeated by the cockpit does not read gigabytes again.
+_digests: dict[tuple[int, int, int, int], str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    st = path.stat()
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _digests:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                h.update(chunk)
+        _digests[key] = h.hexdigest()
+    return _digests[key]
+
+
+def verify_file(data: Path) -> dict:
+    """The sidecar after checking the data file's size and checksum; raises InvalidCheckpoint."""
+    meta = read_meta(data)
+    size = data.stat().st_size
+    if size != meta["bytes"]:
+        raise InvalidCheckpoint(f"truncated: {size} of {meta['bytes']} bytes")
+    if file_sha256(data) != meta["sha256"]:
         raise InvalidCheckpoint("checksum mismatch")
-    return header, payload
+    return meta
 
 
 def inspect(path: Path, verify: bool = True) -> CheckpointInfo:
-    """What a browser shows of one file. `verify` reads the whole file to check the checksum."""
+    """What a browser shows of one data file. `verify` reads the whole file to check the checksum."""
     match = NAME_RE.match(path.name)
     step = int(match.group(1)) if match else -1
-    size = path.stat().st_size
     try:
-        header = read_payload(path)[0] if verify else read_header(path)[0]
+        size = path.stat().st_size
+    except OSError as exc:  # pruned while we looked
+        return CheckpointInfo(path, step, 0, None, 0, None, False, str(exc))
+    try:
+        meta = verify_file(path) if verify else read_meta(path)
     except (InvalidCheckpoint, OSError) as exc:
         return CheckpointInfo(path, step, 0, None, size, None, False, str(exc))
     return CheckpointInfo(
         path=path,
-        step=int(header.get("step", step)),
-        world_size=int(header.get("world_size", 0)),
-        loss=header.get("loss"),
+        step=int(meta.get("step", step)),
+        world_size=int(meta.get("world_size", 0)),
+        loss=meta.get("loss"),
         size_bytes=size,
-        created=header.get("created"),
+        created=meta.get("created"),
         valid=True,
     )
 
 
 def list_files(directory: Path) -> list[Path]:
-    """Committed checkpoint files (never temp files), oldest step first."""
+    """Checkpoint data files (never temp files), oldest step first; a sidecar may be missing."""
     if not directory.is_dir():
         return []
     found = [p for p in directory.iterdir() if NAME_RE.match(p.name) and p.is_file()]

@@ -6,14 +6,18 @@ Rank and peers come from the env torchrun sets (RANK, WORLD_SIZE, MASTER_ADDR, M
 Kubeflow Trainer torchrun itself is configured by the PET_* variables the controller injects.
 Every step every rank prints `step=N loss=X rank=R world=W`; the loss is all-reduced, so all ranks
 print the same number. With --ckpt-dir the run resumes from the newest valid checkpoint there and
-rank 0 writes metrics.json at the end.
+rank 0 writes metrics.json at the end. When a peer dies (a collective fails) or SIGTERM arrives,
+a survivor saves the newest complete step before it exits (1 after a peer failure, 143 on SIGTERM),
+so the restarted group loses no step. `--model-size 1gb` trains ~1 GB of state instead of 0.9 MB.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import NoReturn
@@ -27,6 +31,10 @@ from training.options import (
     require_writable,
     train_config,
 )
+
+EXIT_PEER_FAILURE = 1
+EXIT_TERMINATED = 128 + signal.SIGTERM  # as a shell reports a SIGTERM
+
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = OneLineParser("training.ddp", __doc__)
@@ -57,19 +65,29 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
     import torch
 
     from training.checkpoint import FileCheckpoints
-    from training.loop import ConfigError, emit, run
+    from training.loop import ConfigError, PeerFailure, StopRequested, emit, run
 
     torch.set_num_threads(args.threads)
     cfg = train_config(args)
     rank, world = _init_process_group()
+    # From here SIGTERM (torchrun or the platform tearing the group down) only raises a flag:
+    # the loop saves at the next step boundary, never halfway through an optimizer update.
+    # Before, it ends the process as usual (nothing to save while the group forms).
+    terminated = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: terminated.set())
     emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps,
          restart=os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     store = FileCheckpoints(args.ckpt_dir, cfg.keep, rank) if args.ckpt_dir else None
     try:
-        training = run(cfg, rank, world, store)
+        training = run(cfg, rank, world, store, stop_requested=terminated.is_set)
     except ConfigError as exc:  # a configuration that only fails once the world size is known
         sys.stderr.write(f"training.ddp: error: {exc}\n")
         return EXIT_USAGE
+    except PeerFailure as exc:
+        sys.stderr.write(f"training.ddp: rank {rank}: {exc}\n")
+        return EXIT_PEER_FAILURE
+    except StopRequested:
+        return EXIT_TERMINATED
     keep_alive.append(training)
     if rank == 0 and args.ckpt_dir is not None:
         metrics.write_atomic(args.ckpt_dir / metrics.FILE_NAME, training.final_metrics("torchrun"))

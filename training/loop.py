@@ -54,6 +54,22 @@ class ConfigError(ValueError):
     """A training configuration that cannot work (found once the world size is known)."""
 
 
+class PeerFailure(Exception):
+    """A collective of the step after `complete_step` failed: a peer is gone.
+
+    Raised before the optimizer update, so model, optimizer and step counter still hold the
+    state after `complete_step`, identical on every survivor: a checkpoint of it is exact."""
+
+    def __init__(self, complete_step: int, cause: BaseException):
+        first_line = (str(cause).splitlines() or [type(cause).__name__])[0]
+        super().__init__(f"collective failed after step {complete_step}: {first_line}")
+        self.complete_step = complete_step
+
+
+class StopRequested(Exception):
+    """SIGTERM arrived (a group teardown or a stopped job); raised at a step boundary."""
+
+
 class BatchPlan:
     """Which samples this rank trains on at a given step (DistributedSampler, epoch by epoch)."""
 
@@ -104,8 +120,12 @@ def set_rng_state(state: dict) -> None:
 class Checkpoints(Protocol):
     """Where the loop's state goes and comes back from (files on a volume, or Ray's storage).
 
-    A store may also have `wait()`: block until saves in flight are durable (run() calls it
-    before reporting done)."""
+    A store may also have
+    - `wait()`: block until saves in flight are durable (run() calls it before reporting done);
+    - `before_update()`: block until a save in flight no longer needs the live tensors (run()
+      calls it before each optimizer update, so a save copies while the next step computes);
+    - `save_now(state, reason)`: a synchronous save by whichever rank is still alive, before
+      it exits (a survivor's save after a peer failure, or at SIGTERM)."""
 
     def load_latest(self) -> dict | None: ...
 
@@ -151,12 +171,22 @@ class Training:
         self.first_started_at = time.time()
         self.resumes = 0
 
-    def train_step(self) -> float:
-        """One optimizer step; returns the loss averaged over all workers (same on every rank)."""
+    def train_step(self, before_update: Callable[[], None] | None = None) -> float:
+        """One optimizer step; returns the loss averaged over all workers (same on every rank).
+
+        `before_update` runs between the gradients and the update: the last moment the state of
+        the previous step is still there (a checkpoint being copied waits for it)."""
         idx = self.plan.indices(self.steps_done)
         self.optimizer.zero_grad(set_to_none=True)
         self.carrier.carrier.grad = None  # not in the optimizer: cleared by hand
-        self.carrier.loss(self.model(self.x[idx]), self.y[idx]).backward()
+        try:
+            self.carrier.loss(self.model(self.x[idx]), self.y[idx]).backward()  # DDP all-reduces here
+        except RuntimeError as exc:
+            if self.world == 1:
+                raise
+            raise PeerFailure(self.steps_done, exc) from exc
+        if before_update is not None:
+            before_update()
         self.optimizer.step()
         value = float(self.carrier.carrier.grad.item())  # the mean loss over all workers
         self.steps_done += 1
@@ -217,9 +247,12 @@ def run(
     world: int,
     checkpoints: Checkpoints | None,
     on_step: Callable[[Training, float], None] | None = None,
+    stop_requested: Callable[[], bool] = lambda: False,
 ) -> Training:
     """Resume if a checkpoint exists, train to cfg.steps, checkpoint every cfg.ckpt_every steps.
 
+    A failed collective (PeerFailure) or a stop request (StopRequested, checked at each step
+    boundary) first saves the newest complete step, so a restarted group loses no work.
     With no store (no volume) nothing is resumed or saved, and no state is built to be dropped."""
     training = Training(cfg, rank, world)
     state = checkpoints.load_latest() if checkpoints is not None else None
@@ -227,11 +260,16 @@ def run(
         training.load(state)
         emit(event="resumed", from_step=training.steps_done, rank=rank, world=world,
              checkpoint_world=state["world_size"])
+    before_update = getattr(checkpoints, "before_update", None)
     loop_started = time.perf_counter()
     first_step = training.steps_done
     warm_at = None  # after the first step (DDP's bucket set-up): steady-state throughput from here
     while training.steps_done < cfg.steps:
-        loss = training.train_step()
+        try:
+            loss = training.train_step(before_update)
+        except PeerFailure:
+            _save_before_exit(checkpoints, training, "peer_failure")
+            raise
         step = training.steps_done
         if warm_at is None:
             warm_at = time.perf_counter()
@@ -240,6 +278,9 @@ def run(
             checkpoints.save(training.state())
         if on_step is not None:
             on_step(training, loss)
+        if stop_requested():
+            _save_before_exit(checkpoints, training, "sigterm")
+            raise StopRequested(f"stopped after step {step}")
         if cfg.step_delay:
             time.sleep(cfg.step_delay)
     finish_saves = getattr(checkpoints, "wait", None)  # None too when there is no store
@@ -252,3 +293,10 @@ def run(
          train_seconds=ended - loop_started,
          steps_per_sec=steady / (ended - warm_at) if steady > 0 and ended > warm_at else 0.0)
     return training
+
+
+def _save_before_exit(checkpoints: Checkpoints | None, training: Training, reason: str) -> None:
+    """Every survivor holds the same complete state: save it (the store picks one writer)."""
+    save_now = getattr(checkpoints, "save_now", None)
+    if save_now is not None and training.steps_done > 0:
+        save_now(training.state(), reason)

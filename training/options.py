@@ -14,6 +14,11 @@ from pathlib import Path
 
 EXIT_USAGE = 2
 
+# Hidden width of the MLP per --model-size. "tiny" is the lesson's model (0.9 MB of state, the
+# figures the lesson quotes); "1gb" is wide and shallow so its training state (parameters plus
+# Adam's two moments, 3 x 4 bytes per parameter) is ~1.02 GB while a CPU step stays about a second.
+MODEL_SIZES = {"tiny": 256, "1gb": 9216}
+
 
 @dataclass
 class TrainConfig:
@@ -24,7 +29,8 @@ class TrainConfig:
     lr: float = 0.005
     seed: int = 0
     features: int = 32
-    hidden: int = 256
+    model_size: str = "tiny"
+    hidden: int = MODEL_SIZES["tiny"]
     samples: int = 8192
     ckpt_every: int = 5
     keep: int = 3
@@ -39,7 +45,7 @@ _OPTION_HELP = {
     "batch_size": "samples per worker per step",
     "lr": "Adam learning rate",
     "seed": "seed of data and initial weights",
-    "hidden": "hidden width of the MLP",
+    "hidden": "hidden width of the MLP (overrides --model-size)",
     "samples": "size of the synthetic data set",
     "step_delay": "seconds to pause after each step, to pace a demo",
 }
@@ -56,16 +62,23 @@ class OneLineParser(argparse.ArgumentParser):
 
 def add_train_options(parser: argparse.ArgumentParser) -> None:
     defaults = TrainConfig()
+    parser.add_argument("--model-size", choices=sorted(MODEL_SIZES), default=defaults.model_size,
+                        help=f"model preset: tiny (the lesson's) or 1gb (~1 GB of training state) "
+                             f"(default {defaults.model_size})")
     for field in fields(TrainConfig):
         if field.name in _OPTION_HELP:
             default = getattr(defaults, field.name)
-            parser.add_argument("--" + field.name.replace("_", "-"), type=type(default), default=default,
-                                help=f"{_OPTION_HELP[field.name]} (default {default})")
+            shown = "the preset's" if field.name == "hidden" else default
+            parser.add_argument("--" + field.name.replace("_", "-"), type=type(default),
+                                default=None if field.name == "hidden" else default,
+                                help=f"{_OPTION_HELP[field.name]} (default {shown})")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads per worker (default 1)")
 
 
 def check_train_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
                         also_at_least_one: tuple[str, ...] = ()) -> None:
+    if args.hidden is None:
+        args.hidden = MODEL_SIZES[args.model_size]
     for name in ("steps", "ckpt_every", "keep", "batch_size", "hidden", "samples", "threads",
                  *also_at_least_one):
         if getattr(args, name) < 1:
@@ -88,4 +101,4 @@ def require_writable(parser: argparse.ArgumentParser, directory: Path, option: s
 
 
 def train_config(args: argparse.Namespace) -> TrainConfig:
-    return TrainConfig(**{name: getattr(args, name) for name in _OPTION_HELP})
+    return TrainConfig(model_size=args.model_size, **{name: getattr(args, name) for name in _OPTION_HELP})

@@ -15,7 +15,8 @@ it joins that cluster instead. Each run gets a fresh name: Ray Train
 silently resumes a run whose name it finds in the storage, so reusing one is refused.
 
 On the storage, under <storage>/<run>/:
-    ckpt-step-000015/ckpt-step-000015.pt   the checkpoint file in training.checkpoint_format
+    ckpt-step-000015/ckpt-step-000015.pt   the checkpoint in training.checkpoint_format: a plain
+    ckpt-step-000015/ckpt-step-000015.json torch.save file and its JSON sidecar
     reports.jsonl                          what every worker passed to each ray.train.report
     metrics.json                           written by rank 0 at the end (launcher "ray")
 """
@@ -122,7 +123,8 @@ class RayCheckpoints:
     reports from `report_step` at the same steps (every `report_every` steps, at a checkpoint
     step and at the last step), and at a checkpoint step rank 0 attaches the checkpoint that
     `save` (which the loop calls just before) prepared. The file inside the Ray checkpoint
-    directory is the cockpit's own checkpoint format, so the checkpoint browser reads it.
+    directory is in `checkpoint_format` (torch.save + sidecar), so the checkpoint browser reads it
+    and a user opens it with torch.load.
     """
 
     def __init__(self, rank: int, world: int, report_every: int, staging: Path):
@@ -143,7 +145,7 @@ class RayCheckpoints:
             return None
         with checkpoint.as_directory() as directory:
             found = newest_valid(Path(directory), self.rank)
-        return load_state(found[1]) if found else None
+            return load_state(found) if found else None
 
     def save(self, state: dict) -> None:
         self._checkpoint_due = True  # every rank: all must report at this step
@@ -165,23 +167,16 @@ class RayCheckpoints:
         if self._pending is None:
             ray.train.report(reported)
         else:
+            from training.checkpoint import write_files
+
             with tempfile.TemporaryDirectory(dir=self.staging) as directory:
-                name = _write_checkpoint(Path(directory), self._pending)
+                name = write_files(Path(directory), self._pending, "periodic", self.rank).name
                 ray.train.report(reported, checkpoint=ray.train.Checkpoint.from_directory(directory),
                                  checkpoint_dir_name=name.removesuffix(".pt"))
         # No "loss=" key: the cockpit takes lines with step= and loss= for step lines.
         emit(event="reported", step=step, epoch=epoch, mean_loss=reported["mean_loss"],
              rank=self.rank, world=self.world, checkpoint=name)
         self._pending, self._checkpoint_due, self._losses = None, False, []
-
-
-def _write_checkpoint(directory: Path, state: dict) -> str:
-    from training import checkpoint_format as fmt
-    from training.checkpoint import encode_state
-
-    name = fmt.file_name(int(state["step"]))
-    (directory / name).write_bytes(encode_state(state))
-    return name
 
 
 def train_per_worker(config: dict) -> None:

@@ -28,9 +28,11 @@ def manifest(path: str):
 
 def write_checkpoint(directory: Path, step: int, loss: float, truncate: bool = False) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    data = checkpoint_format.encode({"step": step, "world_size": 2, "loss": loss, "created": time.time()},
-                                    b"model-and-optimizer-state" * 40)
-    (directory / checkpoint_format.file_name(step)).write_bytes(data[:-100] if truncate else data)
+    payload = b"model-and-optimizer-state" * 40
+    data = checkpoint_format.write_checkpoint(
+        directory, {"step": step, "world_size": 2, "loss": loss, "created": time.time()}, payload)
+    if truncate:
+        data.write_bytes(payload[:-100])
 
 
 def write_metrics(directory: Path, final_loss: float) -> None:
@@ -119,7 +121,8 @@ async def test_snapshots_keep_what_the_volume_held(api, cluster, host, volume, s
     write_metrics(volume / "lesson-ddp", 0.5)
     first = await cluster.snapshot("checkpoints", "run-a")
     assert (first.name, first.volume, first.ready) == ("run-a", "checkpoints", True)
-    assert first.files == 2 and [m.final_loss for m in first.metrics] == [0.5]
+    # a checkpoint (data + sidecar) and metrics.json
+    assert first.files == 3 and [m.final_loss for m in first.metrics] == [0.5]
 
     write_metrics(volume / "lesson-ddp", 0.25)  # the next run overwrites the volume
     second = await cluster.snapshot("checkpoints", "run-b")

@@ -31,7 +31,7 @@ async def test_a_snapshot_links_the_volume_and_lists_with_its_metrics(cluster, h
     assert os.stat(newest).st_ino == os.stat(snapshot_run / newest.name).st_ino  # a link, not a copy
 
     newest.unlink()  # the volume changes; the snapshot keeps what it had
-    checkpoint_format.read_payload(snapshot_run / newest.name)
+    checkpoint_format.verify_file(snapshot_run / newest.name)
     assert await cluster.read_metrics(snapshot="after-run") == snap.metrics
 
     with pytest.raises(InvalidResource):

@@ -1,4 +1,4 @@
-"""The torch-free file formats the cockpit reads: logfmt lines and checkpoint headers."""
+"""The torch-free file formats the cockpit reads: logfmt lines and checkpoint sidecars."""
 
 from __future__ import annotations
 
@@ -20,24 +20,31 @@ def test_step_and_loss_only_from_step_lines():
     assert step_and_loss("some torch warning: step=?? loss=nan-ish") is None
 
 
-def test_inspect_tells_valid_from_truncated_and_corrupt(tmp_path):
-    data = fmt.encode({"step": 5, "world_size": 2, "loss": 0.5, "created": 1.0}, b"x" * 100)
-    good = tmp_path / fmt.file_name(5)
-    good.write_bytes(data)
+def test_inspect_tells_valid_from_truncated_corrupt_and_unfinished(tmp_path):
+    meta = {"world_size": 2, "loss": 0.5, "created": 1.0}
+    good = fmt.write_checkpoint(tmp_path, dict(meta, step=5), b"x" * 100)
+    assert good.name == fmt.file_name(5) and fmt.sidecar_path(good).name == "ckpt-step-000005.json"
     info = fmt.inspect(good)
     assert info.valid and info.step == 5 and info.world_size == 2 and info.loss == 0.5
 
-    truncated = tmp_path / fmt.file_name(6)
-    truncated.write_bytes(data[:-10])
-    assert fmt.inspect(truncated).problem == "truncated: 90 of 100 payload bytes"
+    truncated = fmt.write_checkpoint(tmp_path, dict(meta, step=6), b"x" * 100)
+    truncated.write_bytes(b"x" * 90)
+    assert fmt.inspect(truncated).problem == "truncated: 90 of 100 bytes"
 
-    corrupt = tmp_path / fmt.file_name(7)
-    corrupt.write_bytes(data[:-1] + b"y")
+    corrupt = fmt.write_checkpoint(tmp_path, dict(meta, step=7), b"x" * 100)
+    corrupt.write_bytes(b"x" * 99 + b"y")
     assert fmt.inspect(corrupt).problem == "checksum mismatch"
 
-    garbage = tmp_path / fmt.file_name(8)
-    garbage.write_bytes(b"PK\x03\x04 zip, not ours")
-    assert not fmt.inspect(garbage).valid
+    unfinished = tmp_path / fmt.file_name(8)  # data renamed into place, sidecar not yet written
+    unfinished.write_bytes(b"x" * 100)
+    assert fmt.inspect(unfinished).problem == "no metadata sidecar (save not finished)"
 
-    (tmp_path / fmt.temp_name(9, 123)).write_bytes(data)
+    (tmp_path / fmt.temp_name(9, 123)).write_bytes(b"x" * 100)
     assert [p.name for p in fmt.list_files(tmp_path)] == [fmt.file_name(s) for s in (5, 6, 7, 8)]
+
+
+def test_one_claim_per_step(tmp_path):
+    assert fmt.claim(tmp_path, 17)
+    assert not fmt.claim(tmp_path, 17)
+    assert fmt.is_leftover(fmt.claim_name(17)) and fmt.is_leftover(fmt.temp_name(17, 5))
+    assert not fmt.is_leftover(fmt.file_name(17))

@@ -53,11 +53,10 @@ def prepare(home: Path) -> None:
     run_dir.mkdir(parents=True)
     for i, step in enumerate((5, 10, 15)):
         header = {"step": step, "world_size": 2, "loss": round(0.5 / step, 6), "created": NOW - 300 + i * 30}
-        (run_dir / checkpoint_format.file_name(step)).write_bytes(
-            checkpoint_format.encode(header, bytes(range(256)) * (40 + step)))
-    broken = checkpoint_format.encode({"step": 20, "world_size": 2, "loss": 0.02, "created": NOW - 200},
-                                      b"x" * 4096)
-    (run_dir / checkpoint_format.file_name(20)).write_bytes(broken[:-1000])  # a torn write
+        checkpoint_format.write_checkpoint(run_dir, header, bytes(range(256)) * (40 + step))
+    broken = checkpoint_format.write_checkpoint(
+        run_dir, {"step": 20, "world_size": 2, "loss": 0.02, "created": NOW - 200}, b"x" * 4096)
+    broken.write_bytes(b"x" * 3096)  # a torn write
     metrics.write_atomic(run_dir / metrics.FILE_NAME, {
         "final_loss": 0.033333, "steps": 15, "world_size": 2, "wall_seconds": 12.5, "resumes": 0,
         "launcher": "torchrun", "loss_history": [round(0.5 / (s + 1), 6) for s in range(15)]})

@@ -1,0 +1,79 @@
+"""Checkpoint files as a user and the store see them: plain torch.load, one writer per step,
+unfinished or torn saves never chosen, the newest K kept."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import torch
+
+from tests.training.conftest import run, torchrun_cmd
+from training import checkpoint_format as fmt
+from training.checkpoint import FileCheckpoints, newest_valid
+from training.loop import Training
+from training.options import TrainConfig
+
+# What a learner types in their own session: no project on sys.path (-I), torch's API only.
+LOAD_IN_PLAIN_PYTHON = """
+import sys, torch
+state = torch.load(sys.argv[1], weights_only=True)
+model = torch.nn.Sequential(torch.nn.Linear(32, 256), torch.nn.Tanh(), torch.nn.Linear(256, 256),
+                            torch.nn.Tanh(), torch.nn.Linear(256, 1))
+model.load_state_dict(state["model"])
+assert not [m for m in sys.modules if m.split(".")[0] in ("training", "backend", "tui")]
+print(" ".join(sorted(state)), state["step"], len(state["optimizer"]["state"]))
+"""
+
+
+def test_a_two_worker_checkpoint_opens_with_plain_torch_load(tmp_path):
+    ckpt_dir = tmp_path / "ckpt"
+    result = run(torchrun_cmd(2, "--steps", "5", "--ckpt-every", "5", "--ckpt-dir", str(ckpt_dir)))
+    assert result.returncode == 0, result.stderr[-2000:]
+    (path,) = fmt.list_files(ckpt_dir)
+    opened = subprocess.run([sys.executable, "-I", "-c", LOAD_IN_PLAIN_PYTHON, str(path)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert opened.returncode == 0, opened.stderr[-2000:]
+    assert opened.stdout.split() == ["config", "first_started_at", "loss_history", "model", "optimizer",
+                                     "resumes", "rng", "sampler", "step", "world_size", "5", "6"]
+    meta = fmt.verify_file(path)
+    assert (meta["step"], meta["world_size"], meta["reason"]) == (5, 2, "periodic")
+
+
+def _training(steps: int = 3) -> Training:
+    if not torch.distributed.is_initialized():  # DDP wants a group, even of one
+        torch.distributed.init_process_group("gloo", store=torch.distributed.HashStore(), rank=0, world_size=1)
+    training = Training(TrainConfig(steps=steps), rank=0, world=1)
+    for _ in range(steps):
+        training.train_step()
+    return training
+
+
+def test_survivors_racing_for_one_step_write_it_once(tmp_path, capsys):
+    training = _training()
+    rank0, rank1 = FileCheckpoints(tmp_path, keep=3, rank=0), FileCheckpoints(tmp_path, keep=3, rank=1)
+    fmt.claim(tmp_path, 3)  # another survivor is writing step 3 (or died doing it)
+    rank1.save_now(training.state(), "peer_failure")
+    rank0.save_now(training.state(), "peer_failure")
+    assert fmt.list_files(tmp_path) == []
+    training.train_step()
+    rank1.save_now(training.state(), "peer_failure")
+    rank0.save_now(training.state(), "sigterm")  # step 4 is on disk already
+    saved = [line for line in capsys.readouterr().out.splitlines() if "event=checkpoint_saved" in line]
+    assert [line.split()[1:3] for line in saved] == [["step=4", "reason=peer_failure"]]
+    assert fmt.verify_file(tmp_path / fmt.file_name(4))["rank"] == 1
+
+
+def test_resume_skips_unfinished_and_torn_checkpoints_and_prunes_to_keep(tmp_path):
+    training = _training()
+    store = FileCheckpoints(tmp_path, keep=2, rank=0)
+    for _ in range(3):
+        training.train_step()
+        store.save(training.state())
+        store.wait()
+    assert [p.name for p in fmt.list_files(tmp_path)] == [fmt.file_name(s) for s in (5, 6)]
+    newest = tmp_path / fmt.file_name(6)
+    newest.write_bytes(newest.read_bytes()[:-1])  # torn
+    unfinished = tmp_path / fmt.file_name(7)  # renamed into place, no sidecar yet
+    unfinished.write_bytes(newest.read_bytes())
+    assert newest_valid(tmp_path, 0) == tmp_path / fmt.file_name(5)
