@@ -116,7 +116,7 @@ class PodVolume(_Kube):
 
 class RuntimeRef(_Kube):
     name: str
-    kind: str = "TrainingRuntime"
+    kind: str = "ClusterTrainingRuntime"  # the TrainJob CRD's default (trainer v2.3.0)
     api_group: str = Field(default="trainer.kubeflow.org", alias="apiGroup")
 
 
@@ -250,6 +250,11 @@ class TrainingRuntime(_Kube):
     kind: Literal["TrainingRuntime", "ClusterTrainingRuntime"] = "TrainingRuntime"
     metadata: ObjectMeta
     spec: dict[str, Any]
+
+    def to_manifest(self) -> dict[str, Any]:
+        """As applied: empty mappings in the spec mean something here (`torch: {}` picks torch's
+        ML policy), so the spec is not pruned."""
+        return {**super().to_manifest(), "spec": self.spec}
 
     def _path(self, *keys: str | int) -> Any:
         node: Any = self.spec

@@ -24,7 +24,7 @@ from aiohttp import web
 from backend.local import admission, objects
 from backend.local.apiserver import credentials
 from backend.local.apiserver.kinds import Kind, Registry
-from backend.local.apiserver.server import ApiServer, Hooks
+from backend.local.apiserver.server import ApiServer, Hooks, flag
 from backend.local.apiserver.status import ApiError, bad_request, conflict, invalid, refused
 from backend.local.apiserver.store import Store
 from backend.local.podlogs import read_lines
@@ -40,6 +40,8 @@ STORAGE_CLASS = "standard"
 SNAPSHOT_CLASS = "kfcockpit-snapclass"
 DRIVER = "kfcockpit.io/local-dir"
 _EVENTS_KEPT = 2000
+_MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+INSTALLED = (_MANIFESTS / "embedded" / "torch-distributed.yaml", _MANIFESTS / "runtime.yaml")
 # Kinds only the controllers create: a client's Pod or JobSet would never run, so it is refused.
 _RUN_BY_CONTROLLERS = ("Pod", "JobSet", "Node")
 
@@ -61,6 +63,7 @@ class ClusterApi(Hooks):
 
     def load(self) -> None:
         """Stored objects, and what every cluster has from its first start."""
+        first_start = not self.store.directory.exists()
         self.store.load()
         for name in SYSTEM_NAMESPACES:
             if self.store.find(self.kinds["Namespace"], None, name) is None:
@@ -81,6 +84,30 @@ class ClusterApi(Hooks):
         for ns in SYSTEM_NAMESPACES[:1]:
             if self.store.find(self.kinds["ServiceAccount"], ns, "default") is None:
                 self.store.create(self.kinds["ServiceAccount"], {"metadata": {"name": "default", "namespace": ns}})
+        if first_start:
+            self._install(INSTALLED)
+
+    def _install(self, files: tuple[Path, ...]) -> None:
+        """What `manifests/install/install.sh` puts on a kind cluster: the Trainer's stock runtime
+        and public ConfigMap, and the lesson's runtime. Once, on the first start: a user who
+        deletes them later keeps them deleted."""
+        import yaml
+
+        for path in files:
+            for doc in yaml.safe_load_all(path.read_text()):
+                kind = self.registry.by_kind(doc["apiVersion"], doc["kind"])
+                meta = doc.setdefault("metadata", {})
+                if kind.namespaced:
+                    meta.setdefault("namespace", "default")
+                if self.store.find(kind, meta.get("namespace"), meta["name"]) is None:
+                    self.store.create(kind, doc)
+
+    def mirror_all(self) -> None:
+        """Pods, JobSets and job status of the recovered runners (pods are not stored on disk)."""
+        for runner in self.ctl.runners.values():
+            self.job_changed("ADDED", runner.summary)
+            for pod in runner.pods():
+                self.pod_changed("ADDED", pod, objects.pod_spec(runner))
 
     async def serve(self) -> None:
         layout = self.ctl.layout
@@ -145,7 +172,7 @@ class ClusterApi(Hooks):
         if kind.kind == "Namespace" and operation == "CREATE":
             obj.setdefault("status", {"phase": "Active"})
         if kind.kind == "Secret":
-            obj.setdefault("type", "Opaque")
+            obj["type"] = obj.get("type") or "Opaque"
         if kind.kind == "TrainJob":
             admission.default_trainjob(obj)
             admission.validate_trainjob(kind, obj, old, self._runtime_exists)
@@ -325,6 +352,13 @@ class ClusterApi(Hooks):
                                f"{summary.restart_attempt}): {summary.message}", "jobset-controller")
                 self.store.update(jobset_kind, jobset)
             status = objects.trainjob_status(summary)
+            was = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Suspended"),
+                       None)
+            if was is not None:  # trainer v2.3.0: Suspended turns False with reason Resumed
+                resumed = {**was, "status": "False", "reason": "Resumed", "message": "TrainJob is resumed"}
+                if was.get("status") == "True":
+                    resumed["lastTransitionTime"] = objects.rfc3339(summary.created)
+                status.setdefault("conditions", []).insert(0, resumed)
         else:
             status = {"jobStatus": {"Complete": "SUCCEEDED", "Failed": "FAILED"}.get(summary.phase.value, "RUNNING"),
                       "jobDeploymentStatus": summary.phase.value, "rayClusterName": f"{summary.name}-raycluster",
@@ -363,13 +397,13 @@ class ClusterApi(Hooks):
         container = options.get("container")
         if container and container != "node":
             raise bad_request(f"container {container} is not valid for pod {name}")
-        if options.get("previous") in ("true", "1"):
+        if flag(options.get("previous")):
             raise bad_request(f'previous terminated container "node" in pod "{name}" not found')
         job = (pod["metadata"].get("labels") or {}).get("jobset.sigs.k8s.io/jobset-name") or \
             (pod["metadata"].get("labels") or {}).get("ray.io/job-name", "")
         path = self.ctl.layout.pod_log(job, name)
-        timestamps = options.get("timestamps") in ("true", "1")
-        follow = options.get("follow") in ("true", "1")
+        timestamps = flag(options.get("timestamps"))
+        follow = flag(options.get("follow"))
         since = _since(options)
         try:
             tail = int(options["tailLines"]) if "tailLines" in options else None

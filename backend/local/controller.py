@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from backend.cluster import ClusterError, InvalidResource, NotFound
-from backend.local import podspec, rayjobs, volumes, wire
+from backend.local import objects, podspec, rayjobs, volumes, wire
 from backend.local.api import ClusterApi
 from backend.local.apiserver.status import ApiError
 from backend.local.events import EventLog, Subscription
@@ -297,7 +297,7 @@ class Controller:
         try:
             if kind == "pods":
                 runner = self.runners.get(obj["job"])
-                self.api.pod_changed(event_type, Pod.model_validate(obj), _pod_spec(runner))
+                self.api.pod_changed(event_type, Pod.model_validate(obj), objects.pod_spec(runner))
             elif kind == "jobs":
                 self.api.job_changed(event_type, JobSummary.model_validate(obj))
         except ApiError as exc:  # the object was deleted meanwhile
@@ -526,6 +526,7 @@ class Controller:
             if dir_fd is not None:
                 os.close(dir_fd)
         log.info("controller %s serving %s", os.getpid(), self.layout.socket)
+        self.api.mirror_all()
         await self.api.serve()
         self.zygotes = ZygotePool(self.layout.root, sys.stderr.fileno(), self.watch_exit, self._worker_exited)
         for runner in self.runners.values():
@@ -571,20 +572,6 @@ def _log_messages(items: list[dict]) -> list[dict]:
         else:
             tail.append(item)
     return ([{"lines": lines, "offsets": offsets}] if lines else []) + tail
-
-
-def _pod_spec(runner) -> dict:
-    """The container a runner's pods run, as a PodSpec fragment (command, args, env, image)."""
-    plan = getattr(runner, "plan", None)
-    container = {"name": "node", "image": getattr(plan, "image", "") or "local"}
-    for field in ("command", "args"):
-        value = getattr(plan, field, None)
-        if value:
-            container[field] = list(value)
-    env = getattr(plan, "env", None)
-    if isinstance(env, dict) and env:
-        container["env"] = [{"name": k, "value": str(v)} for k, v in env.items()]
-    return {"containers": [container]}
 
 
 def main(argv: list[str] | None = None) -> int:

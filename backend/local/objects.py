@@ -177,3 +177,18 @@ def node_object(cpus: int | None = None, memory_bytes: int | None = None) -> dic
                                     "kernelVersion": uname.release, "operatingSystem": "linux",
                                     "architecture": uname.machine, "containerRuntimeVersion": "process://",
                                     "kubeProxyVersion": "", "machineID": "", "systemUUID": "", "bootID": ""}}}
+
+
+def pod_spec(runner) -> dict:
+    """The container a runner's pods run, as a PodSpec fragment (command, args, env, image)."""
+    plan = getattr(runner, "plan", None)
+    container = {"name": "node", "image": getattr(plan, "image", "") or "local"}
+    for field in ("command", "args"):
+        value = getattr(plan, field, None)
+        if value:
+            container[field] = list(value)
+    env = getattr(plan, "env", None)
+    if isinstance(env, dict) and env:
+        container["env"] = [{"name": k, "value": str(v)} for k, v in env.items()]
+    return {"containers": [container]}
+

@@ -16,7 +16,7 @@ from tests.local.conftest import MANIFESTS, REPO, WAIT, cli, lesson_job
 def test_apply_get_logs_wait_checkpoints_snapshot_delete(home, cluster):
     applied = cli(home, "apply", "-f", str(MANIFESTS / "runtime.yaml"), "-f", str(MANIFESTS / "volume.yaml"))
     assert applied.returncode == 0, applied.stderr
-    assert applied.stdout.split("\n")[:2] == ["trainingruntime/kfcockpit-torch created",
+    assert applied.stdout.split("\n")[:2] == ["trainingruntime/kfcockpit-torch unchanged",  # installed at start
                                               "persistentvolumeclaim/checkpoints created"]
     job = yaml.safe_dump(lesson_job(steps=15, step_delay=0.02).to_manifest())
     env = dict(os.environ, KFCOCKPIT_HOME=str(home), PYTHONPATH=str(REPO))

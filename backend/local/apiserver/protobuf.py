@@ -92,7 +92,7 @@ def _message(data: bytes, schema: dict[int, Any]) -> dict[str, Any]:
         elif isinstance(kind, tuple) and kind[0] == "repeated":
             item = _message(value, kind[1]) if isinstance(kind[1], dict) else _scalar(kind[1], value)
             out.setdefault(name, []).append(item)
-        else:
+        elif value not in (b"", 0):  # an unset optional field: omitted, as in the JSON form
             out[name] = _scalar(kind, value)
     return out
 

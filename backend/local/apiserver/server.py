@@ -189,7 +189,7 @@ class ApiServer:
     async def _serve(self, request: web.Request, target: Request) -> web.StreamResponse:
         method, query = request.method, request.query
         if target.kind.group == "metrics.k8s.io":
-            if method != "GET" or query.get("watch") in ("1", "true"):
+            if method != "GET" or flag(query.get("watch")):
                 raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {target.kind.plural}."
                                                         "metrics.k8s.io (get and list only)")
             return self._metrics(request, target)
@@ -197,7 +197,7 @@ class ApiServer:
             return await self._log(request, target)
         if method == "GET":
             if target.name is None:
-                if query.get("watch") in ("1", "true"):
+                if flag(query.get("watch")):
                     return await self._watch(request, target)
                 return self._list(request, target)
             return self._respond(request, target.kind, self.store.get(target.kind, target.namespace, target.name))
@@ -403,10 +403,10 @@ class ApiServer:
         query = request.query
         match = self._matcher(request, target.kind)
         since = query.get("resourceVersion")
-        initial = query.get("sendInitialEvents") == "true"
+        initial = flag(query.get("sendInitialEvents"))
         watch, backlog = self.store.watch(target.kind, target.namespace, match, "0" if initial else since)
         timeout = float(query.get("timeoutSeconds") or 1800)
-        bookmarks = query.get("allowWatchBookmarks") in ("1", "true")
+        bookmarks = flag(query.get("allowWatchBookmarks"))
         as_table = _wants_table(request)
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()
@@ -504,6 +504,11 @@ class _Replay:
 
     async def read(self) -> bytes:
         return json.dumps(self._body).encode()
+
+
+def flag(value: str | None) -> bool:
+    """A boolean query parameter as Go's strconv.ParseBool reads it ("true", "True", "1", "t"...)."""
+    return value in ("1", "t", "T", "true", "TRUE", "True")
 
 
 def validation_error(kind: Kind, name: str, field: str, message: str) -> ApiError:

