@@ -275,15 +275,18 @@ class TrainingRuntime(_Kube):
         value = self._path("mlPolicy", "torch", "numProcPerNode")
         return int(value) if isinstance(value, int) or (isinstance(value, str) and value.isdigit()) else 1
 
+    def pod_spec(self) -> dict[str, Any]:
+        """The pod template spec of the runtime's `node` replicated job."""
+        for job in self._path("template", "spec", "replicatedJobs") or []:
+            if job.get("name") == TRAINER_CONTAINER:
+                return (((job.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+        return {}
+
     def trainer_container(self) -> dict[str, Any]:
         """The `node` container of the runtime's `node` replicated job (image, command, env)."""
-        for job in self._path("template", "spec", "replicatedJobs") or []:
-            if job.get("name") != TRAINER_CONTAINER:
-                continue
-            pod_spec = (((job.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-            for container in pod_spec.get("containers") or []:
-                if container.get("name") == TRAINER_CONTAINER:
-                    return container
+        for container in self.pod_spec().get("containers") or []:
+            if container.get("name") == TRAINER_CONTAINER:
+                return container
         return {}
 
 

@@ -13,9 +13,11 @@ ties them to the controller:
 from __future__ import annotations
 
 import asyncio
+import calendar
 import logging
 import socket
 import ssl
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
@@ -256,10 +258,7 @@ class ClusterApi(Hooks):
     async def deleting(self, kind: Kind, obj: dict[str, Any], grace: int | None) -> dict[str, Any] | None:
         name = obj["metadata"]["name"]
         if kind.kind == "Pod":
-            if not self.ctl.pod_finished(name):
-                self.ctl.kill_pod(name)  # the group restarts (JobSet failure policy)
-            self._deleted_pods.add(name)
-            return None
+            return self._delete_pod(kind, obj, grace)
         if kind.kind in ("TrainJob", "RayJob"):
             await self.ctl.delete_job(kind.kind, name)
         elif kind.kind == "PersistentVolumeClaim":
@@ -278,6 +277,26 @@ class ClusterApi(Hooks):
                                 other, name, item["metadata"]["name"]) is not None:
                             self.server.delete_cascade(other, item)
         return None
+
+    def _delete_pod(self, kind: Kind, obj: dict[str, Any], grace: int | None) -> dict[str, Any] | None:
+        """As the kubelet: grace 0 (`--force`) kills at once and the object goes; otherwise the
+        pod is Terminating (deletionTimestamp) while it gets SIGTERM, SIGKILL after the grace
+        period, and the object goes when its process has ended. Either way its group restarts."""
+        name = obj["metadata"]["name"]
+        self._deleted_pods.add(name)
+        if grace is None:
+            grace = int((obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
+        if self.ctl.pod_finished(name):
+            return None
+        if grace <= 0:
+            self.ctl.kill_pod(name)
+            return None
+        if not self.ctl.terminate_pod(name, grace):
+            return None
+        meta = {**obj["metadata"], "deletionGracePeriodSeconds": grace,
+                "deletionTimestamp": objects.rfc3339(time.time() + grace)}
+        self.event(obj, "Normal", "Killing", "Stopping container node", "kubelet")
+        return self.store.update(kind, {**obj, "metadata": meta})
 
     # ------------------------------------------------------------------ the mirror
 
@@ -307,7 +326,9 @@ class ClusterApi(Hooks):
                 self.store.delete(kind, namespace, pod.name)
             return
         if pod.name in self._deleted_pods:
-            return  # its process is ending; the object is already gone
+            if pod.phase.finished and live is not None:  # Terminating until its process ended
+                self.store.delete(kind, namespace, pod.name)
+            return
         if found is None:
             return  # the job is being deleted
         job_kind, job_obj = found
@@ -374,7 +395,7 @@ class ClusterApi(Hooks):
         meta = involved["metadata"]
         namespace = meta.get("namespace") or "default"
         kind = self.kinds["Event"]
-        now = objects.rfc3339(__import__("time").time())
+        now = objects.rfc3339(time.time())
         name = f"{meta['name']}.{self.store.rv + 1:x}"
         self.store.create(kind, {
             "metadata": {"name": name, "namespace": namespace},
@@ -460,9 +481,6 @@ class ClusterApi(Hooks):
 
 
 def _since(options: dict[str, str]) -> float | None:
-    import calendar
-    import time
-
     if "sinceSeconds" in options:
         try:
             return time.time() - int(options["sinceSeconds"])
@@ -477,8 +495,6 @@ def _since(options: dict[str, str]) -> float | None:
 
 
 def _format(lines: list[tuple[float, str]], timestamps: bool) -> bytes:
-    import time
-
     if timestamps:
         return "".join(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1e9):09d}Z {text}\n"
                        for t, text in lines).encode()

@@ -326,6 +326,17 @@ class Controller:
                 raise NotFound(f"{kind.lower()} {name!r} not found") from None
             raise
 
+    def terminate_pod(self, name: str, grace: float) -> bool:
+        """Graceful deletion: SIGTERM now, SIGKILL after `grace` seconds. False if not running."""
+        for runner in self.runners.values():
+            run = runner.runs.get(name)
+            if run is not None and run.finished is not None and not run.finished.done():
+                run.terminate()
+                timer = asyncio.get_running_loop().call_later(grace, run.kill, str(self.layout.root))
+                run.finished.add_done_callback(lambda _f: timer.cancel())
+                return True
+        return False
+
     def kill_pod(self, name: str) -> None:
         for runner in self.runners.values():
             run = runner.runs.get(name)

@@ -5,8 +5,9 @@ the rest of the group is killed too and the whole group is recreated on a fresh 
 (new pod names, restart attempt + 1), up to the runtime's maxRestarts; then the job is Failed
 with reason ReachedMaxRestarts. All pods succeeding makes the job Complete.
 
-The rest of a failed group is stopped with SIGKILL, not a graceful SIGTERM: training state lives
-in atomic checkpoints, so nothing is lost by it, and every millisecond here is recovery time.
+The rest of a failed group is stopped as JobSet deletes its Jobs' pods: SIGTERM, then SIGKILL once
+the pod's grace period (terminationGracePeriodSeconds, 30 s by default) has passed. Survivors use
+that moment to save the step they are at, so the next attempt loses almost no work.
 A pod counts as finished when its process exited *and* its output pipe is drained, so the job's
 final events come after its last log line.
 """
@@ -150,11 +151,18 @@ class JobRunner(Runner):
         return f"pod {pod.name} {what} (exit code {pod.exit_code})"
 
     async def _teardown(self) -> None:
-        """Kill every pod of the group that is still running and wait until each is finished."""
+        """Stop every pod of the group still running (SIGTERM, SIGKILL after the grace period)
+        and wait until each is finished."""
         root = str(self.ctl.layout.root)
-        for run in self.runs.values():
+        running = [r for r in self.runs.values() if r.finished is None or not r.finished.done()]
+        for run in running:
+            run.terminating = True
+            run.terminate()
+        graceful = [r.finished for r in running if r.finished is not None and r.pid is not None]
+        if graceful and self.plan.grace_seconds > 0:
+            await asyncio.wait(graceful, timeout=self.plan.grace_seconds)
+        for run in running:
             if run.finished is None or not run.finished.done():
-                run.terminating = True
                 run.kill(root)
         waiting = [r.finished for r in self.runs.values() if r.finished is not None]
         if waiting:

@@ -54,6 +54,9 @@ class JobPlan:
     env: dict[str, str]
     mounts: list[tuple[str, str]]  # (claim, mount path)
     warm_allowed: bool = True
+    # A pod's terminationGracePeriodSeconds: SIGTERM, then SIGKILL this much later (upstream's
+    # default, 30 s); survivors of a failed group use it to save the step they are at.
+    grace_seconds: float = 30.0
 
     def to_json(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -100,6 +103,7 @@ def plan_job(job: TrainJob, runtime: TrainingRuntime) -> JobPlan:
             if c.name == TRAINER_CONTAINER:
                 env.update({e.name: e.value for e in c.env if e.value is not None})
     warm = job.metadata.annotations.get(WARM_ANNOTATION, "true").lower() not in ("false", "0", "no")
+    grace = runtime.pod_spec().get("terminationGracePeriodSeconds")
     return JobPlan(
         name=name,
         num_nodes=trainer.num_nodes or runtime.num_nodes(),
@@ -111,6 +115,7 @@ def plan_job(job: TrainJob, runtime: TrainingRuntime) -> JobPlan:
         env=env,
         mounts=job.volume_mounts(),
         warm_allowed=warm,
+        grace_seconds=float(grace) if isinstance(grace, (int, float)) and grace >= 0 else 30.0,
     )
 
 

@@ -53,6 +53,12 @@ class PodRun:
         if not self.status.done():
             self.status.set_result(status)
 
+    def terminate(self) -> None:
+        """SIGTERM to the pod's process group: a graceful stop (torchrun forwards it to its
+        workers; the training core saves the step it is at and exits)."""
+        if self.pid is not None and not self.status.done():
+            kill_group(self.pid, signal.SIGTERM)
+
     def kill(self, cluster_root: str) -> list[int]:
         """SIGKILL the pod's process group, and whatever it started in sessions of its own
         (torchrun's workers, Ray's processes), found by the marker in their environment.

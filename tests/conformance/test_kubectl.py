@@ -13,7 +13,7 @@ from tests.conformance.conftest import REPO, lesson_job_yaml
 LESSON = "jobset.sigs.k8s.io/jobset-name"
 
 
-def test_the_lesson_through_kubectl(kubectl):
+def test_the_lesson_through_kubectl(kubectl, embedded):
     name = "kc-lesson"
     out = kubectl("apply", "-f", str(REPO / "manifests" / "runtime.yaml"), "-f", str(REPO / "manifests" / "volume.yaml"))
     assert "trainingruntime.trainer.kubeflow.org/kfcockpit-torch" in out and "persistentvolumeclaim/checkpoints" in out
@@ -35,8 +35,10 @@ def test_the_lesson_through_kubectl(kubectl):
         follow.wait()
     victim = kubectl("get", "pods", "-l", f"{selector},batch.kubernetes.io/job-completion-index=1", "-o",
                      "jsonpath={.items[0].metadata.name}")
+    # A graceful delete, as the kubelet does it: SIGTERM (the worker saves the step it is at),
+    # the object goes once the process has ended; kubectl waits for that.
     assert kubectl("delete", "pod", victim) == f'pod "{victim}" deleted from default namespace\n'
-    assert victim not in kubectl("get", "pods", "-l", selector, "-o", "name")  # gone, as on a real cluster
+    assert victim not in kubectl("get", "pods", "-l", selector, "-o", "name")
 
     assert "condition met" in kubectl("wait", "--for=condition=Complete", f"trainjob/{name}", "--timeout=300s")
     assert kubectl("get", "jobset", name, "-o", "jsonpath={.status.restarts}") == "1"
@@ -46,6 +48,11 @@ def test_the_lesson_through_kubectl(kubectl):
     logs = kubectl("logs", "-l", selector, "--tail=-1", "--prefix")
     resumed = [int(n) for n in re.findall(r"event=resumed from_step=(\d+)", logs)]
     assert len(resumed) == 2 and resumed[0] == resumed[1] > 0, logs[-2000:]
+    # The group resumed from the step the victim saved when SIGTERM came (its log stays on the
+    # node after the pod is gone, as a kubelet's does until it is collected).
+    victim_log = (embedded[0] / "cluster" / "logs" / name / f"{victim}.log").read_text()
+    saved = re.findall(r"event=checkpoint_saved step=(\d+) reason=sigterm", victim_log)
+    assert saved and int(saved[-1]) == resumed[0], victim_log[-1500:]
     assert logs.count("event=done") == 2
     events = kubectl("get", "events", "--field-selector", f"involvedObject.name={name}", "-o", "json")
     reasons = {e["reason"] for e in json.loads(events)["items"]}
@@ -101,3 +108,17 @@ def test_configmaps_secrets_and_namespaces_from_kubectl_create(kubectl):
     assert kubectl("-n", "kc-team", "get", "cm", "-l", "team!=a", "-o", "name") == ""
     kubectl("delete", "namespace", "kc-team")
     assert kubectl("-n", "kc-team", "get", "cm", "-o", "name") == ""
+
+
+def test_force_delete_kills_at_once(kubectl):
+    name = "kc-force"
+    kubectl("apply", "-f", "-", input=lesson_job_yaml(name, steps=400, step_delay=0.05))
+    selector = f"{LESSON}={name}"
+    kubectl("wait", "--for=jsonpath={.status.phase}=Running", "pod", "-l", selector, "--timeout=300s")
+    victim = kubectl("get", "pods", "-l", f"{selector},batch.kubernetes.io/job-completion-index=0", "-o",
+                     "jsonpath={.items[0].metadata.name}")
+    out = kubectl.run("delete", "pod", victim, "--grace-period=0", "--force")
+    assert out.returncode == 0 and "force deleted" in out.stdout and "Immediate deletion" in out.stderr
+    kubectl("wait", "--for=jsonpath={.status.restarts}=1", f"jobset/{name}", "--timeout=300s")
+    assert victim not in kubectl("get", "pods", "-l", selector, "-o", "name")
+    kubectl("delete", "trainjob", name)
