@@ -189,6 +189,14 @@ class TrainJobSpec(_Kube):
     trainer: Trainer = Field(default_factory=Trainer)
     runtime_patches: list[RuntimePatch] = Field(default_factory=list, alias="runtimePatches")
     suspend: bool | None = None
+    active_deadline_seconds: int | None = Field(default=None, alias="activeDeadlineSeconds")
+
+    @field_validator("active_deadline_seconds")
+    @classmethod
+    def _positive_deadline(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError(f"activeDeadlineSeconds must be at least 1, got {v}")
+        return v
 
 
 class Condition(_Kube):
@@ -538,7 +546,8 @@ class Pod(BaseModel):
     started: float | None = None
     finished: float | None = None
     exit_code: int | None = None
-    reason: str = ""  # e.g. "Killed", "Error", "Completed"
+    reason: str = ""  # e.g. "Killed", "Error", "Completed", "Unschedulable"
+    message: str = ""  # why, where a reason needs it (what the scheduler found short)
     image: str = ""
     last_step: int | None = None
     last_loss: float | None = None

@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from backend.local.apiserver.kinds import Kind
+from backend.local.objects import MAX_PODS
 from backend.local.apiserver.status import ApiError, denied, invalid
 from backend.models import ManifestError, parse_resource
 
@@ -72,6 +73,13 @@ def validate_trainjob(kind: Kind, obj: dict[str, Any], old: dict[str, Any] | Non
         for field in ("runtimeRef", "managedBy"):
             if (old.get("spec") or {}).get(field) != spec.get(field):
                 causes.append((f"spec.{field}", "Invalid value: field is immutable"))
+    num_nodes = (spec.get("trainer") or {}).get("numNodes")
+    if isinstance(num_nodes, int) and num_nodes > MAX_PODS:
+        # Not an upstream rule: a cluster would keep such pods Pending; one machine cannot hold
+        # that many Pending pods either, so the embedded cluster says so at once.
+        causes.append(("spec.trainer.numNodes", f"Invalid value: {num_nodes}: the embedded cluster is one node "
+                       f"with {MAX_PODS} pod slots (the kubelet's maxPods), so at most {MAX_PODS} nodes can "
+                       "ever be scheduled; use a real cluster for more"))
     if causes:
         raise invalid(kind.kind, name, causes, kind.group)
     ref = spec.get("runtimeRef") or {}

@@ -49,8 +49,9 @@ _RUN_BY_CONTROLLERS = ("Pod", "JobSet", "Node")
 
 
 class ClusterApi(Hooks):
-    def __init__(self, ctl: "Controller"):
+    def __init__(self, ctl: "Controller", capacity: dict[str, float]):
         self.ctl = ctl
+        self.capacity = capacity
         self.registry = Registry()
         self.store = Store(self.registry, ctl.layout.root / "objects")
         self.kinds = {k.kind: k for k in self.registry.kinds if k.group != "metrics.k8s.io"}
@@ -72,7 +73,7 @@ class ClusterApi(Hooks):
                 self.store.create(self.kinds["Namespace"], {"metadata": {"name": name},
                                                             "spec": {"finalizers": ["kubernetes"]},
                                                             "status": {"phase": "Active"}})
-        self.store.create(self.kinds["Node"], objects.node_object())
+        self.store.create(self.kinds["Node"], objects.node_object(self.capacity["cpu"], self.capacity["memory"]))
         if not self.store.list(self.kinds["StorageClass"]):
             self.store.create(self.kinds["StorageClass"], {
                 "metadata": {"name": STORAGE_CLASS,
@@ -334,16 +335,19 @@ class ClusterApi(Hooks):
         job_kind, job_obj = found
         owner_obj = self.store.find(self.kinds["JobSet"], namespace, pod.job) if job_kind.kind == "TrainJob" else job_obj
         obj = objects.pod_object(pod, namespace, objects.owner(owner_obj) if owner_obj else None, spec)
+        was_unschedulable = live is not None and not (live.get("spec") or {}).get("nodeName")
         if live is None:
             self.store.create(kind, obj)
-            self.event(obj, "Normal", "Scheduled", f"Successfully assigned {namespace}/{pod.name} to "
-                                                   f"{socket.gethostname()}", "default-scheduler")
         else:
             obj["metadata"]["uid"] = live["metadata"]["uid"]
             self.store.update(kind, obj)
-            old_phase = (live.get("status") or {}).get("phase")
-            if old_phase != pod.phase.value:
-                self._pod_phase_event(obj, pod)
+        if pod.reason == "Unschedulable" and pod.phase.value == "Pending":
+            self.event(obj, "Warning", "FailedScheduling", pod.message, "default-scheduler")
+        elif live is None or was_unschedulable:
+            self.event(obj, "Normal", "Scheduled", f"Successfully assigned {namespace}/{pod.name} to "
+                                                   f"{socket.gethostname()}", "default-scheduler")
+        if live is not None and (live.get("status") or {}).get("phase") != pod.phase.value:
+            self._pod_phase_event(obj, pod)
 
     def _pod_phase_event(self, obj: dict[str, Any], pod: Pod) -> None:
         if pod.phase.value == "Running":

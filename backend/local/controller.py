@@ -39,6 +39,7 @@ from backend.local.jobs import JobRunner
 from backend.local.layout import Layout, socket_address, write_atomic
 from backend.local.podlogs import read_lines
 from backend.local.runner import Runner
+from backend.local.scheduler import Scheduler
 from backend.local.processes import become_subreaper, marked_processes, reap_exited, sweep, wait_gone
 from backend.local.warm import ZygotePool
 from backend.models import (
@@ -81,7 +82,9 @@ class Controller:
         self._clients = 0
         self._idle_timer: asyncio.TimerHandle | None = None
         self.idle_exit = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_EXIT))
-        self.api = ClusterApi(self)
+        capacity = node_capacity(layout)
+        self.scheduler = Scheduler(capacity["cpu"], capacity["memory"], objects.MAX_PODS, self._unschedulable)
+        self.api = ClusterApi(self, capacity)
         self.events.listeners.append(self._mirror)
 
     # ------------------------------------------------------------------ processes
@@ -291,6 +294,14 @@ class Controller:
             if run is not None and not run.pod.phase.finished:
                 return getattr(run, "pid", None)
         return None
+
+    def _unschedulable(self, pod_name: str, why: str) -> None:
+        for runner in self.runners.values():
+            run = runner.runs.get(pod_name)
+            if run is not None:
+                run.pod.reason, run.pod.message = "Unschedulable", why
+                runner._publish_pod(run.pod)
+                return
 
     def _mirror(self, kind: str, event_type: str, obj: dict, job: str | None) -> None:
         """Runner changes → the API's Pod, TrainJob status and JobSet objects."""
@@ -583,6 +594,18 @@ def _log_messages(items: list[dict]) -> list[dict]:
         else:
             tail.append(item)
     return ([{"lines": lines, "offsets": offsets}] if lines else []) + tail
+
+
+def node_capacity(layout: Layout) -> dict[str, float]:
+    """The node's allocatable CPU (cores) and memory (bytes): the machine's, unless `cluster up
+    --cpus/--memory` set them (node.json)."""
+    capacity = {"cpu": float(os.cpu_count() or 1), "memory": float(objects.meminfo().get("MemTotal", 0))}
+    try:
+        chosen = json.loads(layout.node_file.read_text())
+        capacity.update({k: float(v) for k, v in chosen.items() if k in capacity and v})
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
+    return capacity
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from backend.cluster import ClusterError
 from backend.local import podspec
 from backend.local.runner import PodRun, Runner
+from backend.local.scheduler import Requests
 from backend.models import (
     LABEL_JOB,
     LABEL_RANK,
@@ -70,6 +71,20 @@ class JobRunner(Runner):
     kind = "TrainJob"
 
     async def _reconcile(self) -> None:
+        """Run the job to its end; with activeDeadlineSeconds, no longer than that from its start
+        (trainer v2.3.0: the pods are terminated, Failed with reason DeadlineExceeded)."""
+        deadline = self.plan.deadline_seconds
+        if deadline is None:
+            await self._run_to_end()
+            return
+        try:
+            await asyncio.wait_for(self._run_to_end(), max(0.0, deadline - (time.time() - self.summary.created)))
+        except asyncio.TimeoutError:
+            await self._teardown()
+            self._set_phase(JobPhase.FAILED, "DeadlineExceeded",
+                            f"TrainJob was active longer than its activeDeadlineSeconds ({deadline:g} s)")
+
+    async def _run_to_end(self) -> None:
         failure = self._recover() if self.recovered_pods or self.summary.phase != JobPhase.CREATED else None
         if failure == "":  # recovered a group that had succeeded
             self._complete()
@@ -111,11 +126,10 @@ class JobRunner(Runner):
         self.recovered_pods, self.runs = [], {}
         attempt = self.summary.restart_attempt
         port = free_port()
-        node = socket.gethostname()
         runs = []
         for rank in range(self.plan.num_nodes):
             name = podspec.pod_name(self.name, rank)
-            pod = Pod(name=name, job=self.name, rank=rank, restart_attempt=attempt, node=node,
+            pod = Pod(name=name, job=self.name, rank=rank, restart_attempt=attempt,
                       created=time.time(), image=self.plan.image,
                       labels={LABEL_JOB: self.name, LABEL_RANK: str(rank), LABEL_RESTART_ATTEMPT: str(attempt)})
             run = self.runs[name] = PodRun(pod)
@@ -129,9 +143,8 @@ class JobRunner(Runner):
         specs = [podspec.launch_spec(self.plan, r.pod.rank, port, r.pod.name, self.ctl.layout.root, mounts)
                  for r in runs]
         zygote = await self._launcher(specs[0])
-        await asyncio.gather(*(self._start(run, spec, zygote) for run, spec in zip(runs, specs)))
-        if all(r.pod.phase == PodPhase.RUNNING for r in runs):
-            self._set_phase(JobPhase.RUNNING)
+        for run, spec in zip(runs, specs):
+            run.finished = asyncio.create_task(self._pod_life(run, spec, zygote), name=f"pod {run.pod.name}")
         pending = {r.finished for r in runs}
         failure = None
         while pending and failure is None:
@@ -157,7 +170,10 @@ class JobRunner(Runner):
         running = [r for r in self.runs.values() if r.finished is None or not r.finished.done()]
         for run in running:
             run.terminating = True
-            run.terminate()
+            if self.ctl.scheduler.is_waiting(run.pod.name) and run.finished is not None:
+                run.finished.cancel()  # never bound: no process to stop
+            else:
+                run.terminate()
         graceful = [r.finished for r in running if r.finished is not None and r.pid is not None]
         if graceful and self.plan.grace_seconds > 0:
             await asyncio.wait(graceful, timeout=self.plan.grace_seconds)
@@ -180,6 +196,23 @@ class JobRunner(Runner):
             return zygote
         log.warning("job %s: warm workers unavailable (%s); running the command as is", self.name, zygote.problem)
         return None
+
+    async def _pod_life(self, run: PodRun, spec: podspec.LaunchSpec, zygote: Zygote | None) -> None:
+        """One pod: bound by the scheduler (Pending until its requests fit), started, finished."""
+        scheduler = self.ctl.scheduler
+        await scheduler.bind(run.pod.name, Requests.of(self.plan.requests))
+        try:
+            if run.pod.reason == "Unschedulable":
+                run.pod.reason = run.pod.message = ""
+            run.pod.node = socket.gethostname()  # bound (published with its start)
+            await self._start(run, spec, zygote)
+            if run.terminating:  # the group was torn down while this pod was starting
+                run.kill(str(self.ctl.layout.root))
+            elif all(r.pod.phase == PodPhase.RUNNING for r in self.runs.values()):
+                self._set_phase(JobPhase.RUNNING)
+            await self._finish_pod(run)
+        finally:
+            scheduler.release(run.pod.name)
 
     async def _start(self, run: PodRun, spec: podspec.LaunchSpec, zygote: Zygote | None) -> None:
         warm = None if zygote is None else (lambda write_fd: zygote.spawn(run.pod.name, spec, write_fd))

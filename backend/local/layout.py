@@ -8,6 +8,7 @@
       stopped           present after `kfcockpit cluster down`: nothing starts a controller by itself
       objects/<group>/<plural>/<namespace>/<name>.json   the API's stored objects (apiserver/store.py)
       pki/, api-port    the API server's certificates and token, and the port it had
+      node.json         the node's allocatable cpu/memory when `cluster up --cpus/--memory` set them
       status/<job>.json              observed state of a TrainJob and its pods
       logs/<job>/<pod>.log           every line a pod printed: "<epoch seconds> <text>"
       volumes/<claim>/               a PersistentVolumeClaim's files
@@ -37,6 +38,7 @@ class Layout:
         self.stopped = self.root / "stopped"
         self.resources = self.root / "resources"  # an earlier version's desired state (migrated)
         self.objects = self.root / "objects"
+        self.node_file = self.root / "node.json"  # the node's CPU and memory, when set at `cluster up`
         self.status = self.root / "status"
         self.logs = self.root / "logs"
         self.volumes = self.root / "volumes"

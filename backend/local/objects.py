@@ -61,20 +61,25 @@ def pod_object(pod: Pod, namespace: str, owner_ref: dict[str, Any] | None, spec:
         labels.setdefault("trainer.kubeflow.org/trainjob-ancestor-step", "trainer")
     ready = pod.phase == PodPhase.RUNNING
     scheduled_at = rfc3339(pod.created)
+    unbound = pod.phase == PodPhase.PENDING and not pod.node
     conditions = [
         {"type": "PodScheduled", "status": "True", "lastTransitionTime": scheduled_at},
         {"type": "Initialized", "status": "True", "lastTransitionTime": scheduled_at},
         {"type": "ContainersReady", "status": str(ready), "lastTransitionTime": rfc3339(pod.started) or scheduled_at},
         {"type": "Ready", "status": str(ready), "lastTransitionTime": rfc3339(pod.started) or scheduled_at},
     ]
-    meta: dict[str, Any] = {"name": pod.name, "namespace": namespace, "labels": labels,
-                            "uid": stable_uid("pod", namespace, pod.name), "creationTimestamp": scheduled_at,
-                            "annotations": {"batch.kubernetes.io/job-completion-index": index} if index else {}}
-    if owner_ref:
-        meta["ownerReferences"] = [owner_ref]
+    meta = _pod_meta(pod, namespace, labels, index, owner_ref)
+    if unbound:  # not bound yet; what the default scheduler leaves on a pod it cannot bind
+        conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                       "message": pod.message, "lastTransitionTime": scheduled_at}] \
+            if pod.reason == "Unschedulable" else []
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": _pod_meta(pod, namespace, labels, index, owner_ref),
+                "spec": {"restartPolicy": "Never", "schedulerName": "default-scheduler",
+                         "serviceAccountName": "default", "terminationGracePeriodSeconds": 30, **spec},
+                "status": {"phase": "Pending", "conditions": conditions, "qosClass": _qos(spec)}}
     status: dict[str, Any] = {
         "phase": pod.phase.value, "conditions": conditions, "hostIP": "127.0.0.1", "podIP": "127.0.0.1",
-        "podIPs": [{"ip": "127.0.0.1"}], "startTime": scheduled_at, "qosClass": "BestEffort",
+        "podIPs": [{"ip": "127.0.0.1"}], "startTime": scheduled_at, "qosClass": _qos(spec),
         "containerStatuses": [{"name": TRAINER_CONTAINER, "ready": ready, "started": ready,
                                "restartCount": pod.restarts, "image": pod.image or "local",
                                "imageID": "", "containerID": f"process://{pod.name}",
@@ -84,9 +89,27 @@ def pod_object(pod: Pod, namespace: str, owner_ref: dict[str, Any] | None, spec:
         status["reason"] = pod.reason if pod.reason in ("Evicted", "DeadlineExceeded") else None
         status = {k: v for k, v in status.items() if v is not None}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"nodeName": socket.gethostname(), "restartPolicy": "Never", "schedulerName": "default-scheduler",
+            "spec": {"nodeName": pod.node or socket.gethostname(), "restartPolicy": "Never", "schedulerName": "default-scheduler",
                      "serviceAccountName": "default", "terminationGracePeriodSeconds": 30, **spec},
             "status": status}
+
+
+def _pod_meta(pod: Pod, namespace: str, labels: dict[str, str], index: str | None,
+              owner_ref: dict[str, Any] | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": pod.name, "namespace": namespace, "labels": labels,
+                            "uid": stable_uid("pod", namespace, pod.name), "creationTimestamp": rfc3339(pod.created),
+                            "annotations": {"batch.kubernetes.io/job-completion-index": index} if index else {}}
+    if owner_ref:
+        meta["ownerReferences"] = [owner_ref]
+    return meta
+
+
+def _qos(spec: dict[str, Any]) -> str:
+    resources = [c.get("resources") or {} for c in spec.get("containers") or []]
+    if not any(r.get("requests") or r.get("limits") for r in resources):
+        return "BestEffort"
+    guaranteed = all(r.get("limits") and (r.get("requests") or r["limits"]) == r["limits"] for r in resources)
+    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def trainjob_status(summary: JobSummary, suspended: bool = False) -> dict[str, Any]:
@@ -141,7 +164,7 @@ def jobset_object(summary: JobSummary, namespace: str, trainjob: dict[str, Any])
             "status": status}
 
 
-def _meminfo() -> dict[str, int]:
+def meminfo() -> dict[str, int]:
     found = {}
     try:
         with open("/proc/meminfo") as f:
@@ -153,11 +176,11 @@ def _meminfo() -> dict[str, int]:
     return found
 
 
-def node_object(cpus: int | None = None, memory_bytes: int | None = None) -> dict[str, Any]:
-    """The one Node: this machine, with its CPUs and memory as capacity and allocatable."""
-    cpus = cpus or os.cpu_count() or 1
-    memory_bytes = memory_bytes or _meminfo().get("MemTotal", 0)
-    resources = {"cpu": str(cpus), "memory": f"{memory_bytes // 1024}Ki", "pods": str(MAX_PODS),
+def node_object(cpu: float, memory: float) -> dict[str, Any]:
+    """The one Node: this machine, with its CPUs and memory (or those set at `cluster up`) as
+    capacity and allocatable."""
+    cores = f"{int(cpu)}" if cpu == int(cpu) else f"{int(cpu * 1000)}m"
+    resources = {"cpu": cores, "memory": f"{int(memory) // 1024}Ki", "pods": str(MAX_PODS),
                  "ephemeral-storage": "0"}
     name = socket.gethostname()
     uname = platform.uname()
@@ -190,5 +213,8 @@ def pod_spec(runner) -> dict:
     env = getattr(plan, "env", None)
     if isinstance(env, dict) and env:
         container["env"] = [{"name": k, "value": str(v)} for k, v in env.items()]
+    requests = getattr(plan, "requests", None)
+    if requests:
+        container["resources"] = {"requests": dict(requests)}
     return {"containers": [container]}
 

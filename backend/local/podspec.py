@@ -57,6 +57,8 @@ class JobPlan:
     # A pod's terminationGracePeriodSeconds: SIGTERM, then SIGKILL this much later (upstream's
     # default, 30 s); survivors of a failed group use it to save the step they are at.
     grace_seconds: float = 30.0
+    requests: dict = field(default_factory=dict)  # each pod's resource requests, for the scheduler
+    deadline_seconds: float | None = None  # the TrainJob's activeDeadlineSeconds
 
     def to_json(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -104,6 +106,9 @@ def plan_job(job: TrainJob, runtime: TrainingRuntime) -> JobPlan:
                 env.update({e.name: e.value for e in c.env if e.value is not None})
     warm = job.metadata.annotations.get(WARM_ANNOTATION, "true").lower() not in ("false", "0", "no")
     grace = runtime.pod_spec().get("terminationGracePeriodSeconds")
+    per_node = trainer.resources_per_node
+    requests = dict(per_node.requests) if per_node is not None else dict(
+        (container.get("resources") or {}).get("requests") or {})
     return JobPlan(
         name=name,
         num_nodes=trainer.num_nodes or runtime.num_nodes(),
@@ -116,6 +121,8 @@ def plan_job(job: TrainJob, runtime: TrainingRuntime) -> JobPlan:
         mounts=job.volume_mounts(),
         warm_allowed=warm,
         grace_seconds=float(grace) if isinstance(grace, (int, float)) and grace >= 0 else 30.0,
+        requests={k: str(v) for k, v in requests.items()},
+        deadline_seconds=job.spec.active_deadline_seconds,
     )
 
 

@@ -205,7 +205,8 @@ class Runner:
         if run.pid is not None:
             pod.phase, pod.started = PodPhase.RUNNING, time.time()
             self._publish_pod(pod)
-        run.finished = asyncio.create_task(self._finish_pod(run), name=f"pod {pod.name}")
+        if run.finished is None:  # else the caller's task runs the pod's whole life (jobs.py)
+            run.finished = asyncio.create_task(self._finish_pod(run), name=f"pod {pod.name}")
 
     async def _finish_pod(self, run: PodRun) -> None:
         status = await run.status

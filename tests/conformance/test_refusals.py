@@ -136,3 +136,18 @@ def test_bad_bodies_get_a_status_and_lose_nothing(embedded, kubectl, body, conte
                       body, content_type=content_type)
     assert (status["kind"], status["code"], status["reason"]) == ("Status", code, reason)
     assert kubectl("get", "trainingruntimes,clustertrainingruntimes", "-A", "-o", "name") == before
+
+
+def test_active_deadline_fails_the_job_and_stops_its_pods(kubectl):
+    """trainer v2.3.0 TrainJobSpec.activeDeadlineSeconds: once reached, running pods are
+    terminated and the TrainJob is Failed with reason DeadlineExceeded."""
+    body = yaml.safe_load(_job("rf-deadline", activeDeadlineSeconds=3))
+    body["spec"]["trainer"]["command"] = ["python3", "-c", "import time; print('started', flush=True); time.sleep(600)"]
+    kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+    kubectl("wait", "--for=condition=Failed", "trainjob/rf-deadline", "--timeout=300s")
+    conditions = json.loads(kubectl("get", "trainjob", "rf-deadline", "-o", "jsonpath={.status.conditions}"))
+    assert [(c["type"], c["reason"]) for c in conditions] == [("Failed", "DeadlineExceeded")]
+    phases = kubectl("get", "pods", "-l", "jobset.sigs.k8s.io/jobset-name=rf-deadline", "-o",
+                     "jsonpath={.items[*].status.phase}")
+    assert phases in ("", "Failed")  # terminated, never left running
+    kubectl("delete", "trainjob", "rf-deadline")

@@ -47,7 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "cluster", help="start, stop or inspect the embedded local cluster",
                     description=CLUSTER_DESCRIPTION)
     actions = p.add_subparsers(title="actions", metavar="ACTION", dest="cluster_action", required=True)
-    add_command(actions, "up", help="start the controller (if needed) and warm the workers").set_defaults(handler=cmd_up)
+    up = add_command(actions, "up", help="start the controller (if needed) and warm the workers")
+    up.add_argument("--cpus", type=_positive_quantity, metavar="N",
+                    help="the node's allocatable CPUs (default: this machine's); kept for later starts")
+    up.add_argument("--memory", type=_positive_quantity, metavar="QTY",
+                    help="the node's allocatable memory, e.g. 8Gi (default: this machine's)")
+    up.set_defaults(handler=cmd_up)
     add_command(actions, "down", help="stop the controller and every pod").set_defaults(handler=cmd_down)
     add_command(actions, "kubeconfig", help="start the cluster if needed and print its kubeconfig's path",
                 description="Print the path of the embedded cluster's kubeconfig (context kfcockpit, namespace "
@@ -114,8 +119,30 @@ def _local(args: argparse.Namespace, what: str):
     return cluster
 
 
+def _positive_quantity(text: str) -> str:
+    from backend.local.scheduler import quantity
+
+    try:
+        if quantity(text) <= 0:
+            raise ValueError("must be more than 0")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a resource quantity ({exc})") from None
+    return text
+
+
 async def cmd_up(args: argparse.Namespace) -> int:
     cluster = _local(args, "up")
+    if args.cpus or args.memory:
+        import json
+
+        from backend.local.scheduler import quantity
+
+        chosen = {"cpu": quantity(args.cpus) if args.cpus else None,
+                  "memory": quantity(args.memory) if args.memory else None}
+        cluster.layout.root.mkdir(parents=True, exist_ok=True)
+        cluster.layout.node_file.write_text(json.dumps(chosen))
+        if cluster.client.controller_pid() is not None:
+            print("the node's new size applies at the next start: kfcockpit cluster down && kfcockpit cluster up")
     status = await cluster.up()
     print(f"local cluster running: controller pid {status['pid']}, state root {status['home']}")
     print(f"kubectl: export KUBECONFIG={cluster.layout.home / 'kubeconfig'}")
