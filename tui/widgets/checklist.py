@@ -20,11 +20,6 @@ if TYPE_CHECKING:
     from backend.lesson.steps import Step
 
 
-def step_label(step: "Step") -> str:
-    """'S1'…'S3' for the setup steps, '1'…'12' for the lesson's steps."""
-    return f"S{step.number}" if step.section.lower().startswith("setup") else str(step.number)
-
-
 def status_of(state: "StepState | None") -> str:
     if state is None:
         return "todo"
@@ -103,7 +98,8 @@ class Checklist(OptionList):
 
     def _prompt(self, step: "Step") -> Content:
         glyph, _word, style = STATUS_LOOK.get(self.status.get(step.id, "todo"), STATUS_LOOK["todo"])
-        return Content.assemble((glyph, style), " ", (f"{step_label(step):>3}", "bold"), " ", step.title)
+        # The number alone: the section heading above says whether it is "setup 2" or "step 2".
+        return Content.assemble((glyph, style), " ", (f"{step.number:>3}", "bold"), " ", step.title)
 
     def action_run_highlighted(self) -> None:
         if self.step_id is not None:

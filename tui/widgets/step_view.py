@@ -17,7 +17,7 @@ from textual.widgets import Button, Log, Static, TextArea
 
 from tui import format as fmt
 from tui.format import STATUS_LOOK
-from tui.widgets.checklist import status_of, step_label
+from tui.widgets.checklist import status_of
 
 if TYPE_CHECKING:
     from backend.lesson.progress import StepState
@@ -109,7 +109,7 @@ class StepView(VerticalScroll):
         self.step = step
         status = "running" if running else status_of(state)
         glyph, word, style = STATUS_LOOK.get(status, STATUS_LOOK["todo"])
-        self.border_title = f"step {step_label(step)}"
+        self.border_title = step.label
         self.query_one("#step-heading", Static).update(Content.assemble(
             (f"{glyph} {word}", style), "  ", (step.title, "bold")))
         self.query_one("#step-why", Static).update(step.why)
