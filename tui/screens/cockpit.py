@@ -14,22 +14,24 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from textual import on, work
+from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.signal import Signal
-from textual.widgets import DataTable, Footer, TabbedContent
+from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from backend.errors import USER_ERRORS, NotFound, one_line
 from tui import actions
-from tui.live import Backoff, keep_open
+from tui.live import LOST, Backoff, keep_open
 from tui.widgets.checklist import Checklist
 from tui.widgets.job_bar import JobBar
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from textual.widgets import DataTable, TabbedContent
 
     from backend.models import Evidence, JobSummary, LogLine, PodEvent
     from tui.widgets.checkpoints import CheckpointsPanel
@@ -133,7 +135,7 @@ class CockpitScreen(Screen):
             try:
                 await self.session.open_cluster()
                 break
-            except USER_ERRORS as exc:
+            except LOST as exc:
                 delay = backoff.next_delay()
                 self._lost(one_line(exc), delay)
                 await asyncio.sleep(delay)
@@ -306,14 +308,14 @@ class CockpitScreen(Screen):
     def on_checkpoints_panel_volume_chosen(self, event: "CheckpointsPanel.VolumeChosen") -> None:
         self.load_volume(event.volume)
 
-    @on(TabbedContent.TabActivated, pane="#checkpoints")
-    def _checkpoints_shown(self) -> None:
-        if self.session.cluster is not None:
+    # Handlers by name rather than @on(..., "#id"): @on needs the message class when this module
+    # is imported, and DataTable and TabbedContent load with the panels, after the first paint.
+    def on_tabbed_content_tab_activated(self, event: "TabbedContent.TabActivated") -> None:
+        pane = event.pane.id
+        if pane == "checkpoints" and self.session.cluster is not None:
             self.refresh_storage()
-
-    @on(TabbedContent.TabActivated, pane="#loss")
-    def _loss_shown(self) -> None:
-        self.loss_chart.redraw()
+        elif pane == "loss":
+            self.loss_chart.redraw()
 
     # ------------------------------------------------------------------ the lesson
 
@@ -365,10 +367,10 @@ class CockpitScreen(Screen):
     def on_checklist_run_requested(self, event: Checklist.RunRequested) -> None:
         self.action_run_step()
 
-    def on_step_view_run_pressed(self, event) -> None:
+    def on_step_view_run_pressed(self, event: "StepView.RunPressed") -> None:
         self._start_step(event.step_id)
 
-    def on_step_view_verify_pressed(self, event) -> None:
+    def on_step_view_verify_pressed(self, event: "StepView.VerifyPressed") -> None:
         self.verify_step(event.step_id)
 
     def on_step_view_note_edited(self, event: "StepView.NoteEdited") -> None:
@@ -483,8 +485,9 @@ class CockpitScreen(Screen):
         if await self._call(f"kill {pod}", cluster.kill_pod(pod), ok=True) is not None:
             self.notify(f"killed {pod}: watch the group restart and resume", title="fault injected")
 
-    @on(DataTable.RowSelected, "#pods-table")
-    def _pod_chosen(self, event: DataTable.RowSelected) -> None:
+    def on_data_table_row_selected(self, event: "DataTable.RowSelected") -> None:
+        if event.control is not self.pods_table:  # by name: see on_tabbed_content_tab_activated
+            return
         self.log_view.show_pod(event.row_key.value)
         self.tabs.active = "logs"
 

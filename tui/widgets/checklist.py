@@ -5,6 +5,7 @@ highlight moves (StepChosen) and when the learner asks to run the step (RunReque
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 from textual.binding import Binding
@@ -23,7 +24,17 @@ if TYPE_CHECKING:
 def status_of(state: "StepState | None") -> str:
     if state is None:
         return "todo"
-    return getattr(state.status, "value", state.status)
+    return state.status.value
+
+
+@dataclass
+class ChecklistMessage(Message):
+    checklist: "Checklist"
+    step_id: str
+
+    @property
+    def control(self) -> "Checklist":
+        return self.checklist
 
 
 class Checklist(OptionList):
@@ -33,15 +44,11 @@ class Checklist(OptionList):
     # a training job by accident.
     BINDINGS = [Binding("enter", "run_highlighted", "Run", key_display="⏎")]
 
-    class StepChosen(Message):
-        def __init__(self, step_id: str) -> None:
-            super().__init__()
-            self.step_id = step_id
+    class StepChosen(ChecklistMessage):
+        """The highlight moved to a step."""
 
-    class RunRequested(Message):
-        def __init__(self, step_id: str) -> None:
-            super().__init__()
-            self.step_id = step_id
+    class RunRequested(ChecklistMessage):
+        """enter on a step."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -103,12 +110,12 @@ class Checklist(OptionList):
 
     def action_run_highlighted(self) -> None:
         if self.step_id is not None:
-            self.post_message(self.RunRequested(self.step_id))
+            self.post_message(self.RunRequested(self, self.step_id))
 
     def _on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         event.stop()
         if event.option.id and not event.option.id.startswith("section:"):
-            self.post_message(self.StepChosen(event.option.id))
+            self.post_message(self.StepChosen(self, event.option.id))
 
     def _on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()  # a click: highlighting is all it does
