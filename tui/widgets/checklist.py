@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Iterable
 
 from textual.binding import Binding
 from textual.content import Content
-from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from tui.format import STATUS_LOOK
+from tui.widgets.message import WidgetMessage
 
 if TYPE_CHECKING:
     from backend.lesson.progress import StepState
@@ -28,13 +28,8 @@ def status_of(state: "StepState | None") -> str:
 
 
 @dataclass
-class ChecklistMessage(Message):
-    checklist: "Checklist"
+class ChecklistMessage(WidgetMessage):
     step_id: str
-
-    @property
-    def control(self) -> "Checklist":
-        return self.checklist
 
 
 class Checklist(OptionList):

@@ -12,11 +12,11 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.message import Message
 from textual.widgets import Select, Static
 
 from tui import format as fmt
 from tui.widgets.keyed_table import KeyedTable
+from tui.widgets.message import WidgetMessage
 
 if TYPE_CHECKING:
     from backend.models import Checkpoint, Snapshot, VolumeInfo
@@ -77,13 +77,8 @@ class CheckpointsPanel(Vertical):
     BORDER_TITLE = "checkpoints"
 
     @dataclass
-    class VolumeChosen(Message):
-        panel: "CheckpointsPanel"
+    class VolumeChosen(WidgetMessage):
         volume: str
-
-        @property
-        def control(self) -> "CheckpointsPanel":
-            return self.panel
 
     def __init__(self, clock: Callable[[], float] = time.time, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -13,12 +13,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
-from textual.message import Message
 from textual.widgets import Button, Log, Static, TextArea
 
 from tui import format as fmt
 from tui.format import STATUS_LOOK
 from tui.widgets.checklist import status_of
+from tui.widgets.message import WidgetMessage
 
 if TYPE_CHECKING:
     from backend.lesson.progress import StepState
@@ -44,15 +44,10 @@ NOTE_KEEP_DELAY = 1.0  # seconds after the last key before a typed note is kept
 
 
 @dataclass
-class StepMessage(Message):
-    """What the learner did with the shown step; `control` is the view that says so."""
+class StepMessage(WidgetMessage):
+    """What the learner did with the shown step."""
 
-    step_view: "StepView"
     step_id: str
-
-    @property
-    def control(self) -> "StepView":
-        return self.step_view
 
 
 @dataclass
