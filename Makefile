@@ -1,6 +1,16 @@
 # Two commands on a fresh machine: `make run` (the cockpit, embedded cluster) and `make test`.
 # Both create .venv when it is missing; the stamp makes the second call instant.
-PYTHON ?= python3
+
+# The interpreter that creates .venv: PYTHON=... wins; else the first of these that runs, on PATH
+# or in pyenv. 3.11 first: the pinned CPU torch wheel on this machine's disk is built for 3.11, and
+# elsewhere torch comes from the registry. A pyenv shim exists for every version pyenv knows but
+# fails for one not selected, so each candidate is run, not just looked up. Expanded only when
+# .venv is built, so `make run` stays instant.
+SUPPORTED := 3.11 3.12 3.13
+PYTHON ?= $(shell for v in $(SUPPORTED); do \
+    for p in "$$(command -v python$$v)" $$(ls -d "$$(pyenv root 2>/dev/null || echo $$HOME/.pyenv)"/versions/$$v.*/bin/python$$v 2>/dev/null | sort -V -r); do \
+      [ -n "$$p" ] && "$$p" -c '' 2>/dev/null && { echo "$$p"; exit 0; }; \
+    done; done)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
@@ -9,7 +19,11 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check
 .PHONY: run test test-e2e bench clean-venv image-lock
 
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/python || { \
+	  test -n "$(PYTHON)" || { echo "make: no Python 3.11, 3.12 or 3.13 found on PATH or in pyenv: install one, or name it with PYTHON=/path/to/python3.x"; exit 1; }; \
+	  $(PYTHON) -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' \
+	    || { echo "make: $(PYTHON) is Python $$($(PYTHON) -c 'import platform; print(platform.python_version())'); kfcockpit supports 3.11, 3.12 and 3.13"; exit 1; }; \
+	  echo "$(PYTHON) -m venv $(VENV)"; $(PYTHON) -m venv $(VENV); }
 	@# torch first: the pinned CPU wheel on disk, so no dependency can pull a CUDA build
 	$(PIP) install -q torch==2.13.0 2>&1 | grep -v "is ignored: it is neither" || true
 	$(PIP) install -q -e '.[dev]' 2>&1 | grep -v "is ignored: it is neither" || true
@@ -20,7 +34,7 @@ run: $(STAMP)
 	$(BIN)/kfcockpit $(ARGS)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=15 $(PYTEST_ARGS)
 
 # Opt-in: a real cluster. KFCOCKPIT_E2E_CONTEXT=kind-kind [KFCOCKPIT_E2E_KFP_HOST=URL] make test-e2e
 # (every test marked e2e: the lesson on Kubernetes and the pipelines on its Pipelines endpoint)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
-from tui.launch import THEMES, Launch
+from tui.launch import ERRORS_LOG, THEMES, Launch
 from tui.screens.cockpit import CockpitScreen
 from tui.session import Session
 
@@ -58,12 +58,14 @@ class CockpitApp(App):
         return self.config
 
     def get_default_screen(self) -> Screen:
-        return CockpitScreen(self.session, self.clock)
+        return CockpitScreen(self.session, self.launch.home / ERRORS_LOG, self.clock)
 
     async def on_unmount(self) -> None:
+        from backend.errors import USER_ERRORS
+
         try:
             await self.session.close()
-        except Exception:  # leaving anyway; the controller keeps the jobs
+        except USER_ERRORS:  # leaving anyway; the controller keeps the jobs
             pass
 
     def action_toggle_theme(self) -> None:

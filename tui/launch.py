@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from tui.config import CockpitConfig
 
 PREFERENCES_FILE = "cockpit.json"
+ERRORS_LOG = "cockpit-errors.log"  # a bug's traceback, appended (tui/screens/error.py)
 THEMES = {"dark": "textual-dark", "light": "textual-light"}
 
 

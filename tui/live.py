@@ -1,4 +1,7 @@
-"""Keeping a watch open: when a backend stream ends or fails, say so, wait, and open it again.
+"""Keeping a watch open: when a backend stream ends or is lost (a user error, the Cluster
+protocol's way of saying "unreachable", "went away"; or an OSError, the socket or the state
+directory under it failing), say so, wait, and open it again. Any other exception is a bug: it is
+raised to the worker, whose error handler logs it and shows it whole.
 
 The wait grows (0.5 s, 1 s, 2 s … 15 s) and resets once the stream delivers again, so a dead
 controller costs a retry every few seconds, not a busy loop. The waiting happens inside the
@@ -10,7 +13,12 @@ from __future__ import annotations
 import asyncio
 from typing import AsyncIterator, Awaitable, Callable, TypeVar
 
+from backend.errors import USER_ERRORS, one_line
+
 T = TypeVar("T")
+
+# A connection lost rather than a bug: worth waiting and trying again.
+LOST: tuple[type[Exception], ...] = (*USER_ERRORS, OSError)
 
 
 class Backoff:
@@ -26,11 +34,6 @@ class Backoff:
         delay = self._next
         self._next = min(self.most, self._next * 2)
         return delay
-
-
-def one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text and text[0] else type(exc).__name__
 
 
 async def keep_open(
@@ -69,9 +72,7 @@ async def keep_open(
             if done is not None and await done():
                 return
             reason = "the stream ended early"
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # any other backend failure is a lost connection, never a crash
+        except LOST as exc:
             if gives_up(exc):
                 raise
             reason = one_line(exc)

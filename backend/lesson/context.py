@@ -3,7 +3,7 @@
 Each step has a `Handler`: an optional `run` (an async generator of RunUpdates: progress lines, the
 TrainJob it started) and a `verify` that reads real evidence (logs, pod records, files on the
 volume, snapshots, metrics) through the Cluster protocol and returns Evidence. `unavailable` says
-in one line why the step cannot run here (machinery not built yet, or not on this platform).
+in one line why the step cannot run here (no cluster to run it on, or not on this platform).
 """
 
 from __future__ import annotations
@@ -68,9 +68,8 @@ class StepContext:
 def missing_cluster(settings: Settings, unreachable: str | None = None) -> str:
     if unreachable:
         return f"cannot run here: the step needs the cluster, and it does not answer: {unreachable}"
-    if settings.backend == "kube":
-        return "not available yet: needs the Kubernetes backend (backend/kube)"
-    return "not available yet: needs the embedded local cluster (backend/local)"
+    platform = "the Kubernetes cluster" if settings.backend == "kube" else "the embedded local cluster"
+    return f"cannot run here: the step needs {platform}, and none is connected"
 
 
 RunAction = Callable[[StepContext], AsyncIterator[RunUpdate]]

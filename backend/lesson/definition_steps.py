@@ -19,7 +19,7 @@ from pathlib import Path
 from backend.cluster import ClusterError, NotFound
 from backend.lesson.context import Handler, StepContext, line, needs_cluster
 from backend.lesson.jobs import apply_runtime_and_volume, job_logs
-from backend.lesson.pipeline_runs import find_task, load_run, pipelines_missing, run_pipeline
+from backend.lesson.pipeline_runs import find_task, load_run, run_pipeline
 from backend.lesson.progress import write_atomic
 from backend.models import Evidence, JobPhase, yaml_documents
 
@@ -27,10 +27,6 @@ from backend.models import Evidence, JobPhase, yaml_documents
 INSTALL_PHASE = re.compile(r"pip install|Collecting \S|Installing collected packages|"
                            r"Successfully installed|Downloading \S+\.(whl|tar\.gz)")
 CLEAN_HOME = "clean-cluster"  # step 12's clean embedded cluster, under the step's run directory
-
-
-def _needs(ctx: StepContext) -> str | None:
-    return pipelines_missing() or needs_cluster(ctx)
 
 
 def _pinned(image: str) -> bool:
@@ -286,7 +282,7 @@ async def verify_reproduced(ctx: StepContext) -> Evidence:
 
 
 HANDLERS = {
-    "9": Handler(verify=verify_pinned_image, unavailable=_needs),
-    "11": Handler(verify=verify_platform_settings, run=run_from_definition, unavailable=_needs),
-    "12": Handler(verify=verify_reproduced, run=run_committed, unavailable=_needs),
+    "9": Handler(verify=verify_pinned_image, unavailable=needs_cluster),
+    "11": Handler(verify=verify_platform_settings, run=run_from_definition, unavailable=needs_cluster),
+    "12": Handler(verify=verify_reproduced, run=run_committed, unavailable=needs_cluster),
 }

@@ -26,10 +26,6 @@ def _step_2(ctx: StepContext) -> str:
 
 def _measured(ctx: StepContext) -> str:
     """The newest `kfcockpit compare` measurement as a quote, or a pointer to making one."""
-    import importlib.util
-
-    if importlib.util.find_spec("backend.compare") is None:
-        return ""
     from backend.compare import latest_comparison
 
     comparison = latest_comparison(ctx.settings)

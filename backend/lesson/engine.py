@@ -11,7 +11,7 @@ import os
 import time
 from typing import AsyncIterator
 
-from backend.cluster import Cluster, ClusterError
+from backend.cluster import Cluster, ClusterError, Unavailable
 from backend.lesson.context import LessonError, RunUpdate, StepContext
 from backend.lesson.drafts import draft
 from backend.lesson.handlers import HANDLERS
@@ -28,8 +28,9 @@ MAX_NOTE_BYTES = 64 * 1024
 
 class Lesson:
     def __init__(self, cluster: Cluster | None, settings: Settings, unreachable: str | None = None):
-        # cluster is None when the platform's backend is not in this build, or (with `unreachable`
-        # saying why) when the platform did not answer: steps that need it say so in their evidence.
+        # cluster is None before one is connected (the cockpit's first moments, tests of steps
+        # that need none) or, with `unreachable` saying why, when the platform did not answer:
+        # steps that need it say so in their evidence, and their saved progress is left alone.
         self.cluster = cluster
         self.unreachable = unreachable
         self.settings = settings
@@ -98,18 +99,18 @@ class Lesson:
     async def _run(self, step: Step) -> AsyncIterator[RunUpdate]:
         handler = HANDLERS[step.id]
         ctx = self._context(step)
+        reason = handler.unavailable(ctx)
+        if reason is not None:  # nothing can start here: say why, and keep what was saved
+            yield RunUpdate(kind="evidence", evidence=ctx.evidence(False, reason))
+            return
         self.store.put(step.id, StepState(status=StepStatus.RUNNING, updated=time.time(),
                                           pid=os.getpid()))
         evidence: Evidence | None = None
         try:
-            reason = handler.unavailable(ctx)
-            if reason is not None:
-                evidence = ctx.evidence(False, reason)
-            else:
-                if handler.run is not None:
-                    async for update in handler.run(ctx):
-                        yield update
-                evidence = await handler.verify(ctx)
+            if handler.run is not None:
+                async for update in handler.run(ctx):
+                    yield update
+            evidence = await handler.verify(ctx)
         except ClusterError as exc:
             evidence = ctx.evidence(False, str(exc))
         finally:
@@ -119,13 +120,19 @@ class Lesson:
         yield RunUpdate(kind="evidence", evidence=evidence)
 
     async def verify(self, step_id: str) -> Evidence:
-        """Check the step's "done when" now, from real evidence; the result is kept."""
+        """Check the step's "done when" now, from real evidence; the result is kept. A verify that
+        could not look (no cluster yet, or it does not answer) keeps what was saved: its evidence
+        says why, and a done step does not turn failed because the platform was away."""
         step = self.step(step_id)
         handler = HANDLERS[step.id]
         ctx = self._context(step)
         reason = handler.unavailable(ctx)
+        if reason is not None:
+            return ctx.evidence(False, reason)
         try:
-            evidence = ctx.evidence(False, reason) if reason else await handler.verify(ctx)
+            evidence = await handler.verify(ctx)
+        except Unavailable as exc:
+            return ctx.evidence(False, str(exc))
         except ClusterError as exc:
             evidence = ctx.evidence(False, str(exc))
         current = self.store.load().get(step.id)

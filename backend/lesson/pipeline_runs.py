@@ -21,14 +21,6 @@ TIMEOUT = 900.0  # the longest pipeline (step 12's full run, Ray included) takes
 _JOB_CREATED = re.compile(r"^trainjob/(\S+) (created|configured|unchanged)", re.IGNORECASE)
 
 
-def pipelines_missing() -> str | None:
-    import importlib.util
-
-    if importlib.util.find_spec("backend.pipelines.runs") is None:
-        return "not available yet: needs the lesson's pipelines (backend/pipelines)"
-    return None
-
-
 def _updates(event: "PipelineEvent") -> list[RunUpdate]:
     state = event.state.value if event.state else ""
     if event.kind == "task-log":

@@ -15,17 +15,13 @@ from backend.cluster import NotFound
 from backend.lesson.context import Handler, StepContext, line, needs_cluster
 from backend.lesson.evidence import same_loss_every_step
 from backend.lesson.jobs import apply_runtime_and_volume
-from backend.lesson.pipeline_runs import find_task, load_run, pipelines_missing, run_pipeline
+from backend.lesson.pipeline_runs import find_task, load_run, run_pipeline
 from backend.models import Evidence, JobPhase, PodPhase
 from training.logfmt import parse_line
 
 PRINT_MESSAGE = "hello from kfcockpit"
 TRAIN_STEPS = 40
 RAY_STEPS = 30
-
-
-def _needs_pipelines_and_cluster(ctx: StepContext) -> str | None:
-    return pipelines_missing() or needs_cluster(ctx)
 
 
 def _no_run(step: str) -> str:
@@ -220,8 +216,8 @@ async def verify_ray(ctx: StepContext) -> Evidence:
 
 
 HANDLERS = {
-    "1": Handler(verify=verify_print, run=run_print, unavailable=lambda ctx: pipelines_missing()),
-    "4": Handler(verify=verify_trainjob, run=run_train, unavailable=_needs_pipelines_and_cluster),
-    "5": Handler(verify=verify_checkpoints, run=show_volume, unavailable=_needs_pipelines_and_cluster),
-    "8": Handler(verify=verify_ray, run=run_ray, unavailable=lambda ctx: pipelines_missing()),
+    "1": Handler(verify=verify_print, run=run_print),
+    "4": Handler(verify=verify_trainjob, run=run_train, unavailable=needs_cluster),
+    "5": Handler(verify=verify_checkpoints, run=show_volume, unavailable=needs_cluster),
+    "8": Handler(verify=verify_ray, run=run_ray),
 }

@@ -129,3 +129,15 @@ async def test_an_untouched_draft_never_passes(settings):
         assert not (await lesson.verify(step_id)).ok, step_id
         assert await lesson.draft_note(step_id) == text  # the saved note wins over the template
     assert "embedded local cluster" in await lesson.draft_note("setup-1")
+
+
+async def test_a_verify_or_run_that_cannot_reach_a_cluster_keeps_what_was_saved(settings):
+    lesson = Lesson(None, settings, unreachable="the API server does not answer")
+    lesson._record(lesson.step("6"), Evidence(ok=True, checked="resumed", seen="resumed from step 5"))
+    saved = lesson.store.path.read_bytes()
+    evidence = await lesson.verify("6")
+    assert not evidence.ok and evidence.seen.endswith("does not answer: the API server does not answer")
+    updates = [u async for u in lesson.run("setup-2")]
+    assert [u.kind for u in updates] == ["evidence"] and not updates[0].evidence.ok
+    assert lesson.store.path.read_bytes() == saved
+    assert Lesson(None, settings).state("6").status is StepStatus.DONE

@@ -12,7 +12,6 @@ import pytest
 from tests.lesson.conftest import kfcockpit, processes_under
 from tests.lesson.test_progress_and_notes import GOOD_SETUP_NOTE, GOOD_STEP2_NOTE
 
-pytest.importorskip("backend.local.cluster", reason="needs the embedded local cluster")
 # Every step for real, Ray and a second (clean) cluster included: minutes, not seconds.
 pytestmark = pytest.mark.timeout(1800)
 

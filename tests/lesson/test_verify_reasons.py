@@ -31,7 +31,6 @@ async def test_step_1_fails_when_the_task_log_lacks_an_input(settings):
 
 @pytest.fixture
 def local_cluster(settings):
-    pytest.importorskip("backend.local.cluster", reason="needs the embedded local cluster")
     from backend.connect import connect
 
     cluster = connect(settings)

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from backend.errors import Unavailable
 from tui.live import Backoff, keep_open
 
 
@@ -28,7 +29,7 @@ async def test_a_failing_stream_is_reported_then_reopened_and_items_keep_flowing
         attempt = len(opened)
         yield attempt * 10
         if attempt == 1:
-            raise ConnectionError("controller gone\nsecond line")
+            raise Unavailable("controller gone\nsecond line")
         yield attempt * 10 + 1
 
     async def finished() -> bool:
@@ -63,3 +64,16 @@ async def test_cancelling_closes_the_stream():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert closed.is_set()
+
+
+async def test_a_bug_in_a_stream_is_raised_not_taken_for_a_lost_connection():
+    lost: list[str] = []
+
+    async def stream():
+        yield 1
+        raise KeyError("pod")
+
+    with pytest.raises(KeyError):
+        await asyncio.wait_for(keep_open(stream, lambda item: None, lambda r, d: lost.append(r),
+                                         backoff=Backoff(first=0.01, most=0.01)), timeout=10)
+    assert lost == []

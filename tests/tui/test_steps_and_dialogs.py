@@ -18,7 +18,7 @@ async def test_n_and_p_move_through_the_steps_and_the_step_panel_follows(home):
         await pilot.press("n", "n")
         assert screen.checklist.step_id == "setup-3"
         assert screen.step_view.step.id == "setup-3"
-        assert screen.step_view.border_title == "step S3"
+        assert screen.step_view.border_title == "setup 3"
         await pilot.press("n")  # past the "Steps" heading, which cannot be selected
         assert screen.checklist.step_id == "1"
         await pilot.press("p", "p", "p", "p", "p")

@@ -44,18 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     cockpit_options(parser)  # --no-mouse, --theme: the cockpit's own (tui/cli/app_cmds.py)
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:  # a real import error inside an existing module
-                raise
-            continue  # a command group not built yet
-        module.register(sub)
+        importlib.import_module(name).register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    from backend.errors import ClusterError, ManifestError
+    from backend.errors import USER_ERRORS
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -69,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         if inspect.iscoroutine(result):
             result = asyncio.run(result)
         return int(result or 0)
-    except (ClusterError, ManifestError) as exc:
+    except USER_ERRORS as exc:
         return fail(str(exc), exit_code=EXIT_USAGE, exit_now=False)
     except KeyboardInterrupt:
         return 130

@@ -6,7 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from backend.errors import one_line
 from tui.cli.common import EXIT_FAILED, add_command, add_output_option, print_json, print_table
+
+EVIDENCE_WIDTH = 110  # a table's evidence column, so a row stays one line
 
 DESCRIPTION = """\
 The lesson's 15 steps (setup-1..setup-3, 1..12) on the current platform, without the cockpit.
@@ -77,10 +80,6 @@ def _connect(args: argparse.Namespace):
         return cluster_from(args), None
     except Unavailable as exc:  # e.g. no kubeconfig, API server down
         return None, str(exc)
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith(("backend.local", "backend.kube")):
-            return None, None
-        raise
 
 
 def _lesson(args: argparse.Namespace, cluster=None, unreachable: str | None = None):
@@ -131,11 +130,6 @@ def _print_evidence(step, evidence) -> None:
     print(f"      checked: {evidence.checked}")
     for detail in evidence.details:
         print(f"      {detail}")
-
-
-def _one_line(text: str, width: int = 110) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 # ---------------------------------------------------------------- commands
@@ -207,7 +201,7 @@ async def _run_all(args: argparse.Namespace) -> int:
                 evidence = await _stream(lesson, step, quiet=args.quiet, out=sys.stderr)
             counted += 1
             passed += evidence.ok
-            rows.append([step.id, "pass" if evidence.ok else "FAIL", _one_line(evidence.seen)])
+            rows.append([step.id, "pass" if evidence.ok else "FAIL", one_line(evidence.seen, EVIDENCE_WIDTH)])
     print_table(["STEP", "RESULT", "EVIDENCE"], rows)
     print(f"{passed} of {counted} passed")
     return 0 if passed == counted else EXIT_FAILED
@@ -225,7 +219,7 @@ async def cmd_verify(args: argparse.Namespace) -> int:
         for step in lesson.steps:
             evidence = await lesson.verify(step.id)
             ok = ok and evidence.ok
-            rows.append([step.id, "pass" if evidence.ok else "NOT DONE", _one_line(evidence.seen)])
+            rows.append([step.id, "pass" if evidence.ok else "NOT DONE", one_line(evidence.seen, EVIDENCE_WIDTH)])
         print_table(["STEP", "RESULT", "EVIDENCE"], rows)
         return 0 if ok else EXIT_FAILED
 
@@ -242,7 +236,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     rows = []
     for s in lesson.steps:
         state = states[s.id]
-        rows.append([s.id, state.status.value, _one_line(state.evidence.seen, 90) if state.evidence else ""])
+        rows.append([s.id, state.status.value, one_line(state.evidence.seen, 90) if state.evidence else ""])
     print_table(["STEP", "STATUS", "EVIDENCE"], rows)
     done = sum(st.status.value == "done" for st in states.values())
     print(f"{done} of {len(lesson.steps)} steps done (workspace: {lesson.settings.workspace})")

@@ -2,8 +2,10 @@
 loss), a job bar on top and the footer below.
 
 This is where the backend meets the widgets, and nothing else happens here: workers call the
-Cluster and the Lesson (every call guarded, so a backend error is a notification), and hand what
-they get to widgets by method calls; widgets report what the learner did with messages.
+Cluster and the Lesson and hand what they get to widgets by method calls; widgets report what the
+learner did with messages. A user error (backend/errors.py) becomes a one-line notification where
+it happens; anything else is a bug and reaches the one worker-error handler at the end of this
+class, which logs it whole and shows it whole.
 """
 
 from __future__ import annotations
@@ -20,15 +22,18 @@ from textual.signal import Signal
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
+from backend.errors import USER_ERRORS, NotFound, one_line
 from tui import actions
-from tui.live import Backoff, keep_open, one_line
-from tui.widgets.checklist import Checklist, step_label
+from tui.live import LOST, Backoff, keep_open
+from tui.widgets.checklist import Checklist
 from tui.widgets.job_bar import JobBar
 
 if TYPE_CHECKING:
-    from textual.widgets import TabbedContent
+    from pathlib import Path
 
-    from backend.models import JobSummary, LogLine, PodEvent
+    from textual.widgets import DataTable, TabbedContent
+
+    from backend.models import Evidence, JobSummary, LogLine, PodEvent
     from tui.widgets.checkpoints import CheckpointsPanel
     from tui.widgets.log_view import LogView
     from tui.widgets.loss_chart import LossChart
@@ -43,9 +48,10 @@ CHECKPOINT_REFRESH_SECONDS = 3.0  # at most this often while a job writes checkp
 class CockpitScreen(Screen):
     BINDINGS = actions.bindings()
 
-    def __init__(self, session: "Session", clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, session: "Session", errors_log: "Path", clock: Callable[[], float] = time.time) -> None:
         super().__init__(id="cockpit")
         self.session = session
+        self.errors_log = errors_log  # where a bug's traceback goes (the state root)
         self.clock = clock
         self.jobs: dict[str, "JobSummary"] = {}
         self.followed: str | None = None
@@ -122,17 +128,14 @@ class CockpitScreen(Screen):
 
     @work(group="connect", exclusive=True, exit_on_error=False)
     async def connect(self) -> None:
-        try:
-            await self.session.open_lesson()
-            self._show_lesson()
-        except Exception as exc:
-            self.notify(one_line(exc), title="lesson unavailable", severity="error")
+        await self.session.open_lesson()
+        self._show_lesson()
         backoff = Backoff()
         while True:
             try:
                 await self.session.open_cluster()
                 break
-            except Exception as exc:
+            except LOST as exc:
                 delay = backoff.next_delay()
                 self._lost(one_line(exc), delay)
                 await asyncio.sleep(delay)
@@ -214,7 +217,7 @@ class CockpitScreen(Screen):
         try:
             await keep_open(lambda: cluster.watch_pods(job), self._pod_changed, self._lost,
                             on_reopen=lambda: self.pods_table.reset(job), gives_up=_job_gone)
-        except Exception as exc:
+        except NotFound as exc:
             self.notify(one_line(exc), title=f"stopped following {job}", severity="warning")
 
     def _pod_changed(self, event: "PodEvent") -> None:
@@ -242,7 +245,7 @@ class CockpitScreen(Screen):
             await keep_open(lambda: cluster.stream_logs(job, follow=True), self._log_batch, self._lost,
                             on_reopen=lambda: self.log_view.reset(job), done=finished,
                             gives_up=_job_gone)
-        except Exception as exc:
+        except NotFound as exc:
             self.notify(one_line(exc), title=f"stopped the logs of {job}", severity="warning")
 
     def _log_batch(self, batch: list["LogLine"]) -> None:
@@ -302,10 +305,12 @@ class CockpitScreen(Screen):
 
         self._storage_timer = self.set_timer(CHECKPOINT_REFRESH_SECONDS, due)
 
-    def on_checkpoints_panel_volume_chosen(self, event) -> None:
+    def on_checkpoints_panel_volume_chosen(self, event: "CheckpointsPanel.VolumeChosen") -> None:
         self.load_volume(event.volume)
 
-    def on_tabbed_content_tab_activated(self, event) -> None:
+    # Handlers by name rather than @on(..., "#id"): @on needs the message class when this module
+    # is imported, and DataTable and TabbedContent load with the panels, after the first paint.
+    def on_tabbed_content_tab_activated(self, event: "TabbedContent.TabActivated") -> None:
         pane = event.pane.id
         if pane == "checkpoints" and self.session.cluster is not None:
             self.refresh_storage()
@@ -319,23 +324,20 @@ class CockpitScreen(Screen):
         if self.checklist.steps:  # already shown: keep the learner's place
             self._refresh_states()
             return
-        try:
-            self.checklist.set_steps(lesson.steps, lesson.states())
-        except Exception as exc:
-            self.notify(one_line(exc), title="lesson progress unreadable", severity="error")
+        self.checklist.set_steps(lesson.steps, lesson.states())
         self.changed.publish("steps")
 
     def _show_step(self, step_id: str) -> None:
         lesson = self.session.lesson
         if lesson is None:
             return
+        step = lesson.step(step_id)
         try:
-            step = lesson.step(step_id)
             note = lesson.note(step_id) if step.kind == "reading" else ""
-            self.step_view.show(step, lesson.state(step_id), note, running=step_id == self.running_step)
-        except Exception as exc:
-            self.notify(one_line(exc), title=f"step {step_id}", severity="error")
-            return
+        except (OSError, ValueError) as exc:  # unreadable note file: the learner can fix it
+            self.notify(one_line(exc), title=f"note of {step.label}", severity="error")
+            note = ""
+        self.step_view.show(step, lesson.state(step_id), note, running=step_id == self.running_step)
         if step.kind == "reading" and not note:
             self.load_draft(step_id)
 
@@ -345,18 +347,13 @@ class CockpitScreen(Screen):
         for step 10, the measured runs); an untouched draft does not pass the check."""
         try:
             text = await self.session.lesson.draft_note(step_id)
-        except Exception as exc:
+        except USER_ERRORS as exc:
             self.notify(one_line(exc), title="no draft for the note", severity="warning")
             return
         self.step_view.offer_draft(step_id, text)
 
     def _refresh_states(self) -> None:
-        lesson = self.session.lesson
-        try:
-            states = lesson.states()
-        except Exception as exc:
-            self.notify(one_line(exc), title="lesson progress", severity="error")
-            return
+        states = self.session.lesson.states()
         if self.running_step is not None:  # our own run is live whatever the file says
             states.pop(self.running_step, None)
         self.checklist.set_states(states)
@@ -370,42 +367,40 @@ class CockpitScreen(Screen):
     def on_checklist_run_requested(self, event: Checklist.RunRequested) -> None:
         self.action_run_step()
 
-    def on_step_view_run_pressed(self, event) -> None:
+    def on_step_view_run_pressed(self, event: "StepView.RunPressed") -> None:
         self._start_step(event.step_id)
 
-    def on_step_view_verify_pressed(self, event) -> None:
+    def on_step_view_verify_pressed(self, event: "StepView.VerifyPressed") -> None:
         self.verify_step(event.step_id)
 
-    def on_step_view_note_edited(self, event) -> None:
-        try:
-            self.session.lesson.save_note(event.step_id, event.text)
-        except Exception as exc:
-            self.notify(one_line(exc), title="note not kept", severity="error")
+    def on_step_view_note_edited(self, event: "StepView.NoteEdited") -> None:
+        self._save_note(event.step_id, event.text, "note not kept")
 
     def _keep_note_now(self, step_id: str, text: str) -> None:
         """Called by the step view as it unmounts (quitting): no message would be handled then."""
         if self.session.lesson is not None:
-            try:
-                self.session.lesson.save_note(step_id, text)
-            except Exception:  # leaving anyway; nothing to show it on
-                pass
+            self._save_note(step_id, text, "note not kept")
 
-    def on_step_view_leave_note(self, event) -> None:
+    def on_step_view_leave_note(self, event: "StepView.LeaveNote") -> None:
         self.checklist.focus()
 
-    def on_step_view_note_saved(self, event) -> None:
+    def on_step_view_note_saved(self, event: "StepView.NoteSaved") -> None:
+        if self._save_note(event.step_id, event.text, "note not saved"):
+            self.notify("note saved; checking it", title=self.session.lesson.step(event.step_id).label)
+            self.verify_step(event.step_id)
+
+    def _save_note(self, step_id: str, text: str, failed: str) -> bool:
+        """Save through the engine; a refused note (too long) or a full disk is a notification."""
         try:
-            self.session.lesson.save_note(event.step_id, event.text)
-        except Exception as exc:
-            self.notify(one_line(exc), title="note not saved", severity="error")
-            return
-        self.notify("note saved; checking it", title=f"step {event.step_id}")
-        self.verify_step(event.step_id)
+            self.session.lesson.save_note(step_id, text)
+        except (*USER_ERRORS, OSError) as exc:
+            self.notify(one_line(exc), title=failed, severity="error")
+            return False
+        return True
 
     def _start_step(self, step_id: str) -> None:
         lesson = self.session.lesson
-        if lesson is None:
-            self.notify("not connected yet", severity="warning")
+        if lesson is None or self._still_connecting(step_id):
             return
         if self.running_step is not None:
             self.notify(f"step {self.running_step} is still running; its result comes first",
@@ -415,8 +410,7 @@ class CockpitScreen(Screen):
         if step.kind == "reading":
             self.tabs.active = "step"
             self.step_view.focus_note()
-            self.notify("a reading step is done by your note: write it, then ctrl+s",
-                        title=f"step {step_label(step)}")
+            self.notify("a reading step is done by your note: write it, then ctrl+s", title=step.label)
             return
         self.run_step(step_id)
 
@@ -424,12 +418,11 @@ class CockpitScreen(Screen):
     async def run_step(self, step_id: str) -> None:
         lesson = self.session.lesson
         step = lesson.step(step_id)
-        label = step_label(step)
         self.running_step = step_id
-        self.job_bar.running_step = f"step {label}"
+        self.job_bar.running_step = step.label
         self.checklist.set_status(step_id, "running")
         self.step_view.clear_output(step_id)
-        self.step_view.add_output(step_id, f"$ run step {label}: {step.title}")
+        self.step_view.add_output(step_id, f"$ run {step.label}: {step.title}")
         if self.checklist.step_id == step_id:
             self._show_step(step_id)
             self.step_view.show_output_box()
@@ -441,34 +434,44 @@ class CockpitScreen(Screen):
                     self.step_view.add_output(step_id, f"following job {update.job}")
                     self.follow(update.job)
                 elif update.kind == "evidence" and update.evidence is not None:
-                    self._announce(label, update.evidence)
-        except Exception as exc:
+                    self._announce(step.label, update.evidence)
+        except USER_ERRORS as exc:
             self.step_view.add_output(step_id, f"error: {one_line(exc)}")
-            self.notify(one_line(exc), title=f"step {label}", severity="error")
+            self.notify(one_line(exc), title=step.label, severity="error")
         finally:
             self.running_step = None
             self.job_bar.running_step = None
             self._refresh_states()
 
-    def _announce(self, label: str, evidence) -> None:
+    def _announce(self, label: str, evidence: "Evidence") -> None:
         if evidence.ok:
-            self.notify(evidence.seen, title=f"step {label} done ✔")
+            self.notify(evidence.seen, title=f"{label} done ✔")
         else:
-            self.notify(evidence.seen, title=f"step {label} not done yet ✘", severity="warning")
+            self.notify(evidence.seen, title=f"{label} not done yet ✘", severity="warning")
+
+    def _still_connecting(self, step_id: str) -> bool:
+        """A step that needs the cluster, asked for before it has answered: say so, and touch
+        nothing (a check now would only find the cluster missing)."""
+        lesson = self.session.lesson
+        if self.session.cluster is not None or lesson.unavailable(step_id) is None:
+            return False
+        self.notify("still connecting to the cluster: try again once the top bar says connected",
+                    title=lesson.step(step_id).label, severity="warning")
+        return True
 
     @work(group="step-verify", exit_on_error=False)
     async def verify_step(self, step_id: str) -> None:
         lesson = self.session.lesson
-        if lesson is None:
-            return
         try:
-            step = lesson.step(step_id)
+            if lesson is None or self._still_connecting(step_id):
+                return
             evidence = await lesson.verify(step_id)
-        except Exception as exc:
+            self._announce(lesson.step(step_id).label, evidence)
+            self._refresh_states()
+        except USER_ERRORS as exc:
             self.notify(one_line(exc), title=f"verify {step_id}", severity="error")
-            return
-        self._announce(step_label(step), evidence)
-        self._refresh_states()
+        finally:
+            self.changed.publish("verified")
 
     # ------------------------------------------------------------------ pods: kill
 
@@ -482,8 +485,8 @@ class CockpitScreen(Screen):
         if await self._call(f"kill {pod}", cluster.kill_pod(pod), ok=True) is not None:
             self.notify(f"killed {pod}: watch the group restart and resume", title="fault injected")
 
-    def on_data_table_row_selected(self, event) -> None:
-        if event.data_table.id != "pods-table":
+    def on_data_table_row_selected(self, event: "DataTable.RowSelected") -> None:
+        if event.control is not self.pods_table:  # by name: see on_tabbed_content_tab_activated
             return
         self.log_view.show_pod(event.row_key.value)
         self.tabs.active = "logs"
@@ -523,21 +526,30 @@ class CockpitScreen(Screen):
     # ------------------------------------------------------------------ guarded backend calls
 
     async def _call(self, what: str, awaitable, ok: bool = False):
-        """Await a backend call; any failure becomes a notification and None."""
+        """Await a backend call; a user error becomes a notification and None."""
         try:
             result = await awaitable
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
+        except USER_ERRORS as exc:
             self.notify(one_line(exc), title=f"could not {what}", severity="error")
             return None
         return True if ok and result is None else result
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """The last net: a worker that failed in a way nobody caught is a notification, not a crash."""
-        if event.state is WorkerState.ERROR and event.worker.error is not None:
-            self.notify(one_line(event.worker.error), title=f"{event.worker.group} failed",
-                        severity="error")
+        """The one net under every worker (all are `exit_on_error=False`): a user error nobody
+        caught is a notification; anything else is a bug, appended whole to the errors log in the
+        state root and shown whole in a dialog. Either way the cockpit goes on."""
+        error = event.worker.error
+        if event.state is not WorkerState.ERROR or error is None:
+            return
+        where = event.worker.group if event.worker.group != "default" else event.worker.name
+        if isinstance(error, USER_ERRORS):
+            self.notify(one_line(error), title=f"{where} failed", severity="error")
+            return
+        from tui.screens.error import ErrorScreen, log_bug
+
+        trace, not_logged = log_bug(self.errors_log, where, error)
+        self.app.push_screen(ErrorScreen(where, trace, not_logged or f"logged to {self.errors_log}"))
+        self.changed.publish("bug")
 
     # ------------------------------------------------------------------ actions (see tui/actions.py)
 
@@ -652,8 +664,7 @@ class CockpitScreen(Screen):
             yield a.title, a.help, (lambda name=a.action: self.run_action(name))
         lesson = self.session.lesson
         for step in (lesson.steps if lesson is not None else []):
-            label = step_label(step)
-            yield (f"Go to step {label}: {step.title}", step.done_when,
+            yield (f"Go to {step.label}: {step.title}", step.done_when,
                    lambda sid=step.id: self.checklist.select_step(sid))
         for job in sorted(self.jobs.values(), key=lambda j: j.created, reverse=True):
             yield (f"Follow job {job.name}", f"{job.phase.value}, {job.num_nodes} nodes",
@@ -662,6 +673,4 @@ class CockpitScreen(Screen):
 
 def _job_gone(exc: BaseException) -> bool:
     """NotFound: the job was deleted; watching it again cannot help."""
-    from backend.cluster import NotFound
-
     return isinstance(exc, NotFound)

@@ -5,30 +5,31 @@ highlight moves (StepChosen) and when the learner asks to run the step (RunReque
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 from textual.binding import Binding
 from textual.content import Content
-from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from tui.format import STATUS_LOOK
+from tui.widgets.message import WidgetMessage
 
 if TYPE_CHECKING:
     from backend.lesson.progress import StepState
     from backend.lesson.steps import Step
 
 
-def step_label(step: "Step") -> str:
-    """'S1'…'S3' for the setup steps, '1'…'12' for the lesson's steps."""
-    return f"S{step.number}" if step.section.lower().startswith("setup") else str(step.number)
-
-
 def status_of(state: "StepState | None") -> str:
     if state is None:
         return "todo"
-    return getattr(state.status, "value", state.status)
+    return state.status.value
+
+
+@dataclass
+class ChecklistMessage(WidgetMessage):
+    step_id: str
 
 
 class Checklist(OptionList):
@@ -38,15 +39,11 @@ class Checklist(OptionList):
     # a training job by accident.
     BINDINGS = [Binding("enter", "run_highlighted", "Run", key_display="⏎")]
 
-    class StepChosen(Message):
-        def __init__(self, step_id: str) -> None:
-            super().__init__()
-            self.step_id = step_id
+    class StepChosen(ChecklistMessage):
+        """The highlight moved to a step."""
 
-    class RunRequested(Message):
-        def __init__(self, step_id: str) -> None:
-            super().__init__()
-            self.step_id = step_id
+    class RunRequested(ChecklistMessage):
+        """enter on a step."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -103,16 +100,17 @@ class Checklist(OptionList):
 
     def _prompt(self, step: "Step") -> Content:
         glyph, _word, style = STATUS_LOOK.get(self.status.get(step.id, "todo"), STATUS_LOOK["todo"])
-        return Content.assemble((glyph, style), " ", (f"{step_label(step):>3}", "bold"), " ", step.title)
+        # The number alone: the section heading above says whether it is "setup 2" or "step 2".
+        return Content.assemble((glyph, style), " ", (f"{step.number:>3}", "bold"), " ", step.title)
 
     def action_run_highlighted(self) -> None:
         if self.step_id is not None:
-            self.post_message(self.RunRequested(self.step_id))
+            self.post_message(self.RunRequested(self, self.step_id))
 
     def _on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         event.stop()
         if event.option.id and not event.option.id.startswith("section:"):
-            self.post_message(self.StepChosen(event.option.id))
+            self.post_message(self.StepChosen(self, event.option.id))
 
     def _on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()  # a click: highlighting is all it does

@@ -4,6 +4,7 @@ The learner marks two snapshots (space) to compare them side by side (c)."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from rich.text import Text
@@ -11,11 +12,11 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.message import Message
 from textual.widgets import Select, Static
 
 from tui import format as fmt
 from tui.widgets.keyed_table import KeyedTable
+from tui.widgets.message import WidgetMessage
 
 if TYPE_CHECKING:
     from backend.models import Checkpoint, Snapshot, VolumeInfo
@@ -49,9 +50,6 @@ def checkpoint_cells(c: "Checkpoint", now: float) -> tuple:
 class SnapshotTable(KeyedTable):
     BINDINGS = [Binding("space", "toggle_mark", "Mark for compare", show=False)]
 
-    class MarksChanged(Message):
-        pass
-
     def __init__(self, **kwargs) -> None:
         super().__init__(SNAPSHOT_COLUMNS, **kwargs)
         self.marked: list[str] = []  # at most two, oldest mark first
@@ -66,16 +64,21 @@ class SnapshotTable(KeyedTable):
             self.marked = (self.marked + [key])[-2:]
         for name in self.keys:
             self.update_cell(name, "mark", "●" if name in self.marked else " ")
-        self.post_message(self.MarksChanged())
 
 
 class CheckpointsPanel(Vertical):
+    DEFAULT_CSS = """
+    #ckpt-bar { height: 1; }
+    #ckpt-volume { width: 22; }
+    #ckpt-summary { width: 1fr; padding-left: 1; }
+    #ckpt-table, #snap-table { height: 1fr; scrollbar-size: 1 1; }
+    #snap-title { height: 2; border-top: solid $secondary; }
+    """
     BORDER_TITLE = "checkpoints"
 
-    class VolumeChosen(Message):
-        def __init__(self, volume: str) -> None:
-            super().__init__()
-            self.volume = volume
+    @dataclass
+    class VolumeChosen(WidgetMessage):
+        volume: str
 
     def __init__(self, clock: Callable[[], float] = time.time, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -103,7 +106,7 @@ class CheckpointsPanel(Vertical):
             select.value = wanted
             if wanted != self.volume:
                 self.volume = wanted
-                self.post_message(self.VolumeChosen(wanted))
+                self.post_message(self.VolumeChosen(self, wanted))
         else:
             self.query_one("#ckpt-summary", Static).update("no volumes yet")
 
@@ -156,4 +159,4 @@ class CheckpointsPanel(Vertical):
         value = self.query_one("#ckpt-volume", Select).value
         if isinstance(value, str) and value != self.volume:
             self.volume = value
-            self.post_message(self.VolumeChosen(value))
+            self.post_message(self.VolumeChosen(self, value))

@@ -75,6 +75,12 @@ class FollowLog(Log):
 class LogView(Vertical):
     """Filter bar above a FollowLog; the border subtitle says follow state and new lines."""
 
+    DEFAULT_CSS = """
+    #log-filter-bar { height: 1; }
+    #log-filter { width: 1fr; }
+    #log-source { width: 22; margin-left: 1; }
+    #log-lines { height: 1fr; overflow: auto scroll; scrollbar-size: 1 1; }
+    """
     BORDER_TITLE = "logs"
     BINDINGS = [
         Binding("escape", "focus_lines", "Back to the lines", show=False),
@@ -85,7 +91,10 @@ class LogView(Vertical):
     unseen: reactive[int] = reactive(0)  # lines that arrived while not following
 
     class Flushed(Message):
-        """Lines reached the screen (one per flush, not per line)."""
+        """Lines reached the screen (one per flush, not per line); a newer one replaces a pending one."""
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, LogView.Flushed)
 
     class FilterChanged(Message):
         def __init__(self, keep: LogFilter) -> None:

@@ -21,6 +21,10 @@ MARKERS = ("braille", "dot", "+", "x", "o")
 
 
 class LossChart(Vertical):
+    DEFAULT_CSS = """
+    #loss-empty { padding: 1; color: $text-muted; }
+    #loss-plot { height: 1fr; }
+    """
     BORDER_TITLE = "loss"
 
     def __init__(self, **kwargs) -> None:

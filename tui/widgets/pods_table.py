@@ -44,6 +44,8 @@ def short_name(pod: str, job: str | None) -> str:
 class PodsTable(DataTable):
     """Rows keyed by pod name. Older restart attempts stay visible, dimmed, below the live group."""
 
+    DEFAULT_CSS = "PodsTable { height: 1fr; scrollbar-size: 1 1; }"
+
     def __init__(self, clock: Callable[[], float] = time.time, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
         self.clock = clock

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from textual import on
@@ -12,12 +13,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
-from textual.message import Message
 from textual.widgets import Button, Log, Static, TextArea
 
 from tui import format as fmt
 from tui.format import STATUS_LOOK
-from tui.widgets.checklist import status_of, step_label
+from tui.widgets.checklist import status_of
+from tui.widgets.message import WidgetMessage
 
 if TYPE_CHECKING:
     from backend.lesson.progress import StepState
@@ -42,7 +43,28 @@ def evidence_content(evidence: "Evidence | None", now: float) -> Content:
 NOTE_KEEP_DELAY = 1.0  # seconds after the last key before a typed note is kept
 
 
+@dataclass
+class StepMessage(WidgetMessage):
+    """What the learner did with the shown step."""
+
+    step_id: str
+
+
+@dataclass
+class NoteMessage(StepMessage):
+    text: str
+
+
 class StepView(VerticalScroll):
+    DEFAULT_CSS = """
+    StepView { padding: 0 1; scrollbar-size-vertical: 1; }
+    StepView > Static { margin-bottom: 1; }
+    #step-actions { height: 1; margin-bottom: 1; }
+    #step-actions Button { margin-right: 2; }
+    #step-note { height: 8; min-height: 5; border: round $accent; margin-bottom: 1; }
+    #step-output-title { margin-bottom: 0; }
+    #step-output { height: 8; border: round $secondary; overflow: auto auto; scrollbar-size: 1 1; }
+    """
     BORDER_TITLE = "step"
 
     BINDINGS = [
@@ -50,33 +72,19 @@ class StepView(VerticalScroll):
         Binding("escape", "leave_note", "Back to steps"),
     ]
 
-    class RunPressed(Message):
-        def __init__(self, step_id: str) -> None:
-            super().__init__()
-            self.step_id = step_id
+    class RunPressed(StepMessage):
+        pass
 
-    class VerifyPressed(Message):
-        def __init__(self, step_id: str) -> None:
-            super().__init__()
-            self.step_id = step_id
+    class VerifyPressed(StepMessage):
+        pass
 
-    class NoteSaved(Message):
+    class NoteSaved(NoteMessage):
         """The learner asked to save and check the note (ctrl+s)."""
 
-        def __init__(self, step_id: str, text: str) -> None:
-            super().__init__()
-            self.step_id = step_id
-            self.text = text
-
-    class NoteEdited(Message):
+    class NoteEdited(NoteMessage):
         """The note changed: keep it (no check), so a dropped session loses nothing."""
 
-        def __init__(self, step_id: str, text: str) -> None:
-            super().__init__()
-            self.step_id = step_id
-            self.text = text
-
-    class LeaveNote(Message):
+    class LeaveNote(StepMessage):
         """escape in the note: the learner wants the keys back."""
 
     def __init__(self, clock: Callable[[], float] = time.time, **kwargs) -> None:
@@ -109,7 +117,7 @@ class StepView(VerticalScroll):
         self.step = step
         status = "running" if running else status_of(state)
         glyph, word, style = STATUS_LOOK.get(status, STATUS_LOOK["todo"])
-        self.border_title = f"step {step_label(step)}"
+        self.border_title = step.label
         self.query_one("#step-heading", Static).update(Content.assemble(
             (f"{glyph} {word}", style), "  ", (step.title, "bold")))
         self.query_one("#step-why", Static).update(step.why)
@@ -170,7 +178,7 @@ class StepView(VerticalScroll):
     def action_save_note(self) -> None:
         if self.step is not None and self.step.kind == "reading":
             self._unsaved = None
-            self.post_message(self.NoteSaved(self.step.id, self.query_one("#step-note", TextArea).text))
+            self.post_message(self.NoteSaved(self, self.step.id, self.query_one("#step-note", TextArea).text))
 
     def focus_note(self) -> None:
         """Into the note, the cursor after what is written: the learner goes on writing."""
@@ -180,7 +188,8 @@ class StepView(VerticalScroll):
 
     def action_leave_note(self) -> None:
         self.keep_note()
-        self.post_message(self.LeaveNote())
+        if self.step is not None:
+            self.post_message(self.LeaveNote(self, self.step.id))
 
     @on(TextArea.Changed, "#step-note")
     def _note_changed(self, event: TextArea.Changed) -> None:
@@ -195,7 +204,7 @@ class StepView(VerticalScroll):
         """Hand the typed note over to be kept now (also called on a timer after typing stops)."""
         pending = self.take_unsaved()
         if pending is not None:
-            self.post_message(self.NoteEdited(*pending))
+            self.post_message(self.NoteEdited(self, *pending))
 
     def on_unmount(self) -> None:
         pending = self.take_unsaved()
@@ -213,13 +222,13 @@ class StepView(VerticalScroll):
     def _run(self, event: Button.Pressed) -> None:
         event.stop()
         if self.step is not None:
-            self.post_message(self.RunPressed(self.step.id))
+            self.post_message(self.RunPressed(self, self.step.id))
 
     @on(Button.Pressed, "#step-verify")
     def _verify(self, event: Button.Pressed) -> None:
         event.stop()
         if self.step is not None:
-            self.post_message(self.VerifyPressed(self.step.id))
+            self.post_message(self.VerifyPressed(self, self.step.id))
 
     @on(Button.Pressed, "#step-save")
     def _save(self, event: Button.Pressed) -> None:
