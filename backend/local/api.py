@@ -13,6 +13,7 @@ ties them to the controller:
 from __future__ import annotations
 
 import asyncio
+import base64
 import calendar
 import logging
 import socket
@@ -29,6 +30,7 @@ from backend.local.apiserver.kinds import Kind, Registry
 from backend.local.apiserver.server import ApiServer, Hooks, flag
 from backend.local.apiserver.status import ApiError, bad_request, conflict, invalid, refused
 from backend.local.apiserver.store import Store
+from backend.errors import ClusterError
 from backend.local.podlogs import read_lines
 from backend.models import JobSummary, Pod
 
@@ -174,8 +176,10 @@ class ClusterApi(Hooks):
                           f"run {kind.plural} created through the API: apply a TrainJob instead")
         if kind.kind == "Namespace" and operation == "CREATE":
             obj.setdefault("status", {"phase": "Active"})
-        if kind.kind == "Secret":
+        if kind.kind == "Secret":  # stringData is write-only: merged into data (core/v1 Secret)
             obj["type"] = obj.get("type") or "Opaque"
+            for key, value in (obj.pop("stringData", None) or {}).items():
+                obj.setdefault("data", {})[key] = base64.b64encode(str(value).encode()).decode()
         if kind.kind == "TrainJob":
             admission.default_trainjob(obj)
             admission.validate_trainjob(kind, obj, old, self._runtime_exists)
@@ -204,6 +208,18 @@ class ClusterApi(Hooks):
                                 f"Not found: volume {claim!r} not found (apply its PersistentVolumeClaim first)")],
                               kind.group)
         return []
+
+    def resolver(self, namespace: str | None):
+        """(ConfigMap|Secret, name) → its data in `namespace` (a Secret's decoded), or None."""
+        def resolve(kind_name: str, name: str) -> dict[str, str] | None:
+            obj = self.store.find(self.kinds[kind_name], namespace or "default", name)
+            if obj is None:
+                return None
+            data = dict(obj.get("data") or {})
+            if kind_name == "Secret":
+                data = {k: base64.b64decode(v).decode(errors="replace") for k, v in data.items()}
+            return data
+        return resolve
 
     def _runtime_exists(self, kind_name: str, name: str, namespace: str | None) -> bool:
         kind = self.kinds.get(kind_name or "")
@@ -238,7 +254,13 @@ class ClusterApi(Hooks):
             if operation == "CREATE" and suspended:
                 self._set_status(kind, obj, objects.trainjob_status(self.ctl.idle_summary(obj), suspended=True))
             elif operation == "CREATE" or (was_suspended and not suspended):
-                await self.ctl.start_job(admission.check_model(kind, obj))
+                try:
+                    await self.ctl.start_job(admission.check_model(kind, obj))
+                except ClusterError as exc:  # e.g. env from a ConfigMap that is not there
+                    self.event(obj, "Warning", "CreateContainerConfigError", str(exc), "trainjob-controller")
+                    self._set_status(kind, obj, {"conditions": [{
+                        "type": "Failed", "status": "True", "reason": "CreateContainerConfigError",
+                        "message": str(exc), "lastTransitionTime": objects.rfc3339(time.time())}]})
             elif suspended and not was_suspended:
                 await self.ctl.stop_job(name)
                 self._set_status(kind, obj, objects.trainjob_status(self.ctl.idle_summary(obj), suspended=True))

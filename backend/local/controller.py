@@ -191,7 +191,7 @@ class Controller:
             runtime = self.runtimes.get((job.spec.runtime_ref.kind, job.spec.runtime_ref.name))
             if runtime is None:
                 raise InvalidResource(f"TrainJob {job.metadata.name}: its runtime is gone") from None
-            return self._new_runner(job, podspec.plan_job(job, runtime))
+            return self._new_runner(job, podspec.plan_job(job, runtime, self.api.resolver(job.metadata.namespace)))
 
     def _new_runner(self, job: TrainJob, plan: podspec.JobPlan) -> JobRunner:
         summary = JobSummary(
@@ -235,7 +235,7 @@ class Controller:
             if runtime is None:
                 raise InvalidResource(f"TrainJob {name}: {ref.kind} {ref.name!r} not found; apply it first "
                                       "(kubectl apply -f manifests/runtime.yaml)")
-            runner = self._new_runner(job, podspec.plan_job(job, runtime))
+            runner = self._new_runner(job, podspec.plan_job(job, runtime, self.api.resolver(job.metadata.namespace)))
         self.layout.job_status_file(name).unlink(missing_ok=True)
         runner.persist()  # status first: a job on disk always has one to recover from
         self.runners[name] = runner

@@ -16,6 +16,7 @@ import secrets
 import string
 import sys
 from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 
 from backend.cluster import InvalidResource
@@ -81,7 +82,51 @@ class LaunchSpec:
     zygote_key: tuple[tuple[str, str], ...] = ()
 
 
-def plan_job(job: TrainJob, runtime: TrainingRuntime) -> JobPlan:
+Resolve = Callable[[str, str], "dict[str, str] | None"]  # (ConfigMap|Secret, name) -> its data
+
+
+def _no_objects(kind: str, name: str) -> None:
+    return None
+
+
+def _env_value(item: dict, resolve: Resolve) -> str | None:
+    """An EnvVar's value: literal, or from a ConfigMap or Secret key (core/v1 EnvVarSource)."""
+    if item.get("value") is not None:
+        return str(item["value"])
+    source = item.get("valueFrom")
+    if not source:
+        return None
+    for field, kind in (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret")):
+        ref = source.get(field)
+        if ref:
+            data = resolve(kind, ref.get("name", ""))
+            if data is not None and ref.get("key") in data:
+                return data[ref["key"]]
+            if ref.get("optional"):
+                return None
+            what = f"{kind.lower()} {ref.get('name')!r} not found" if data is None else \
+                f"key {ref.get('key')!r} not found in {kind.lower()} {ref.get('name')!r}"
+            raise InvalidResource(f"env {item['name']}: {what} (CreateContainerConfigError)")
+    raise InvalidResource(f"env {item['name']}: valueFrom {', '.join(source)} is not supported by the embedded "
+                          "cluster (configMapKeyRef and secretKeyRef are)")
+
+
+def _env_from(sources: list, resolve: Resolve) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for source in sources:
+        for field, kind in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
+            ref = source.get(field)
+            if ref:
+                data = resolve(kind, ref.get("name", ""))
+                if data is None and not ref.get("optional"):
+                    raise InvalidResource(f"envFrom: {kind.lower()} {ref.get('name')!r} not found "
+                                          "(CreateContainerConfigError)")
+                env.update({f"{source.get('prefix', '')}{k}": v for k, v in (data or {}).items()})
+    return env
+
+
+def plan_job(job: TrainJob, runtime: TrainingRuntime, resolve: Resolve = _no_objects) -> JobPlan:
+    """`resolve` finds the ConfigMaps and Secrets the containers' env refers to."""
     name = job.metadata.name
     longest_pod = pod_name(name, 0, suffix="xxxxx")
     if len(longest_pod) > _MAX_NAME:
@@ -95,15 +140,17 @@ def plan_job(job: TrainJob, runtime: TrainingRuntime) -> JobPlan:
     if not command:
         raise InvalidResource(f"TrainJob {name}: no command (set spec.trainer.command or the "
                               f"runtime's '{TRAINER_CONTAINER}' container command)")
+    containers = [container] + [c.to_manifest() for p in job.pod_patches() for c in p.containers
+                                if c.name == TRAINER_CONTAINER]
     env: dict[str, str] = {}
-    for item in container.get("env") or []:
-        if isinstance(item, dict) and "name" in item and item.get("value") is not None:
-            env[item["name"]] = str(item["value"])
-    env.update({e.name: e.value for e in trainer.env if e.value is not None})
-    for patch in job.pod_patches():
-        for c in patch.containers:
-            if c.name == TRAINER_CONTAINER:
-                env.update({e.name: e.value for e in c.env if e.value is not None})
+    for source in containers:  # later ones win: runtime, then trainer (below), then patches
+        env.update(_env_from(source.get("envFrom") or [], resolve))
+    for items in ([container.get("env") or []] + [[e.to_manifest() for e in trainer.env]]
+                  + [c.get("env") or [] for c in containers[1:]]):
+        for item in items:
+            value = _env_value(item, resolve) if isinstance(item, dict) and "name" in item else None
+            if value is not None:
+                env[item["name"]] = value
     warm = job.metadata.annotations.get(WARM_ANNOTATION, "true").lower() not in ("false", "0", "no")
     grace = runtime.pod_spec().get("terminationGracePeriodSeconds")
     per_node = trainer.resources_per_node

@@ -151,3 +151,30 @@ def test_active_deadline_fails_the_job_and_stops_its_pods(kubectl):
                      "jsonpath={.items[*].status.phase}")
     assert phases in ("", "Failed")  # terminated, never left running
     kubectl("delete", "trainjob", "rf-deadline")
+
+
+def test_env_from_configmaps_and_secrets(kubectl):
+    """core/v1 EnvVarSource and EnvFromSource, as upstream examples use them for tokens and
+    settings; a missing one fails the job with CreateContainerConfigError, as a kubelet would."""
+    kubectl("create", "configmap", "rf-settings", "--from-literal=LR=0.01", "--from-literal=STEPS=40")
+    kubectl("create", "secret", "generic", "rf-token", "--from-literal=HF_TOKEN=s3cr3t")
+    body = yaml.safe_load(_job("rf-env"))
+    body["spec"]["trainer"]["command"] = ["python3", "-c", "import os; print(os.environ['HF_TOKEN'], "
+                                          "os.environ['CFG_LR'], os.environ['STEPS'])"]
+    body["spec"]["trainer"]["env"] = [
+        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "rf-token", "key": "HF_TOKEN"}}},
+        {"name": "STEPS", "valueFrom": {"configMapKeyRef": {"name": "rf-settings", "key": "STEPS"}}},
+        {"name": "CFG_LR", "valueFrom": {"configMapKeyRef": {"name": "rf-settings", "key": "LR"}}}]
+    kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+    kubectl("wait", "--for=condition=Complete", "trainjob/rf-env", "--timeout=300s")
+    assert kubectl("logs", "-l", "jobset.sigs.k8s.io/jobset-name=rf-env") == "s3cr3t 0.01 40\n"
+
+    body["metadata"]["name"] = "rf-env-missing"
+    body["spec"]["trainer"]["env"][0]["valueFrom"]["secretKeyRef"]["name"] = "rf-no-such-secret"
+    kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+    kubectl("wait", "--for=condition=Failed", "trainjob/rf-env-missing", "--timeout=300s")
+    message = kubectl("get", "trainjob", "rf-env-missing", "-o", "jsonpath={.status.conditions[0].message}")
+    assert "secret 'rf-no-such-secret' not found" in message
+    kubectl("delete", "trainjob", "rf-env", "rf-env-missing")
+    kubectl("delete", "configmap", "rf-settings")
+    kubectl("delete", "secret", "rf-token")
