@@ -109,7 +109,21 @@ class Controller:
                 return
 
     def mount_dirs(self, plan: podspec.JobPlan) -> dict[str, str]:
-        return {mount: str(self.layout.volume_dir(claim)) for claim, mount in plan.mounts}
+        """Mount path → the directory backing it: a PVC's volume, or the files of a ConfigMap or
+        Secret volume written for this job (as the kubelet projects them)."""
+        dirs = {mount: str(self.layout.volume_dir(claim)) for claim, mount in plan.mounts}
+        resolve = self.api.resolver(getattr(plan, "namespace", "default"))
+        for kind, name, mount in getattr(plan, "projected", []):
+            data = resolve(kind, name)
+            if data is None:
+                raise InvalidResource(f"volume at {mount}: {kind.lower()} {name!r} not found (CreateContainerConfigError)")
+            directory = self.layout.root / "projected" / plan.name / f"{kind.lower()}-{name}"
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.mkdir(parents=True)
+            for key, value in data.items():
+                (directory / key).write_text(value)
+            dirs[mount] = str(directory)
+        return dirs
 
     def _sweep_leftovers(self) -> None:
         """Kill whatever a previous controller of this state root left running, and wait for it."""
@@ -261,6 +275,7 @@ class Controller:
             self.events.publish("jobs", "DELETED", runner.summary.model_dump(mode="json"), name)
         self.layout.job_status_file(name).unlink(missing_ok=True)
         shutil.rmtree(self.layout.logs / name, ignore_errors=True)
+        shutil.rmtree(self.layout.root / "projected" / name, ignore_errors=True)
 
     def delete_claim(self, name: str) -> None:
         users = [r.name for r in self.runners.values()

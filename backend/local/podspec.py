@@ -60,6 +60,9 @@ class JobPlan:
     grace_seconds: float = 30.0
     requests: dict = field(default_factory=dict)  # each pod's resource requests, for the scheduler
     deadline_seconds: float | None = None  # the TrainJob's activeDeadlineSeconds
+    namespace: str = "default"
+    # ConfigMap and Secret volumes of the trainer container: (kind, name, mount path)
+    projected: list = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -125,6 +128,22 @@ def _env_from(sources: list, resolve: Resolve) -> dict[str, str]:
     return env
 
 
+def _projected_volumes(job: TrainJob, runtime: TrainingRuntime, containers: list[dict]) -> list[list[str]]:
+    """[kind, name, mount path] of each ConfigMap or Secret volume the trainer container mounts."""
+    volumes = {v.get("name"): v for v in runtime.pod_spec().get("volumes") or []}
+    for patch in job.pod_patches():
+        volumes.update({v.name: v.to_manifest() for v in patch.volumes})
+    found = []
+    for container in containers:
+        for mount in container.get("volumeMounts") or []:
+            volume = volumes.get(mount.get("name")) or {}
+            if "configMap" in volume:
+                found.append(["ConfigMap", volume["configMap"].get("name", ""), mount["mountPath"]])
+            elif "secret" in volume:
+                found.append(["Secret", volume["secret"].get("secretName", ""), mount["mountPath"]])
+    return found
+
+
 def plan_job(job: TrainJob, runtime: TrainingRuntime, resolve: Resolve = _no_objects) -> JobPlan:
     """`resolve` finds the ConfigMaps and Secrets the containers' env refers to."""
     name = job.metadata.name
@@ -170,6 +189,8 @@ def plan_job(job: TrainJob, runtime: TrainingRuntime, resolve: Resolve = _no_obj
         grace_seconds=float(grace) if isinstance(grace, (int, float)) and grace >= 0 else 30.0,
         requests={k: str(v) for k, v in requests.items()},
         deadline_seconds=job.spec.active_deadline_seconds,
+        namespace=job.metadata.namespace or "default",
+        projected=_projected_volumes(job, runtime, containers),
     )
 
 

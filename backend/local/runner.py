@@ -16,6 +16,7 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from backend.errors import ClusterError
 from backend.local import podspec
 from backend.local.layout import write_atomic
 from backend.local.podlogs import PodLog
@@ -143,6 +144,9 @@ class Runner:
         except asyncio.CancelledError:
             await self._teardown()
             raise
+        except ClusterError as exc:  # what the pods need is missing (a ConfigMap, a volume)
+            await self._teardown()
+            self._set_phase(JobPhase.FAILED, "CreateContainerConfigError", str(exc))
         except Exception as exc:  # a bug must not leave processes running
             log.exception("%s %s: controller error", self.kind, self.name)
             await self._teardown()

@@ -178,3 +178,21 @@ def test_env_from_configmaps_and_secrets(kubectl):
     kubectl("delete", "trainjob", "rf-env", "rf-env-missing")
     kubectl("delete", "configmap", "rf-settings")
     kubectl("delete", "secret", "rf-token")
+
+
+def test_configmap_and_secret_volumes_are_files(kubectl):
+    kubectl("create", "configmap", "rf-files", "--from-literal=config.yaml=lr: 0.01")
+    body = yaml.safe_load(_job("rf-files"))
+    # Mount paths are emulated by rewriting them where a whole argument or env value names them.
+    body["spec"]["trainer"]["command"] = ["python3", "-c", "import sys; print(open(sys.argv[1]).read())",
+                                          "/etc/train/config.yaml"]
+    body["spec"]["runtimePatches"] = [{"manager": "example.io/settings", "trainingRuntimeSpec": {"template": {"spec": {
+        "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {
+            "volumes": [{"name": "settings", "configMap": {"name": "rf-files"}}],
+            "containers": [{"name": "node", "volumeMounts": [{"name": "settings", "mountPath": "/etc/train"}]}],
+        }}}}}]}}}}]
+    kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+    kubectl("wait", "--for=condition=Complete", "trainjob/rf-files", "--timeout=300s")
+    assert kubectl("logs", "-l", "jobset.sigs.k8s.io/jobset-name=rf-files") == "lr: 0.01\n"
+    kubectl("delete", "trainjob", "rf-files")
+    kubectl("delete", "configmap", "rf-files")
