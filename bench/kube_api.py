@@ -47,6 +47,7 @@ from local_cluster import KILL_AT, REPO, SHORT, embedded_cluster, job_manifest, 
 
 from backend.kube.threads import Ended, Halt, cancel_all, iterate_in_thread, pump  # noqa: E402
 from backend.local.cluster import LocalCluster  # noqa: E402
+from backend.local.layout import Layout  # noqa: E402
 from backend.local.podlogs import read_lines  # noqa: E402
 from backend.models import LABEL_RANK  # noqa: E402
 from training.logfmt import step_and_loss  # noqa: E402
@@ -190,8 +191,6 @@ class Follower:
 
 def first_step_time(home: Path, job: str, pods: list[str]) -> float:
     """When the earliest of `pods` printed its first step, as the controller stamped it."""
-    from backend.local.layout import Layout
-
     found = []
     for pod in pods:
         path = Layout(home).pod_log(job, pod)
@@ -227,9 +226,9 @@ async def api_restart(api: Api, name: str, kill: Callable[[str], Awaitable[float
     """Rank 1 deleted at step KILL_AT; (printed, seen, command ran) from the kill's start until the
     recreated group's first step."""
     follower = await Follower.start(api, name)
-    await api.create_job(job_manifest(name, SHORT + ["--ckpt-every", "5", "--ckpt-dir", f"/checkpoints/{name}"]))
     killed = ran = None
     try:
+        await api.create_job(job_manifest(name, SHORT + ["--ckpt-every", "5", "--ckpt-dir", f"/checkpoints/{name}"]))
         async for arrival, pod, text in follower.lines():
             found = step_and_loss(text)
             if found is None:
@@ -516,31 +515,31 @@ async def logs_throughput(api: Api, lines: int) -> dict[str, Any]:
     name = "log-flood"
     go = api.home / "log-flood.go"
     follower = await Follower.start(api, name)
-    await api.create_job({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-                          "metadata": {"name": name},
-                          "spec": {"runtimeRef": {"name": "torch-distributed"},
-                                   "trainer": {"numNodes": 2, "command": ["python", "-c", PRINTER],
-                                               "args": [str(go), str(lines)]}}})
     proc = None
     try:
+        await api.create_job({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                              "metadata": {"name": name},
+                              "spec": {"runtimeRef": {"name": "torch-distributed"},
+                                       "trainer": {"numNodes": 2, "command": ["python", "-c", PRINTER],
+                                                   "args": [str(go), str(lines)]}}})
         ready = set()
         async for _arrival, pod, text in follower.lines():  # both workers up, waiting for the go file
-            ready |= {pod} if text.startswith("ready") else set()
+            if text.startswith("ready"):
+                ready.add(pod)
             if len(ready) == 2:
                 break
         await follower.close()
         proc = api.popen("logs", "-f", "-l", f"{JOBSET}={name}", "--max-log-requests", "4", "--tail", "-1")
         reader = Reader(proc)
         reader.start()
-        await asyncio.to_thread(reader.ready.wait, 60)
-        go.touch()
+        if not await asyncio.to_thread(reader.ready.wait, 60):
+            raise RuntimeError("kubectl logs -f showed no worker's first line within 60 s")
         started = time.time()
+        go.touch()
         await asyncio.to_thread(reader.join, 600)
         received = reader.data.split(b"\n")[:-1]
         counts = {rank: sum(1 for line in received if line.startswith(b"line=") and f"rank={rank} ".encode() in line)
                   for rank in ("0", "1")}
-        from backend.local.layout import Layout
-
         written_last = 0.0
         for pod in follower.pods:
             path = Layout(api.home).pod_log(name, pod)
