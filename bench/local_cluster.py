@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
 import os
 import shutil
 import signal
@@ -27,7 +28,9 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import AsyncIterator
 
 import yaml
 
@@ -35,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from backend.local.cluster import LocalCluster  # noqa: E402
-from backend.local.podspec import WARM_ANNOTATION  # noqa: E402
+from backend.local.podspec import ENV_CLUSTER, WARM_ANNOTATION  # noqa: E402
 from backend.local.processes import sweep  # noqa: E402
 from backend.models import JobPhase, parse_manifests  # noqa: E402
 from training.logfmt import parse_line, step_and_loss  # noqa: E402
@@ -44,6 +47,8 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 MARKER = "KFCOCKPIT_BENCH_RUN"  # torchrun starts its workers in sessions of their own: found by this
 ENV = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
 MANIFESTS = REPO / "manifests"
+SHORT = ["--steps", "400", "--step-delay", "0.05"]  # a paced run: steps come at a known rate
+KILL_AT = 12  # the step at which a worker is killed
 RESTART_LIMIT = 120.0  # torchrun's own restart can hang on a stale store (torch 2.13): counted as failed
 
 
@@ -127,14 +132,19 @@ async def plain_throughput(steps: int) -> float:
 # ---------------------------------------------------------------- the embedded cluster
 
 
-def job(name: str, args: list[str], warm: bool = True):
-    (manifest,) = parse_manifests((MANIFESTS / "trainjob.yaml").read_text())
-    data = manifest.to_manifest()
+def job_manifest(name: str, args: list[str], warm: bool = True) -> dict:
+    """manifests/trainjob.yaml under another name with other trainer args, as a plain dict (what
+    kubectl and the kubernetes client send, and what `job` parses for the socket)."""
+    data = yaml.safe_load((MANIFESTS / "trainjob.yaml").read_text())
     data["metadata"]["name"] = name
     if not warm:
         data["metadata"]["annotations"] = {WARM_ANNOTATION: "false"}
     data["spec"]["trainer"]["args"] = args
-    return parse_manifests(yaml.safe_dump(data))[0]
+    return data
+
+
+def job(name: str, args: list[str], warm: bool = True):
+    return parse_manifests(yaml.safe_dump(job_manifest(name, args, warm)))[0]
 
 
 async def ours_first_step(cluster: LocalCluster, name: str, args: list[str], warm: bool) -> float:
@@ -214,6 +224,48 @@ async def snapshot_vs_copy(cluster: LocalCluster, rounds: int) -> tuple[float, f
     return statistics.median(snaps), statistics.median(copies)
 
 
+# ---------------------------------------------------------------- the setup every cluster bench shares
+
+
+@asynccontextmanager
+async def embedded_cluster() -> AsyncIterator[LocalCluster]:
+    """A running embedded cluster on a fresh state root under /tmp, with the lesson's runtime and
+    volume applied and a first job run (it warms the zygote and the page cache, for every side
+    alike). Stopped at the end; on failure its state root is kept for the controller's log."""
+    home = Path(tempfile.mkdtemp(prefix="kfc-bench-"))
+    cluster = LocalCluster(home)
+    try:
+        await cluster.up()
+        for name in ("runtime.yaml", "volume.yaml"):
+            for resource in parse_manifests((MANIFESTS / name).read_text()):
+                await cluster.apply(resource)
+        await ours_first_step(cluster, "warmup", ["--steps", "3"], warm=True)
+        yield cluster
+    except BaseException:
+        print(f"bench failed; state kept in {home} (see cluster/controller.log)", file=sys.stderr)
+        await _stop(cluster)
+        raise
+    await _stop(cluster)
+    shutil.rmtree(home, ignore_errors=True)
+
+
+async def _stop(cluster: LocalCluster) -> None:
+    """`cluster down`, and whatever it could not stop killed (a controller still holding its
+    lock, by the pid in it; pods by their marker), so that no run leaves a process behind."""
+    try:
+        await cluster.down()
+    finally:
+        if cluster.layout.lock.exists():
+            with open(cluster.layout.lock) as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: the controller is gone
+                except BlockingIOError:
+                    pid = lock.read().strip()
+                    if pid.isdigit():
+                        os.kill(int(pid), signal.SIGKILL)
+        sweep({ENV_CLUSTER: str(cluster.layout.root)})
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -222,21 +274,13 @@ async def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=600, help="steps of the throughput runs")
     a = p.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="kfc-bench-"))
-    cluster = LocalCluster(home)
-    try:
-        await cluster.up()
-        for name in ("runtime.yaml", "volume.yaml"):
-            for resource in parse_manifests((MANIFESTS / name).read_text()):
-                await cluster.apply(resource)
+    async with embedded_cluster() as cluster:
         (volume,) = parse_manifests((MANIFESTS / "volume.yaml").read_text())
         data = volume.to_manifest()
         data["metadata"]["name"] = "bench-volume"
         await cluster.apply(parse_manifests(yaml.safe_dump(data))[0])
-        # A first job warms the zygote and the page cache, for both sides alike.
-        await ours_first_step(cluster, "warmup", ["--steps", "3"], warm=True)
 
-        short = ["--steps", "400", "--step-delay", "0.05"]
+        short = SHORT
         ckpt = ["--ckpt-every", "5"]
         submit_plain, submit_warm, submit_cold, kill_plain, kill_ours, tput_plain, tput_ours = ([] for _ in range(7))
         plain_failed = 0
@@ -250,7 +294,7 @@ async def main() -> None:
             for r in range(a.rounds):
                 try:
                     kill_plain.append(await asyncio.wait_for(
-                        plain_restart(short + ckpt + ["--ckpt-dir", f"{scratch}/plain-{r}"], 12), RESTART_LIMIT))
+                        plain_restart(short + ckpt + ["--ckpt-dir", f"{scratch}/plain-{r}"], KILL_AT), RESTART_LIMIT))
                     plain_text = f"{kill_plain[-1]:.3f}s"
                 except asyncio.TimeoutError:
                     plain_failed += 1
@@ -259,7 +303,7 @@ async def main() -> None:
                     plain_failed += 1
                     plain_text = "torchrun exited instead of restarting (its restart failed)"
                 kill_ours.append(await ours_restart(cluster, f"kill-{r}",
-                                                    short + ckpt + ["--ckpt-dir", f"/checkpoints/kill-{r}"], 12))
+                                                    short + ckpt + ["--ckpt-dir", f"/checkpoints/kill-{r}"], KILL_AT))
                 print(f"round {r + 1}: kill -> first resumed step: torchrun restart {plain_text}, "
                       f"cluster {kill_ours[-1]:.3f}s", flush=True)
             for r in range(a.rounds):
@@ -283,12 +327,6 @@ async def main() -> None:
               f"(rounds {ratios[0]:.3f}..{ratios[-1]:.3f}; goal >= 0.97)")
         print(f"snapshot of a 1 GiB volume: {snap * 1000:.1f} ms vs cp -r {copy:.2f}s = {copy / snap:.0f}x faster "
               "(goal >= 10x)")
-    except BaseException:
-        print(f"bench failed; state kept in {home} (see cluster/controller.log)", file=sys.stderr)
-        await cluster.down()
-        raise
-    await cluster.down()
-    shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":
