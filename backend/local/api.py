@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from aiohttp import web
 
 from backend.local import admission, objects
-from backend.local.apiserver import credentials
+from backend.local.apiserver import credentials, schemas
 from backend.local.apiserver.kinds import Kind, Registry
 from backend.local.apiserver.server import ApiServer, Hooks, flag
 from backend.local.apiserver.status import ApiError, bad_request, conflict, invalid, refused
@@ -117,6 +117,7 @@ class ClusterApi(Hooks):
     async def serve(self) -> None:
         layout = self.ctl.layout
         self.credentials = credentials.load_or_create(layout.root / "pki")
+        schemas.start()
         self.server = ApiServer(self.registry, self.store, self, self.credentials.token)
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(self.credentials.server_cert, self.credentials.server_key)

@@ -60,7 +60,7 @@ AGE = Column("Age", "date", ".metadata.creationTimestamp")
 CORE = [
     Kind("", "v1", "Namespace", "namespaces", False, ("ns",), subresources=("status",)),
     Kind("", "v1", "Pod", "pods", True, ("po",), ("all",), subresources=("status", "log"), persisted=False),
-    Kind("", "v1", "Event", "events", True, ("ev",)),
+    Kind("", "v1", "Event", "events", True, ("ev",), persisted=False),  # an hour's history upstream; here, this run's
     Kind("", "v1", "Node", "nodes", False, ("no",), subresources=("status",), persisted=False),
     Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, ("pvc",), subresources=("status",)),
     Kind("", "v1", "ConfigMap", "configmaps", True, ("cm",)),
@@ -118,6 +118,9 @@ class Registry:
             if (kind.group, kind.version, kind.plural) == (group, version, plural):
                 return kind
         return None
+
+    def by_key(self, key: str) -> Kind:
+        return next(k for k in self.kinds if k.key == key)
 
     def by_kind(self, api_version: str, kind_name: str) -> Kind | None:
         for kind in self.kinds:

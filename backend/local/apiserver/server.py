@@ -25,7 +25,7 @@ from typing import Any, AsyncIterator
 import yaml
 from aiohttp import web
 
-from backend.local.apiserver import discovery, openapi, patch, protobuf, tables, validation
+from backend.local.apiserver import discovery, openapi, patch, protobuf, schemas, tables, validation
 from backend.local.apiserver.kinds import Kind, Registry
 from backend.local.apiserver.selectors import field_matcher, label_matcher
 from backend.local.apiserver.status import (
@@ -115,7 +115,7 @@ class ApiServer:
     async def _route(self, request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
         if request.method == "GET":
-            found = self._discovery(request, parts)
+            found = await self._discovery(request, parts)
             if found is not None:
                 return found
         if len(parts) >= 2 and parts[0] == "api":
@@ -127,7 +127,7 @@ class ApiServer:
         target = self._resource(group, version, rest)
         return await self._serve(request, target)
 
-    def _discovery(self, request: web.Request, parts: list[str]) -> web.StreamResponse | None:
+    async def _discovery(self, request: web.Request, parts: list[str]) -> web.StreamResponse | None:
         accept = request.headers.get("Accept", "")
         if parts in (["api"], ["apis"]):
             if "as=APIGroupDiscoveryList" in accept and "v=v2;" in accept.replace("v=v2beta1", ""):
@@ -139,6 +139,8 @@ class ApiServer:
         if parts in (["healthz"], ["livez"], ["readyz"]):
             return web.Response(text="ok")
         if parts and parts[0] == "openapi":
+            if len(parts) > 2:
+                await schemas.ready()
             doc = openapi.document(self.registry, parts[1:])
             if doc is None:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -293,6 +295,7 @@ class ApiServer:
             self._require_namespace(obj["metadata"]["namespace"])
         for managed in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation"):
             obj["metadata"].pop(managed, None)
+        await schemas.ready()
         warnings = validation.check(target.kind, obj, request.query.get("fieldValidation", ""))
         warnings += self.hooks.admit(target.kind, "CREATE", obj, None)
         if request.query.get("dryRun") == "All":
@@ -307,6 +310,7 @@ class ApiServer:
     async def _update(self, request: web.Request, target: Request) -> web.Response:
         obj = self._check_object(target, await self._body(request))
         old = self.store.get(target.kind, obj["metadata"].get("namespace"), target.name)
+        await schemas.ready()
         warnings = validation.check(target.kind, obj, request.query.get("fieldValidation", ""))
         return await self._write(request, target, old, obj, obj["metadata"].get("resourceVersion"), warnings)
 
@@ -335,6 +339,7 @@ class ApiServer:
         if content_type == patch.APPLY:
             self._check_object(target, body)
         warnings = []
+        await schemas.ready()
         if content_type in (patch.APPLY, patch.STRATEGIC, patch.MERGE) and isinstance(body, dict):
             warnings = validation.check(target.kind, {**live, **body} if content_type != patch.APPLY else body,
                                         request.query.get("fieldValidation", ""))
@@ -389,12 +394,10 @@ class ApiServer:
         """Delete an object and, as the garbage collector does, everything it owns."""
         meta = obj["metadata"]
         gone = self.store.delete(kind, meta.get("namespace"), meta["name"])
-        uid = meta.get("uid")
-        for other_kind in self.registry.kinds:
-            for other in list(self.store.all_of(other_kind)):
-                owners = other["metadata"].get("ownerReferences") or []
-                if any(ref.get("uid") == uid for ref in owners):
-                    self.delete_cascade(other_kind, other)
+        for kind_key, dependent in self.store.dependents(meta.get("uid", "")):
+            other, owned = self.registry.by_key(kind_key), dependent["metadata"]
+            if self.store.find(other, owned.get("namespace"), owned["name"]) is not None:  # not gone meanwhile
+                self.delete_cascade(other, dependent)
         return gone
 
     # ------------------------------------------------------------------ streams

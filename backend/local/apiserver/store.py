@@ -87,6 +87,7 @@ class Store:
         self.compacted = self.rv  # no event at or before this version is kept
         self.watches: set[Watch] = set()
         self.listeners: list[Callable[[Kind, Event], None]] = []  # the controllers' informers
+        self.owned: dict[str, set[tuple[str, Key]]] = {}  # owner uid -> (kind key, key) of its dependents
 
     # ------------------------------------------------------------------ reads
 
@@ -145,13 +146,17 @@ class Store:
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         if obj == old:  # a write that changes nothing takes no version (as upstream)
             return old
-        return self._commit(kind, key, obj, "MODIFIED")
+        status_only = {k: v for k, v in obj.items() if k != "status"} == \
+            {k: v for k, v in old.items() if k != "status"}
+        self._index_owners(key, old, add=False)
+        return self._commit(kind, key, obj, "MODIFIED", durable=not status_only)
 
     def delete(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
         key = self.key(kind, namespace, name)
         old = self.objects.pop(key, None)
         if old is None:
             raise not_found(kind.plural, name, kind.group)
+        self._index_owners(key, old, add=False)
         self.rv += 1
         last = copy.deepcopy(old)
         last["metadata"]["resourceVersion"] = str(self.rv)
@@ -160,14 +165,31 @@ class Store:
             self._path(key).unlink(missing_ok=True)
         return last
 
-    def _commit(self, kind: Kind, key: Key, obj: dict[str, Any], event_type: str) -> dict[str, Any]:
+    def _commit(self, kind: Kind, key: Key, obj: dict[str, Any], event_type: str,
+                durable: bool = True) -> dict[str, Any]:
+        """Store, publish, persist. A status-only change is written without fsync: observed
+        state is re-derived by the controllers after a crash, and fsync would sit on the loop."""
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
         self.objects[key] = obj
+        self._index_owners(key, obj, add=True)
         self._publish(kind, Event(self.rv, kind.key, event_type, obj))
         if kind.persisted and self.directory is not None:
-            write_atomic(self._path(key), json.dumps(obj).encode())
+            write_atomic(self._path(key), json.dumps(obj).encode(), durable=durable)
         return obj
+
+    def _index_owners(self, key: Key, obj: dict[str, Any], add: bool) -> None:
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            dependents = self.owned.setdefault(ref.get("uid", ""), set())
+            if add:
+                dependents.add(key)
+            else:
+                dependents.discard(key)
+
+    def dependents(self, uid: str) -> list[tuple[str, dict[str, Any]]]:
+        """(kind key, object) of everything whose ownerReferences name `uid` (the garbage
+        collector's graph)."""
+        return [(key[0], self.objects[key]) for key in list(self.owned.get(uid, ())) if key in self.objects]
 
     def _publish(self, kind: Kind, event: Event) -> None:
         if len(self.history) == self.history.maxlen:
@@ -226,7 +248,9 @@ class Store:
                 try:
                     obj = json.loads(path.read_text())
                     meta = obj["metadata"]
-                    self.objects[self.key(kind, meta.get("namespace"), meta["name"])] = obj
+                    key = self.key(kind, meta.get("namespace"), meta["name"])
+                    self.objects[key] = obj
+                    self._index_owners(key, obj, add=True)
                     self.rv = max(self.rv, int(meta.get("resourceVersion", 0)))
                 except (OSError, ValueError, KeyError, TypeError) as exc:
                     log.error("skipping stored object %s: %s", path, exc)

@@ -2,44 +2,20 @@
 
 The schemas are the upstream ones, as the `kubeflow_trainer_api` package ships them (models
 generated from Kubeflow Trainer v2.3's OpenAPI, which includes the core/v1 and JobSet types it
-embeds): the same documents `kubectl explain` shows. A kind without a schema here (RayJob,
+embeds; schemas.py): the same documents `kubectl explain` shows. A kind without a schema here (RayJob,
 VolumeSnapshot...) is checked by the controller's own admission only.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
 from typing import Any
 
+from backend.local.apiserver import schemas
 from backend.local.apiserver.kinds import Kind
 from backend.local.apiserver.status import ApiError
 
-_MODELS = {
-    "TrainJob": "trainer_v1alpha1_train_job.TrainerV1alpha1TrainJob",
-    "TrainingRuntime": "trainer_v1alpha1_training_runtime.TrainerV1alpha1TrainingRuntime",
-    "ClusterTrainingRuntime": "trainer_v1alpha1_cluster_training_runtime.TrainerV1alpha1ClusterTrainingRuntime",
-    "JobSet": "jobset_v1alpha2_job_set.JobsetV1alpha2JobSet",
-    "Pod": "io_k8s_api_core_v1_pod.IoK8sApiCoreV1Pod",
-    "ConfigMap": "io_k8s_api_core_v1_config_map.IoK8sApiCoreV1ConfigMap",
-    "Secret": "io_k8s_api_core_v1_secret.IoK8sApiCoreV1Secret",
-    "Namespace": "io_k8s_api_core_v1_namespace.IoK8sApiCoreV1Namespace",
-    "Event": "io_k8s_api_core_v1_event.IoK8sApiCoreV1Event",
-    "Node": "io_k8s_api_core_v1_node.IoK8sApiCoreV1Node",
-    "PersistentVolumeClaim": "io_k8s_api_core_v1_persistent_volume_claim.IoK8sApiCoreV1PersistentVolumeClaim",
-    "ServiceAccount": "io_k8s_api_core_v1_service_account.IoK8sApiCoreV1ServiceAccount",
-}
-
-
-@functools.cache
 def schema(kind_name: str) -> dict[str, Any] | None:
-    """The JSON schema of a kind (with its `$defs`), or None when none is shipped."""
-    target = _MODELS.get(kind_name)
-    if target is None:
-        return None
-    module, cls = target.rsplit(".", 1)
-    model = getattr(importlib.import_module(f"kubeflow_trainer_api.models.{module}"), cls)
-    return model.model_json_schema(by_alias=True)
+    return schemas.schema(kind_name)
 
 
 def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
