@@ -218,6 +218,16 @@ class TrainJob(_Kube):
     spec: TrainJobSpec
     status: TrainJobStatus | None = None
 
+    @field_validator("metadata")
+    @classmethod
+    def _rfc1035_name(cls, v: ObjectMeta) -> ObjectMeta:
+        """The TrainJob CRD's rule (trainer v2.3.0): the name is an RFC 1035 label, since it
+        names the JobSet's Services too (a DNS-1123 label starting with a digit is refused)."""
+        if not v.name[:1].isalpha():
+            raise ValueError(f"metadata.name {v.name!r} must start with a letter (a TrainJob's name is an "
+                             "RFC 1035 label: lower-case letters, digits and '-')")
+        return v
+
     # What the cockpit needs from the nested patches, in one place for both backends.
     def pod_patches(self) -> list[PodSpecPatch]:
         found = []

@@ -149,6 +149,9 @@ class Connection:
             if status == 401:
                 return ClusterError(f"{subject}the API server at {self.server} refused the credentials "
                                     f"of context {self.context!r} (401 Unauthorized)")
+            if status == 403 and message.startswith("admission webhook"):
+                # A validating webhook said no (e.g. the Trainer's): the manifest is at fault, not RBAC.
+                return InvalidResource(f"{subject}{message}")
             if status == 403:
                 return ClusterError(f"{subject}forbidden for context {self.context!r}: {message}")
             if status == 0 or status >= 500:

@@ -20,6 +20,7 @@ TRAINER_VERSION = "v2.3.0"
 PIPELINES_VERSION = "2.17.0"
 SNAPSHOTTER_VERSION = "v8.6.0"
 HOSTPATH_VERSION = "v1.18.0"
+KUBERAY_VERSION = "v1.7.0"  # manifests/install/kuberay
 TRAINER_NAMESPACE = "kubeflow-system"
 PIPELINES_NAMESPACE = "kubeflow"
 DEFAULT_KFP_HOST = "http://localhost:8080"

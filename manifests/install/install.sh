@@ -9,6 +9,7 @@
 #                                                csi-driver-host-path v1.18.0, its StorageClass (made the
 #                                                default) and VolumeSnapshotClass: kind's own `standard`
 #                                                class cannot snapshot
+#   manifests/install/install.sh kuberay         KubeRay v1.7.0 (CRDs + operator, ray-system): RayJobs
 #   manifests/install/install.sh pipelines       Kubeflow Pipelines 2.17.0, platform-agnostic
 #   manifests/install/install.sh image           build kfcockpit-base:0.1.0 and load it into kind
 #
@@ -20,6 +21,7 @@ TRAINER_VERSION=v2.3.0
 PIPELINES_VERSION=2.17.0
 SNAPSHOTTER_VERSION=v8.6.0
 HOSTPATH_VERSION=v1.18.0
+KUBERAY_VERSION=v1.7.0
 BASE_IMAGE=kfcockpit-base:0.1.0
 
 NAMESPACE=${NAMESPACE:-default}
@@ -56,12 +58,15 @@ install_snapshots() {
   $KUBECTL -n kube-system wait --for=condition=Available --timeout=300s deployment/snapshot-controller
 
   say "csi-driver-host-path $HOSTPATH_VERSION"
-  local src
-  src="$(mktemp -d)"
-  trap 'rm -rf "$src"' RETURN
-  git clone --quiet --depth 1 --branch "$HOSTPATH_VERSION" \
-    https://github.com/kubernetes-csi/csi-driver-host-path "$src"
-  "$src/deploy/kubernetes-latest/deploy.sh"
+  # A subshell owns the checkout and its cleanup: a RETURN trap would stay set after this
+  # function and fire again, under `set -u`, when main returns (src unbound there).
+  (
+    src="$(mktemp -d)"
+    trap 'rm -rf "$src"' EXIT
+    git clone --quiet --depth 1 --branch "$HOSTPATH_VERSION" \
+      https://github.com/kubernetes-csi/csi-driver-host-path "$src"
+    "$src/deploy/kubernetes-latest/deploy.sh"
+  )
 
   say "StorageClass csi-hostpath-sc (default) and VolumeSnapshotClass csi-hostpath-snapclass"
   # Only one default StorageClass: kind's `standard` (rancher.io/local-path) stops being it.
@@ -71,6 +76,12 @@ install_snapshots() {
   done
   $KUBECTL apply -f "$ROOT/manifests/snapshots/storageclass.yaml"
   $KUBECTL apply -f "$ROOT/manifests/snapshots/volumesnapshotclass.yaml"
+}
+
+install_kuberay() {
+  say "KubeRay $KUBERAY_VERSION: RayJob CRDs and the operator"
+  $KUBECTL apply --server-side -k "$HERE/kuberay"
+  $KUBECTL -n ray-system wait --for=condition=Available --timeout=300s deployment/kuberay-operator
 }
 
 install_pipelines() {
@@ -94,15 +105,16 @@ install_image() {
 
 main() {
   local steps=("$@")
-  [ ${#steps[@]} -eq 0 ] && steps=(trainer snapshots pipelines image)
+  [ ${#steps[@]} -eq 0 ] && steps=(trainer snapshots kuberay pipelines image)
   for step in "${steps[@]}"; do
     case "$step" in
       trainer) install_trainer ;;
       runtime) install_runtime ;;
       snapshots) install_snapshots ;;
+      kuberay) install_kuberay ;;
       pipelines) install_pipelines ;;
       image) install_image ;;
-      *) echo "install.sh: unknown step '$step' (trainer, runtime, snapshots, pipelines, image)" >&2; exit 2 ;;
+      *) echo "install.sh: unknown step '$step' (trainer, runtime, snapshots, kuberay, pipelines, image)" >&2; exit 2 ;;
     esac
   done
   say "done: kfcockpit cluster status --context \$(kubectl config current-context) -n $NAMESPACE"

@@ -82,3 +82,41 @@ spec:
     assert list(trainer.get_job_logs("sdk-job")) == ["rank 0"]
     assert "sdk-job" in [j.name for j in trainer.list_jobs()]
     trainer.delete_job("sdk-job")
+
+
+async def test_the_kube_backend_on_the_embedded_cluster(embedded, kubectl):
+    """The cockpit's Kubernetes client path (backend/kube) against the embedded API: a webhook
+    denial arrives as the admission message it is (not as an RBAC problem), and jobs and pods
+    read back through it."""
+    import yaml
+
+    from backend.cluster import InvalidResource
+    from backend.kube.cluster import KubeCluster
+    from backend.models import parse_manifests
+    from backend.settings import Settings
+    from tests.conformance.conftest import lesson_job_yaml
+
+    cluster = KubeCluster.from_settings(Settings(backend="kube", kubeconfig=embedded[1], context="kfcockpit"))
+    body = yaml.safe_load(lesson_job_yaml("cl-denied", steps=2, step_delay=0))
+    body["spec"]["runtimePatches"][0]["manager"] = "kfcockpit"
+    (job,) = parse_manifests(yaml.safe_dump(body))
+    with pytest.raises(InvalidResource) as denied:
+        await cluster.apply(job)
+    text = str(denied.value)
+    assert "admission webhook" in text and "domain-prefixed path" in text and "forbidden for context" not in text
+
+    from tests.conformance.conftest import REPO
+
+    for volume in parse_manifests((REPO / "manifests" / "volume.yaml").read_text()):
+        await cluster.apply(volume)
+    (job,) = parse_manifests(lesson_job_yaml("cl-kube", steps=3, step_delay=0))
+    assert await cluster.apply(job) == "trainjob/cl-kube created"
+    from backend.models import JobPhase
+
+    done = await cluster.wait_job("cl-kube", frozenset({JobPhase.COMPLETE, JobPhase.FAILED}), timeout=WAIT)
+    assert done.phase == JobPhase.COMPLETE and done.num_nodes == 2
+    pods = await cluster.list_pods("cl-kube")
+    assert sorted(p.rank for p in pods) == [0, 1] and all(p.phase.value == "Succeeded" for p in pods)
+    lines = [line for batch in [b async for b in cluster.stream_logs("cl-kube", follow=False)] for line in batch]
+    assert sum("event=done" in line.text for line in lines) == 2
+    await cluster.delete("TrainJob", "cl-kube")

@@ -8,6 +8,7 @@ fields refused as the API server's strict field validation does."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -112,7 +113,8 @@ def test_install_pins_the_versions_preflight_names():
     assert pinned == {"TRAINER_VERSION": preflight.TRAINER_VERSION,
                       "PIPELINES_VERSION": preflight.PIPELINES_VERSION,
                       "SNAPSHOTTER_VERSION": preflight.SNAPSHOTTER_VERSION,
-                      "HOSTPATH_VERSION": preflight.HOSTPATH_VERSION}
+                      "HOSTPATH_VERSION": preflight.HOSTPATH_VERSION,
+                      "KUBERAY_VERSION": preflight.KUBERAY_VERSION}
     refs = {}
     for kustomization in (MANIFESTS / "install").rglob("kustomization.yaml"):
         (doc,) = documents(kustomization)
@@ -121,5 +123,34 @@ def test_install_pins_the_versions_preflight_names():
             refs.setdefault(repo, set()).add(ref)
     assert refs == {"kubeflow/trainer": {preflight.TRAINER_VERSION},
                     "kubeflow/pipelines": {preflight.PIPELINES_VERSION},
-                    "kubernetes-csi/external-snapshotter": {preflight.SNAPSHOTTER_VERSION}}
+                    "kubernetes-csi/external-snapshotter": {preflight.SNAPSHOTTER_VERSION},
+                    "ray-project/kuberay": {preflight.KUBERAY_VERSION}}
     subprocess.run(["bash", "-n", str(MANIFESTS / "install" / "install.sh")], check=True)
+
+
+def test_install_exits_0_when_every_tool_it_calls_succeeds(tmp_path):
+    """Every step, with kubectl, git, docker and kind replaced by stubs that succeed: the script
+    must exit 0 (its RETURN trap used to fire again after main, `src: unbound variable`, exit 1)."""
+    calls = tmp_path / "calls.log"
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for tool in ("kubectl", "docker", "kind"):
+        (stubs / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "{calls}"\n')
+    # git clone ... DIR: leave a deploy script where install.sh runs it.
+    (stubs / "git").write_text(f'#!/bin/sh\necho "git $*" >> "{calls}"\nfor last; do :; done\n'
+                               'mkdir -p "$last/deploy/kubernetes-latest"\n'
+                               f'printf \'#!/bin/sh\\necho deploy.sh >> "{calls}"\\n\' > "$last/deploy/kubernetes-latest/deploy.sh"\n'
+                               'chmod +x "$last/deploy/kubernetes-latest/deploy.sh"\n')
+    for stub in stubs.iterdir():
+        stub.chmod(0o755)
+    env = dict(os.environ, PATH=f"{stubs}:{os.environ['PATH']}", KUBECTL=str(stubs / "kubectl"))
+    done = subprocess.run(["bash", str(MANIFESTS / "install" / "install.sh")], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "unbound variable" not in done.stderr
+    log = calls.read_text()
+    for expected in ("apply --server-side -k", "deploy.sh", "kuberay", "docker build", "kind load docker-image"):
+        assert expected in log, expected
+    bad = subprocess.run(["bash", str(MANIFESTS / "install" / "install.sh"), "nope"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
