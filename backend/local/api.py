@@ -117,7 +117,7 @@ class ClusterApi(Hooks):
     async def serve(self) -> None:
         layout = self.ctl.layout
         self.credentials = credentials.load_or_create(layout.root / "pki")
-        schemas.start()
+        schemas.start(self.ctl.run_child)
         self.server = ApiServer(self.registry, self.store, self, self.credentials.token)
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(self.credentials.server_cert, self.credentials.server_key)

@@ -40,7 +40,15 @@ from backend.local.layout import Layout, socket_address, write_atomic
 from backend.local.podlogs import read_lines
 from backend.local.runner import Runner
 from backend.local.scheduler import Scheduler
-from backend.local.processes import become_subreaper, marked_processes, reap_exited, sweep, wait_gone
+from backend.local.processes import (
+    SpawnError,
+    become_subreaper,
+    marked_processes,
+    reap_exited,
+    spawn,
+    sweep,
+    wait_gone,
+)
 from backend.local.warm import ZygotePool
 from backend.models import (
     DEFAULT_RUNTIME,
@@ -95,6 +103,19 @@ class Controller:
         if future is None:
             future = self._exits[pid] = asyncio.get_running_loop().create_future()
         return future
+
+    async def run_child(self, argv: list[str]) -> int:
+        """Run a helper program of the controller's own (not a pod) and return its exit code;
+        reaped by our SIGCHLD handler like every child."""
+        null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            pid = spawn(argv, podspec.base_env(), podspec.PROJECT_ROOT, null)
+        except SpawnError as exc:
+            log.warning("cannot run %s: %s", argv[0], exc)
+            return 127
+        finally:
+            os.close(null)
+        return os.waitstatus_to_exitcode(await self.watch_exit(pid))
 
     def _reap(self) -> None:
         for pid, status in reap_exited():

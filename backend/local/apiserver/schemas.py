@@ -17,7 +17,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 log = logging.getLogger("kfcockpit.apiserver")
 
@@ -66,21 +66,25 @@ def _load(path: Path) -> bool:
         return False
 
 
-async def _warm() -> None:
+RunChild = Callable[[list[str]], Awaitable[int]]  # argv -> exit code
+
+
+async def _warm(run_child: RunChild) -> None:
     path = cache_file()
     if _load(path):
         return
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "backend.local.apiserver.schemas", str(path),
-                                                stdout=asyncio.subprocess.DEVNULL)
-    if await proc.wait() != 0 or not _load(path):
-        log.warning("schemas could not be made in a child process; made on first use instead")
+    code = await run_child([sys.executable, "-m", "backend.local.apiserver.schemas", str(path)])
+    if code != 0 or not _load(path):
+        log.warning("schemas could not be made in a child process (exit %s); made on first use instead", code)
 
 
-def start() -> None:
-    """Begin making (or reading) the schemas without blocking the loop."""
+def start(run_child: RunChild) -> None:
+    """Begin making (or reading) the schemas without blocking the loop. `run_child` runs the
+    maker the way its process runs children (the controller reaps its own: no asyncio watcher
+    thread may exist in a process that forks)."""
     global _warming
     if _warming is None:
-        _warming = asyncio.get_running_loop().create_task(_warm())
+        _warming = asyncio.get_running_loop().create_task(_warm(run_child))
 
 
 async def ready() -> None:
