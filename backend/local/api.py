@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from aiohttp import web
 
-from backend.local import admission, objects
+from backend.local import admission, barepods, objects
 from backend.local.apiserver import credentials, schemas
 from backend.local.apiserver.kinds import Kind, Registry
 from backend.local.apiserver.server import ApiServer, Hooks, flag
@@ -47,7 +47,7 @@ _EVENTS_KEPT = 2000
 _MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 INSTALLED = (_MANIFESTS / "embedded" / "torch-distributed.yaml", _MANIFESTS / "runtime.yaml")
 # Kinds only the controllers create: a client's Pod or JobSet would never run, so it is refused.
-_RUN_BY_CONTROLLERS = ("Pod", "JobSet", "Node")
+_RUN_BY_CONTROLLERS = ("JobSet", "Node")
 
 
 class ClusterApi(Hooks):
@@ -177,6 +177,8 @@ class ClusterApi(Hooks):
                           f"run {kind.plural} created through the API: apply a TrainJob instead")
         if kind.kind == "Namespace" and operation == "CREATE":
             obj.setdefault("status", {"phase": "Active"})
+        if kind.kind == "Pod" and operation == "CREATE":
+            self._default_pod(kind, obj)
         if kind.kind == "Secret":  # stringData is write-only: merged into data (core/v1 Secret)
             obj["type"] = obj.get("type") or "Opaque"
             for key, value in (obj.pop("stringData", None) or {}).items():
@@ -222,6 +224,52 @@ class ClusterApi(Hooks):
             return data
         return resolve
 
+    def _default_pod(self, kind: Kind, obj: dict[str, Any]) -> None:
+        """core/v1 defaults of a pod a client creates, and what the embedded kubelet cannot run."""
+        problems = barepods.check_spec(obj)
+        if problems:
+            raise invalid(kind.kind, obj["metadata"]["name"], problems, kind.group)
+        spec = obj.setdefault("spec", {})
+        for key, value in (("restartPolicy", "Always"), ("terminationGracePeriodSeconds", 30),
+                           ("schedulerName", "default-scheduler"), ("serviceAccountName", "default"),
+                           ("dnsPolicy", "ClusterFirst")):
+            spec.setdefault(key, value)
+        obj["status"] = {"phase": "Pending", "qosClass": objects.qos(spec)}
+
+    def bare_pod_status(self, namespace: str, name: str, phase: str, container: dict[str, Any]) -> None:
+        """A bare pod's status as its kubelet (barepods.py) sees it."""
+        kind = self.kinds["Pod"]
+        live = self.store.find(kind, namespace, name)
+        if live is None:
+            return
+        running = "running" in container["state"]
+        now = objects.rfc3339(time.time())
+        status = {**(live.get("status") or {}), "phase": phase, "hostIP": "127.0.0.1", "podIP": "127.0.0.1",
+                  "podIPs": [{"ip": "127.0.0.1"}], "containerStatuses": [container],
+                  "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+                                 {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+                                 {"type": "ContainersReady", "status": str(running), "lastTransitionTime": now},
+                                 {"type": "Ready", "status": str(running), "lastTransitionTime": now}]}
+        status.setdefault("startTime", now)
+        first_bind = not (live.get("spec") or {}).get("nodeName")
+        self.store.update(kind, {**live, "spec": {**live["spec"], "nodeName": socket.gethostname()},
+                                 "status": status})
+        if first_bind:
+            self.event(live, "Normal", "Scheduled", f"Successfully assigned {namespace}/{name} to "
+                                                    f"{socket.gethostname()}", "default-scheduler")
+        if running:
+            self.event(live, "Normal", "Started", "Started container (a process on this machine)", "kubelet")
+        elif "waiting" in container["state"]:
+            self.event(live, "Warning", container["state"]["waiting"]["reason"],
+                       container["state"]["waiting"].get("message", ""), "kubelet")
+
+    def bare_pod_gone(self, namespace: str, name: str) -> None:
+        """Its process has ended after a delete: the object (and the kubelet's record) go now."""
+        kind = self.kinds["Pod"]
+        if self.store.find(kind, namespace, name) is not None:
+            self.store.delete(kind, namespace, name)
+        self.ctl.forget_bare_pod(f"{namespace}.{name}")
+
     def _runtime_exists(self, kind_name: str, name: str, namespace: str | None) -> bool:
         kind = self.kinds.get(kind_name or "")
         if kind is None or kind.kind not in ("TrainingRuntime", "ClusterTrainingRuntime"):
@@ -265,8 +313,8 @@ class ClusterApi(Hooks):
             elif suspended and not was_suspended:
                 await self.ctl.stop_job(name)
                 self._set_status(kind, obj, objects.trainjob_status(self.ctl.idle_summary(obj), suspended=True))
-        elif kind.kind == "Namespace" and operation == "CREATE":
-            pass
+        elif kind.kind == "Pod" and operation == "CREATE":
+            self.ctl.start_bare_pod(obj)
         del namespace
 
     def _set_status(self, kind: Kind, obj: dict[str, Any], status: dict[str, Any],
@@ -302,11 +350,28 @@ class ClusterApi(Hooks):
                             self.server.delete_cascade(other, item)
         return None
 
+    def _delete_bare_pod(self, kind: Kind, obj: dict[str, Any], grace: int | None,
+                         pod: "barepods.BarePod") -> dict[str, Any] | None:
+        if grace is None:
+            grace = int((obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
+        pod.terminate(0 if grace <= 0 else grace)
+        if grace <= 0 or not pod.running():
+            self.ctl.forget_bare_pod(pod.key)
+            return None
+        pod.task.add_done_callback(lambda _t: self.bare_pod_gone(pod.namespace, pod.name))
+        meta = {**obj["metadata"], "deletionGracePeriodSeconds": grace,
+                "deletionTimestamp": objects.rfc3339(time.time() + grace)}
+        self.event(obj, "Normal", "Killing", "Stopping container", "kubelet")
+        return self.store.update(kind, {**obj, "metadata": meta})
+
     def _delete_pod(self, kind: Kind, obj: dict[str, Any], grace: int | None) -> dict[str, Any] | None:
         """As the kubelet: grace 0 (`--force`) kills at once and the object goes; otherwise the
         pod is Terminating (deletionTimestamp) while it gets SIGTERM, SIGKILL after the grace
         period, and the object goes when its process has ended. Either way its group restarts."""
         name = obj["metadata"]["name"]
+        bare = self.ctl.bare_pods.get(f"{obj['metadata']['namespace']}.{name}")
+        if bare is not None:
+            return self._delete_bare_pod(kind, obj, grace, bare)
         self._deleted_pods.add(name)
         if grace is None:
             grace = int((obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
@@ -443,13 +508,17 @@ class ClusterApi(Hooks):
     async def pod_log(self, namespace: str, name: str, options: dict[str, str]) -> AsyncIterator[bytes]:
         pod = self.store.get(self.kinds["Pod"], namespace, name)
         container = options.get("container")
-        if container and container != "node":
+        names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+        if container and container not in names:
             raise bad_request(f"container {container} is not valid for pod {name}")
         if flag(options.get("previous")):
-            raise bad_request(f'previous terminated container "node" in pod "{name}" not found')
+            raise bad_request(f'previous terminated container "{container or names[0]}" in pod "{name}" not found')
+        bare = self.ctl.bare_pods.get(f"{namespace}.{name}")
         job = (pod["metadata"].get("labels") or {}).get("jobset.sigs.k8s.io/jobset-name") or \
             (pod["metadata"].get("labels") or {}).get("ray.io/job-name", "")
-        path = self.ctl.layout.pod_log(job, name)
+        path = bare.log_path if bare is not None else self.ctl.layout.pod_log(job, name)
+        if bare is not None:
+            job = barepods.LOG_DIR
         timestamps = flag(options.get("timestamps"))
         follow = flag(options.get("follow"))
         since = _since(options)
@@ -474,7 +543,7 @@ class ClusterApi(Hooks):
         wake = self.ctl.events.subscribe("logs", job)
         try:
             while True:
-                done = self.ctl.pod_finished(name)
+                done = not bare.running() if bare is not None else self.ctl.pod_finished(name)
                 size = path.stat().st_size if path.exists() else offset
                 if size > offset:
                     data = _format([(t, x) for t, x, _e in read_lines(path, offset, size)], timestamps)
@@ -503,7 +572,7 @@ class ClusterApi(Hooks):
         if kind.kind == "NodeMetrics":
             return [metrics.node_metrics()]
         pods = self.store.list(self.kinds["Pod"], namespace)
-        return [m for m in (metrics.pod_metrics(p, self.ctl.pod_pid(p["metadata"]["name"])) for p in pods)
+        return [m for m in (metrics.pod_metrics(p, self.ctl.pod_pid(p["metadata"]["name"], p["metadata"]["namespace"])) for p in pods)
                 if m is not None]
 
 

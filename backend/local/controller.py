@@ -33,6 +33,7 @@ import yaml
 from backend.cluster import ClusterError, InvalidResource, NotFound
 from backend.local import objects, podspec, rayjobs, volumes, wire
 from backend.local.api import ClusterApi
+from backend.local.barepods import BarePod
 from backend.local.apiserver.status import ApiError
 from backend.local.events import EventLog, Subscription
 from backend.local.jobs import JobRunner
@@ -93,6 +94,7 @@ class Controller:
         capacity = node_capacity(layout)
         self.scheduler = Scheduler(capacity["cpu"], capacity["memory"], objects.MAX_PODS, self._unschedulable)
         self.api = ClusterApi(self, capacity)
+        self.bare_pods: dict[str, BarePod] = {}  # "<namespace>.<name>" -> pods created through the API
         self.events.listeners.append(self._mirror)
 
     # ------------------------------------------------------------------ processes
@@ -324,7 +326,10 @@ class Controller:
                 return run.pod.phase.finished
         return True
 
-    def pod_pid(self, name: str) -> int | None:
+    def pod_pid(self, name: str, namespace: str = "default") -> int | None:
+        bare = self.bare_pods.get(f"{namespace}.{name}")
+        if bare is not None:
+            return bare.pid if bare.running() else None
         for runner in self.runners.values():
             run = runner.runs.get(name)
             if run is not None and not run.pod.phase.finished:
@@ -372,6 +377,17 @@ class Controller:
             if exc.code == 404:
                 raise NotFound(f"{kind.lower()} {name!r} not found") from None
             raise
+
+    def start_bare_pod(self, obj: dict) -> None:
+        pod = BarePod(self, obj)
+        self.bare_pods[pod.key] = pod
+        pod.start()
+        pod.task.add_done_callback(lambda _t: self.check_idle())
+
+    def forget_bare_pod(self, key: str) -> None:
+        pod = self.bare_pods.pop(key, None)
+        if pod is not None:
+            pod.log_path.unlink(missing_ok=True)
 
     def terminate_pod(self, name: str, grace: float) -> bool:
         """Graceful deletion: SIGTERM now, SIGKILL after `grace` seconds. False if not running."""
@@ -431,7 +447,8 @@ class Controller:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
-        busy = self._clients or any(not r.summary.phase.finished for r in self.runners.values())
+        busy = self._clients or any(not r.summary.phase.finished for r in self.runners.values()) \
+            or any(p.running() for p in self.bare_pods.values())
         if not busy and self.idle_exit > 0 and self._stopping is not None and not self._stopping.is_set():
             self._idle_timer = asyncio.get_running_loop().call_later(self.idle_exit, self._exit_idle)
 

@@ -76,10 +76,10 @@ def pod_object(pod: Pod, namespace: str, owner_ref: dict[str, Any] | None, spec:
         return {"apiVersion": "v1", "kind": "Pod", "metadata": _pod_meta(pod, namespace, labels, index, owner_ref),
                 "spec": {"restartPolicy": "Never", "schedulerName": "default-scheduler",
                          "serviceAccountName": "default", "terminationGracePeriodSeconds": 30, **spec},
-                "status": {"phase": "Pending", "conditions": conditions, "qosClass": _qos(spec)}}
+                "status": {"phase": "Pending", "conditions": conditions, "qosClass": qos(spec)}}
     status: dict[str, Any] = {
         "phase": pod.phase.value, "conditions": conditions, "hostIP": "127.0.0.1", "podIP": "127.0.0.1",
-        "podIPs": [{"ip": "127.0.0.1"}], "startTime": scheduled_at, "qosClass": _qos(spec),
+        "podIPs": [{"ip": "127.0.0.1"}], "startTime": scheduled_at, "qosClass": qos(spec),
         "containerStatuses": [{"name": TRAINER_CONTAINER, "ready": ready, "started": ready,
                                "restartCount": pod.restarts, "image": pod.image or "local",
                                "imageID": "", "containerID": f"process://{pod.name}",
@@ -104,7 +104,7 @@ def _pod_meta(pod: Pod, namespace: str, labels: dict[str, str], index: str | Non
     return meta
 
 
-def _qos(spec: dict[str, Any]) -> str:
+def qos(spec: dict[str, Any]) -> str:
     resources = [c.get("resources") or {} for c in spec.get("containers") or []]
     if not any(r.get("requests") or r.get("limits") for r in resources):
         return "BestEffort"

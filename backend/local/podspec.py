@@ -128,6 +128,16 @@ def _env_from(sources: list, resolve: Resolve) -> dict[str, str]:
     return env
 
 
+def env_of(container: dict, resolve: Resolve) -> dict[str, str]:
+    """A container's environment: envFrom first, then env (which wins), as the kubelet builds it."""
+    env = _env_from(container.get("envFrom") or [], resolve)
+    for item in container.get("env") or []:
+        value = _env_value(item, resolve) if isinstance(item, dict) and "name" in item else None
+        if value is not None:
+            env[item["name"]] = value
+    return env
+
+
 def _projected_volumes(job: TrainJob, runtime: TrainingRuntime, containers: list[dict]) -> list[list[str]]:
     """[kind, name, mount path] of each ConfigMap or Secret volume the trainer container mounts."""
     volumes = {v.get("name"): v for v in runtime.pod_spec().get("volumes") or []}
@@ -161,15 +171,10 @@ def plan_job(job: TrainJob, runtime: TrainingRuntime, resolve: Resolve = _no_obj
                               f"runtime's '{TRAINER_CONTAINER}' container command)")
     containers = [container] + [c.to_manifest() for p in job.pod_patches() for c in p.containers
                                 if c.name == TRAINER_CONTAINER]
-    env: dict[str, str] = {}
-    for source in containers:  # later ones win: runtime, then trainer (below), then patches
-        env.update(_env_from(source.get("envFrom") or [], resolve))
-    for items in ([container.get("env") or []] + [[e.to_manifest() for e in trainer.env]]
-                  + [c.get("env") or [] for c in containers[1:]]):
-        for item in items:
-            value = _env_value(item, resolve) if isinstance(item, dict) and "name" in item else None
-            if value is not None:
-                env[item["name"]] = value
+    env = env_of(container, resolve)
+    env.update(env_of({"env": [e.to_manifest() for e in trainer.env]}, resolve))
+    for patched in containers[1:]:
+        env.update(env_of(patched, resolve))
     warm = job.metadata.annotations.get(WARM_ANNOTATION, "true").lower() not in ("false", "0", "no")
     grace = runtime.pod_spec().get("terminationGracePeriodSeconds")
     per_node = trainer.resources_per_node

@@ -70,8 +70,10 @@ def test_admission_and_validation_refusals(kubectl):
     kubectl("apply", "--validate=false", "-f", "-", input=_job("rf-lenient", suspend=True, bogusField=1))
     kubectl("delete", "trainjob", "rf-lenient")
 
-    err = kubectl.fails("run", "rf-bare-pod", "--image=busybox")
-    assert "does not run pods created through the API" in err
+    err = kubectl.fails("create", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "rf-jobset"},
+        "spec": {"replicatedJobs": []}}))
+    assert "creates jobsets itself" in err  # JobSets come from TrainJobs here
     err = kubectl.fails("create", "deployment", "rf-deploy", "--image=busybox")
     assert "deployments" in err  # a kind the embedded cluster does not serve
     err = kubectl.fails("-n", "rf-missing-namespace", "create", "configmap", "x", "--from-literal=a=b")
