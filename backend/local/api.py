@@ -44,6 +44,8 @@ STORAGE_CLASS = "standard"
 SNAPSHOT_CLASS = "kfcockpit-snapclass"
 DRIVER = "kfcockpit.io/local-dir"
 _EVENTS_KEPT = 2000
+LIMITS_WARNING = ("resources.limits are not enforced on the embedded cluster (its pods are plain processes); "
+                  "requests are, by its scheduler")
 _MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 INSTALLED = (_MANIFESTS / "embedded" / "torch-distributed.yaml", _MANIFESTS / "runtime.yaml")
 # Kinds only the controllers create: a client's Pod or JobSet would never run, so it is refused.
@@ -177,8 +179,11 @@ class ClusterApi(Hooks):
                           f"run {kind.plural} created through the API: apply a TrainJob instead")
         if kind.kind == "Namespace" and operation == "CREATE":
             obj.setdefault("status", {"phase": "Active"})
+        warnings = []
         if kind.kind == "Pod" and operation == "CREATE":
             self._default_pod(kind, obj)
+            if any((c.get("resources") or {}).get("limits") for c in obj["spec"].get("containers") or []):
+                warnings.append(LIMITS_WARNING)
         if kind.kind == "Secret":  # stringData is write-only: merged into data (core/v1 Secret)
             obj["type"] = obj.get("type") or "Opaque"
             for key, value in (obj.pop("stringData", None) or {}).items():
@@ -187,7 +192,7 @@ class ClusterApi(Hooks):
             admission.default_trainjob(obj)
             admission.validate_trainjob(kind, obj, old, self._runtime_exists)
         if kind.kind not in admission.MODELLED:
-            return []
+            return warnings
         if old is not None and kind.kind in ("TrainJob", "RayJob"):
             admission.immutable_spec(kind, obj, old)
         if old is not None and kind.kind == "VolumeSnapshot" and obj.get("spec") != old.get("spec"):
@@ -203,6 +208,9 @@ class ClusterApi(Hooks):
                 if self.store.find(self.kinds["PersistentVolumeClaim"], obj["metadata"]["namespace"], claim) is None:
                     raise invalid(kind.kind, name, [("spec", f"PersistentVolumeClaim {claim!r} not found: apply it "
                                                      "first (kubectl apply -f manifests/volume.yaml)")], kind.group)
+        if kind.kind == "TrainJob" and (((obj.get("spec") or {}).get("trainer") or {}).get("resourcesPerNode")
+                                        or {}).get("limits"):
+            warnings.append(LIMITS_WARNING)
         if operation == "CREATE" and kind.kind == "VolumeSnapshot":
             claim = resource.spec.source.persistent_volume_claim_name
             if self.store.find(self.kinds["PersistentVolumeClaim"], obj["metadata"]["namespace"], claim) is None:
@@ -210,7 +218,7 @@ class ClusterApi(Hooks):
                               [("spec.source.persistentVolumeClaimName",
                                 f"Not found: volume {claim!r} not found (apply its PersistentVolumeClaim first)")],
                               kind.group)
-        return []
+        return warnings
 
     def resolver(self, namespace: str | None):
         """(ConfigMap|Secret, name) → its data in `namespace` (a Secret's decoded), or None."""
@@ -236,7 +244,8 @@ class ClusterApi(Hooks):
             spec.setdefault(key, value)
         obj["status"] = {"phase": "Pending", "qosClass": objects.qos(spec)}
 
-    def bare_pod_status(self, namespace: str, name: str, phase: str, container: dict[str, Any]) -> None:
+    def bare_pod_status(self, namespace: str, name: str, phase: str, container: dict[str, Any],
+                        reason: str = "") -> None:
         """A bare pod's status as its kubelet (barepods.py) sees it."""
         kind = self.kinds["Pod"]
         live = self.store.find(kind, namespace, name)
@@ -251,6 +260,8 @@ class ClusterApi(Hooks):
                                  {"type": "ContainersReady", "status": str(running), "lastTransitionTime": now},
                                  {"type": "Ready", "status": str(running), "lastTransitionTime": now}]}
         status.setdefault("startTime", now)
+        if reason:
+            status["reason"] = reason
         first_bind = not (live.get("spec") or {}).get("nodeName")
         self.store.update(kind, {**live, "spec": {**live["spec"], "nodeName": socket.gethostname()},
                                  "status": status})

@@ -67,6 +67,7 @@ class BarePod:
         self.deleting = False
         self.task: asyncio.Task | None = None
         self.restarts = 0
+        self.deadline_exceeded = False
 
     @property
     def key(self) -> str:
@@ -86,12 +87,17 @@ class BarePod:
         scheduler = self.ctl.scheduler
         requests = Requests.of((self.container.get("resources") or {}).get("requests"))
         await scheduler.bind(self.key, requests)
+        deadline = self.spec.get("activeDeadlineSeconds")
+        timer = asyncio.get_running_loop().call_later(float(deadline), self._deadline) if deadline else None
         try:
             argv, env, mounts = self._launch()
             backoff = _BACKOFF_START
             while not self.deleting:
                 code, reason, started, finished = await self._run_once(argv, env)
                 policy = self.spec.get("restartPolicy", "Always")
+                if self.deadline_exceeded:
+                    self._status("Failed", terminated=(code, reason, started, finished), reason="DeadlineExceeded")
+                    return
                 if self.deleting or policy == "Never" or (policy == "OnFailure" and code == 0):
                     self._status("Succeeded" if code == 0 else "Failed", terminated=(code, reason, started, finished))
                     return
@@ -104,6 +110,8 @@ class BarePod:
         except InvalidResource as exc:  # what the pod needs is not there (a ConfigMap, a volume)
             self._status("Pending", waiting=("CreateContainerConfigError", str(exc)))
         finally:
+            if timer is not None:
+                timer.cancel()
             scheduler.release(self.key)
             shutil.rmtree(self.ctl.layout.root / "projected" / LOG_DIR / self.key, ignore_errors=True)
 
@@ -171,6 +179,12 @@ class BarePod:
         code, reason = describe_exit(status)
         return code, reason, started, time.time()
 
+    def _deadline(self) -> None:
+        """spec.activeDeadlineSeconds passed: the kubelet kills the pod, Failed/DeadlineExceeded."""
+        self.deadline_exceeded = self.deleting = True
+        if self.pid is not None and self.exit is not None and not self.exit.done():
+            kill_group(self.pid, signal.SIGKILL)
+
     def _on_lines(self, podlog: PodLog, offset: int, lines: list) -> None:
         self.ctl.events.send("logs", LOG_DIR, {"pod": self.name})  # wakes `kubectl logs -f`
 
@@ -178,7 +192,7 @@ class BarePod:
 
     def _status(self, phase: str, running: float | None = None, waiting: tuple[str, str] | None = None,
                 terminated: tuple[int, str, float, float] | None = None,
-                last: tuple[int, str, float, float] | None = None) -> None:
+                last: tuple[int, str, float, float] | None = None, reason: str = "") -> None:
         state: dict[str, Any] = {}
         if running is not None:
             state = {"running": {"startedAt": rfc3339(running)}}
@@ -191,7 +205,7 @@ class BarePod:
                      "ready": running is not None, "started": running is not None, "state": state}
         if last is not None:
             container["lastState"] = {"terminated": _terminated(*last)}
-        self.ctl.api.bare_pod_status(self.namespace, self.name, phase, container)
+        self.ctl.api.bare_pod_status(self.namespace, self.name, phase, container, reason)
 
     def terminate(self, grace: float) -> None:
         self.deleting = True

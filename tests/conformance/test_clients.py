@@ -119,4 +119,7 @@ async def test_the_kube_backend_on_the_embedded_cluster(embedded, kubectl):
     assert sorted(p.rank for p in pods) == [0, 1] and all(p.phase.value == "Succeeded" for p in pods)
     lines = [line for batch in [b async for b in cluster.stream_logs("cl-kube", follow=False)] for line in batch]
     assert sum("event=done" in line.text for line in lines) == 2
+    # The checkpoint browser's reader pod runs on the embedded kubelet as on kind.
+    checkpoints = [c for c in await cluster.checkpoints("checkpoints") if c.run == "cl-kube"]
+    assert checkpoints and checkpoints[-1].step == 3 and all(c.valid for c in checkpoints)
     await cluster.delete("TrainJob", "cl-kube")
