@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
+from backend.local.apiserver.patch import merge_patch  # RFC 7386, as the embedded API server applies it
+
 # (api prefix, plural) -> (kind, namespaced)
 SERVED = {
     ("api/v1", "pods"): ("Pod", True),
@@ -47,24 +49,12 @@ SERVED = {
 }
 
 PODS = ("api/v1", "pods")
+
 TOKEN = "fake-token"
 
 
 def now_rfc3339(offset: float = 0.0) -> str:
     return datetime.fromtimestamp(time.time() + offset, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch (the fake also uses it for strategic merge patches)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
 
 
 def _labels_match(selector: str, labels: dict) -> bool:
@@ -468,7 +458,7 @@ class _Handler(BaseHTTPRequestHandler):
             if obj is None:
                 self._not_found(key, name)
                 return
-            patched = merge_patch(obj, body)
+            patched = merge_patch(obj, body)  # the fake also merges strategic patches this way
             patched["metadata"] = dict(patched["metadata"], name=name)
             stored = self.api._store(key, patched, ns)
         self._send_json(200, stored)
