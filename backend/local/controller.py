@@ -262,6 +262,18 @@ class Controller:
         self.snapshot_specs[name] = spec
         return snap.model_dump(mode="json")
 
+    def check_job(self, job: TrainJob) -> None:
+        """Admission: ApiError 422 for a TrainJob none of whose pods could run."""
+        ref = job.spec.runtime_ref
+        runtime = self.runtimes.get((ref.kind, ref.name))
+        if runtime is None:
+            return  # the webhook's rule answers that one
+        try:
+            podspec.check_plan(job, runtime)
+        except InvalidResource as exc:
+            raise ApiError(422, "Invalid", f'TrainJob.trainer.kubeflow.org "{job.metadata.name}" is invalid: '
+                                           f"{exc}") from None
+
     async def start_job(self, job: TrainJob | RayJob) -> None:
         name = job.metadata.name
         if isinstance(job, RayJob):

@@ -154,8 +154,9 @@ def _projected_volumes(job: TrainJob, runtime: TrainingRuntime, containers: list
     return found
 
 
-def plan_job(job: TrainJob, runtime: TrainingRuntime, resolve: Resolve = _no_objects) -> JobPlan:
-    """`resolve` finds the ConfigMaps and Secrets the containers' env refers to."""
+def check_plan(job: TrainJob, runtime: TrainingRuntime) -> tuple[list[str], list[str]]:
+    """(command, args) of the job's pods, or InvalidResource for what no pod of it could run
+    (checked at admission, before anything is stored)."""
     name = job.metadata.name
     longest_pod = pod_name(name, 0, suffix="xxxxx")
     if len(longest_pod) > _MAX_NAME:
@@ -169,6 +170,15 @@ def plan_job(job: TrainJob, runtime: TrainingRuntime, resolve: Resolve = _no_obj
     if not command:
         raise InvalidResource(f"TrainJob {name}: no command (set spec.trainer.command or the "
                               f"runtime's '{TRAINER_CONTAINER}' container command)")
+    return command, args
+
+
+def plan_job(job: TrainJob, runtime: TrainingRuntime, resolve: Resolve = _no_objects) -> JobPlan:
+    """`resolve` finds the ConfigMaps and Secrets the containers' env refers to."""
+    command, args = check_plan(job, runtime)
+    name = job.metadata.name
+    trainer = job.spec.trainer
+    container = runtime.trainer_container()
     containers = [container] + [c.to_manifest() for p in job.pod_patches() for c in p.containers
                                 if c.name == TRAINER_CONTAINER]
     env = env_of(container, resolve)
