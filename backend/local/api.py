@@ -204,8 +204,7 @@ class ClusterApi(Hooks):
             if name in self.ctl.runners:
                 raise conflict(kind.plural, name, f"a {self.ctl.runners[name].kind} of that name exists (jobs share "
                                "one set of names across namespaces on the embedded cluster)", kind.group)
-            if kind.kind == "TrainJob":
-                self.ctl.check_job(resource)
+            self.ctl.check_job(resource)
             for claim, _ in resource.volume_mounts():
                 if self.store.find(self.kinds["PersistentVolumeClaim"], obj["metadata"]["namespace"], claim) is None:
                     raise invalid(kind.kind, name, [("spec", f"PersistentVolumeClaim {claim!r} not found: apply it "

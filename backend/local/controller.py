@@ -262,8 +262,14 @@ class Controller:
         self.snapshot_specs[name] = spec
         return snap.model_dump(mode="json")
 
-    def check_job(self, job: TrainJob) -> None:
-        """Admission: ApiError 422 for a TrainJob none of whose pods could run."""
+    def check_job(self, job: TrainJob | RayJob) -> None:
+        """Admission: ApiError 422 for a job none of whose pods could run."""
+        if isinstance(job, RayJob):
+            try:
+                rayjobs.check(self, job)
+            except InvalidResource as exc:
+                raise ApiError(422, "Invalid", f'RayJob.ray.io "{job.metadata.name}" is invalid: {exc}') from None
+            return
         ref = job.spec.runtime_ref
         runtime = self.runtimes.get((ref.kind, ref.name))
         if runtime is None:

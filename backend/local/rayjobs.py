@@ -313,10 +313,16 @@ class RayJobRunner(Runner):
 # ---------------------------------------------------------------- for the controller
 
 
-def new_runner(ctl, job: RayJob) -> RayJobRunner:
-    """A RayJob about to run (InvalidResource in one line when the embedded cluster cannot run it)."""
+def check(ctl, job: RayJob) -> rayplan.RayPlan:
+    """The plan of a RayJob the embedded cluster can run, or InvalidResource in one line."""
     plan = rayplan.plan_rayjob(job)
     ray_temp_dir(ctl.layout.home)  # a state root too long for Ray's socket paths: refused now
+    return plan
+
+
+def new_runner(ctl, job: RayJob) -> RayJobRunner:
+    """A RayJob about to run (InvalidResource in one line when the embedded cluster cannot run it)."""
+    plan = check(ctl, job)
     return RayJobRunner(ctl, job, plan, _summary(plan))
 
 

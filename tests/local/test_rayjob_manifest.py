@@ -128,8 +128,8 @@ def test_the_cli_refuses_a_rayjob_it_cannot_run_in_one_line_exit_2(home, tmp_pat
         result = cli(home, "apply", "-f", str(MANIFESTS / "volume.yaml"), "-f", str(bad))
         assert result.returncode == 2 and "Traceback" not in result.stderr
         assert result.stderr.strip().splitlines() == [
-            "kfcockpit: RayJob lesson-ray: the embedded cluster runs the entrypoint without a shell; "
-            "write it as one command (found '&&')"]
+            'kfcockpit: RayJob.ray.io "lesson-ray" is invalid: RayJob lesson-ray: the embedded cluster runs the '
+            "entrypoint without a shell; write it as one command (found '&&')"]  # as the API server says it
         lost = cli(home, "get", "pods", "lesson-ray")
         assert lost.returncode == 0 and "lesson-ray" not in lost.stdout  # nothing was created
     finally:
