@@ -36,7 +36,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("previous_step", "p", "Prev", "Previous step", "Select the previous step of the lesson.",
            group=STEP_GROUP),
     Action("kill_pod", "ctrl+k", "Kill", "Kill the selected pod",
-           "Kill the pod under the cursor in the pods tab (asks first): the group restarts and "
+           "Kill the pod under the cursor in the pods panel (asks first): the group restarts and "
            "resumes from its last checkpoint.", priority=True, key_display="^k"),
     Action("show_logs", "l", "Logs", "Show logs",
            "Show the merged logs of the followed job; on the pods tab, only the selected pod's."),
@@ -63,6 +63,14 @@ ACTIONS: tuple[Action, ...] = (
            "Checkpoints on the volume and its snapshots.", footer=False, group=TAB_GROUP),
     Action("show_tab('loss')", "5", "Loss", "Show the loss tab", "Loss curves, one per run.",
            footer=False, group=TAB_GROUP),
+    Action("show_tab('timeline')", "6", "Time", "Show the failure timeline",
+           "Each restart from failure to the first step trained again, timed.", footer=False,
+           group=TAB_GROUP),
+    Action("zoom", "z", "Zoom", "Zoom the focused panel",
+           "The focused panel fills the screen; z again puts it back."),
+    Action("toggle_checklist", "h", "Steps", "Hide or show the checklist",
+           "Hide the lesson checklist for more room (n and p still move through the steps).",
+           footer=False),
     Action("toggle_theme", "t", "Theme", "Switch light/dark theme",
            "Switch between the light and the dark theme (the choice is remembered).", footer=False),
     Action("help", "question_mark,f1", "Help", "Help", "Show the keys and what each panel shows.",

@@ -46,6 +46,18 @@ def rank_sort_key(label: str) -> int:
     return int(label) if label.isdigit() else 1_000_000
 
 
+def short_name(pod: str, job: str | None) -> str:
+    """What tells pods apart inside one job: JobSet names pods
+    `<job>-<replicated job>-<job index>-<pod index>-<random>`; the panel title already names the
+    job, so show `<pod index>-<random>` (the random part changes with each restart attempt)."""
+    if job and pod.startswith(job + "-"):
+        parts = pod[len(job) + 1:].split("-")
+        if len(parts) == 4 and parts[1].isdigit() and parts[2].isdigit():
+            return f"{parts[2]}-{parts[3]}"
+        return pod[len(job) + 1:]
+    return pod
+
+
 def rank_colour(rank: int) -> str:
     return RANK_COLOURS[rank % len(RANK_COLOURS)]
 

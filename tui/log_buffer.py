@@ -20,6 +20,33 @@ if TYPE_CHECKING:
 _UNPRINTABLE = {c: "?" for c in range(32) if c != 9}
 
 
+MARK_POD = "\x00mark"  # the "pod" of a separator line: no worker printed it, and every filter shows it
+MARK_LEAD = "────"
+
+
+def mark_line(text: str) -> str:
+    return f"{MARK_LEAD} {text} {MARK_LEAD}"
+
+
+def wrap_line(line: str, width: int, indent: str = "    ↪ ") -> list[str]:
+    """A line cut into rows of at most `width` characters, at spaces where it can (logfmt fields
+    stay whole), continuation rows indented: a number is never cut off at the panel's edge."""
+    if width <= len(indent) + 8 or len(line) <= width:
+        return [line]
+    rows: list[str] = []
+    rest, avail = line, width
+    while len(rest) > avail:
+        cut = rest.rfind(" ", 0, avail + 1)
+        if cut <= avail // 3:  # no space worth breaking at: cut the word
+            cut = avail
+        rows.append(rest[:cut] if not rows else indent + rest[:cut])
+        rest = rest[cut:].lstrip(" ")
+        avail = width - len(indent)
+    if rest:
+        rows.append(rest if not rows else indent + rest)
+    return rows
+
+
 def _tag(rank: int) -> str:
     return f"r{rank}" if rank >= 0 else DRIVER_LABEL
 
@@ -134,12 +161,20 @@ class LogBuffer:
         self.added += added
         return shown
 
+    def add_mark(self, text: str) -> str:
+        """A separator (a kill, a restart) between the lines of two attempts; shown by every filter."""
+        display = mark_line(text)
+        self._lines.append(display)
+        self._pods.append(MARK_POD)
+        return display
+
     def matching(self, keep: LogFilter) -> list[str]:
         """Every retained line that passes `keep` (used when the filter changes)."""
         if not keep.active:
             return list(self._lines)
         ranks = self._ranks
-        return [d for d, p in zip(self._lines, self._pods) if keep.accepts(d, p, ranks.get(p, -1))]
+        return [d for d, p in zip(self._lines, self._pods)
+                if p is MARK_POD or keep.accepts(d, p, ranks.get(p, -1))]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._lines)

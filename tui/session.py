@@ -48,7 +48,7 @@ class Session:
     def _lesson(self, cluster):
         from backend.lesson.engine import Lesson
 
-        return Lesson(cluster, self.settings)
+        return Lesson(cluster, self.settings, interactive=True)  # step 6's kill is the learner's
 
     async def close(self) -> None:
         cluster, self.cluster = self.cluster, None

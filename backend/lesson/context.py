@@ -49,6 +49,9 @@ class StepContext:
     note: Callable[[str], str]  # step id -> the learner's note ("" when none)
     save_note: Callable[[str, str], None]
     unreachable: str | None = None  # why there is no cluster, when it did not answer
+    # A person watches the run (the cockpit) and can act in it: a step may hand them its moment
+    # (step 6 waits for the learner's kill). Headless (`kfcockpit lesson run`) does it itself.
+    interactive: bool = False
 
     @property
     def backend(self) -> str:

@@ -27,12 +27,14 @@ MAX_NOTE_BYTES = 64 * 1024
 
 
 class Lesson:
-    def __init__(self, cluster: Cluster | None, settings: Settings, unreachable: str | None = None):
+    def __init__(self, cluster: Cluster | None, settings: Settings, unreachable: str | None = None,
+                 interactive: bool = False):
         # cluster is None before one is connected (the cockpit's first moments, tests of steps
         # that need none) or, with `unreachable` saying why, when the platform did not answer:
         # steps that need it say so in their evidence, and their saved progress is left alone.
         self.cluster = cluster
         self.unreachable = unreachable
+        self.interactive = interactive  # see StepContext.interactive
         self.settings = settings
         self.steps: list[Step] = list(STEPS)
         self._by_id = {s.id: s for s in self.steps}
@@ -75,7 +77,8 @@ class Lesson:
     def _context(self, step: Step) -> StepContext:
         return StepContext(step=step, settings=self.settings, cluster=self.cluster,
                            run_dir=self.store.run_dir(step.id), note=self.store.note,
-                           save_note=self.store.save_note, unreachable=self.unreachable)
+                           save_note=self.store.save_note, unreachable=self.unreachable,
+                           interactive=self.interactive)
 
     # ------------------------------------------------------------------ run and verify
 

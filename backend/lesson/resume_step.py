@@ -1,8 +1,10 @@
 """Step 6: kill a worker mid-training; the group comes back and resumes from the last checkpoint.
 
-The run applies a two-worker TrainJob with the checkpoint volume, follows its logs until rank 0
-has saved a checkpoint and the workers are past it, kills one worker pod, and follows the
-recreated group to the end. The verify reads the job's pods and logs back from the platform.
+The run applies a two-worker TrainJob with the checkpoint volume and follows its logs until rank 0
+has saved a checkpoint and the workers are past it. Then, in the cockpit (ctx.interactive), the
+kill is the learner's: the job is paced to leave them about a minute, the run says "kill a worker
+now" and waits; headless, the run kills one worker pod itself. Either way it follows the recreated
+group to the end. The verify reads the job's pods and logs back from the platform.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from training.logfmt import parse_line
 STEPS = 40
 CKPT_EVERY = 5
 STEP_DELAY = 0.1  # long enough to kill a worker mid-run, short enough to stay a quick step
+# In the cockpit a person does the kill: the same job, paced to leave them time (~60 s).
+INTERACTIVE_STEPS = 300
+INTERACTIVE_STEP_DELAY = 0.2
 TIMEOUT = 600.0
 
 
@@ -37,11 +42,14 @@ async def run_kill_and_resume(ctx: StepContext):
         yield line(result)
     name = fresh_name("lesson-resume")
     JobRecord(jobs=[name]).save(ctx)
-    yield line(await cluster.apply(lesson_trainjob(name, 2, STEPS, CKPT_EVERY, STEP_DELAY)))
+    steps, delay = (INTERACTIVE_STEPS, INTERACTIVE_STEP_DELAY) if ctx.interactive else (STEPS, STEP_DELAY)
+    yield line(await cluster.apply(lesson_trainjob(name, 2, steps, CKPT_EVERY, delay)))
     yield job_started(name)
     yield line("waiting for the first checkpoint on the volume…")
     saved: int | None = None
     killed: Pod | None = None
+    asked = False  # interactive: the learner was told to kill a worker
+    restarted = False  # a new group started after the checkpoint (whoever killed the worker)
     try:
         async with asyncio.timeout(TIMEOUT):
             async for batch in cluster.stream_logs(name, follow=True):
@@ -50,12 +58,22 @@ async def run_kill_and_resume(ctx: StepContext):
                     if killed is None and saved is None and fields.get("event") == "checkpoint_saved":
                         saved = int(fields["step"])
                         yield line(f"rank {log.rank} saved the checkpoint of step {saved}")
-                    elif killed is None and saved is not None and (step_of(log) or 0) > saved:
+                    elif ctx.interactive and not asked and saved is not None and (step_of(log) or 0) > saved:
+                        asked = True
+                        pods = sorted(p.name for p in await cluster.list_pods(name)
+                                      if p.phase is PodPhase.RUNNING)
+                        yield line(f"kill a worker now: ctrl+k on a pod in the pods panel, or from "
+                                   f"another terminal `kubectl delete pod {pods[-1] if pods else '<pod>'}`; "
+                                   f"the job trains for about {steps * delay:.0f} s, then this step checks it")
+                    elif ctx.interactive and not restarted and asked and fields.get("event") == "start":
+                        restarted = True
+                        yield line("a worker was killed: the group is back, loading the checkpoint…")
+                    elif not ctx.interactive and killed is None and saved is not None and (step_of(log) or 0) > saved:
                         killed = await _worker_to_kill(cluster, name)
                         await cluster.kill_pod(killed.name)
                         yield line(f"step {step_of(log)} reached: killed worker pod {killed.name} "
                                    f"(rank {killed.rank})")
-                    elif killed is not None and fields.get("event") == "resumed":
+                    elif (killed is not None or restarted) and fields.get("event") == "resumed":
                         yield line(f"{log.pod} (rank {log.rank}) resumed from step {fields.get('from_step')}")
             summary = await cluster.wait_job(name, frozenset({JobPhase.COMPLETE, JobPhase.FAILED}),
                                              timeout=TIMEOUT)

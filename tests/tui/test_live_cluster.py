@@ -19,9 +19,9 @@ async def start_job(screen, name: str, steps: int, step_delay: float) -> None:
     await cluster.apply(lesson_trainjob(name, 2, steps, ckpt_every=5, step_delay=step_delay))
 
 
-async def test_running_a_step_follows_its_job_and_the_pods_table_changes(home):
+async def test_step_6_waits_for_the_learners_kill_and_everything_shows_it_at_once(home):
     app = make_app(home)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(160, 45)) as pilot:
         screen = app.screen
         await connected(screen)
         # Step 6 needs step 5 (not buildable here yet): record it done, as the engine would.
@@ -37,11 +37,37 @@ async def test_running_a_step_follows_its_job_and_the_pods_table_changes(home):
         job = screen.followed
         assert job is not None and job.startswith("lesson-resume-")
         assert screen.query_one("#pods-panel").border_title == f"pods · {job}"
-        # The step kills a worker itself: the table shows the new group, restart attempt 1.
+        assert screen.panels.arrangement == "grid"
+        # In the cockpit the kill is the learner's: the step asks for it and waits.
+        output = screen.step_view._outputs
+        await wait_until(screen, lambda: any("kill a worker now" in t for t in output.get("6", ())),
+                         "the step to ask for the kill")
+        assert pods_of(screen, attempt=1) == []
+        await pilot.press("2")  # the pods panel takes the keys
+        assert app.focused is screen.pods_table
+        await pilot.press("down")  # ...so down moves the pod cursor, not the lesson
+        assert screen.checklist.step_id == "6"
+        killed = screen.pods_table.selected_pod
+        await pilot.press("ctrl+k", "y")
         await wait_until(screen, lambda: len(pods_of(screen, attempt=1)) == 2,
                          "the restarted group (restart attempt 1)")
         for pod in pods_of(screen, attempt=1):
             assert screen.pods_table.get_row(pod.name)[2].plain == "1"  # the ATT column
+        # the killed pod stays listed, failed, below the new group
+        await wait_until(screen, lambda: screen.pods_table.is_history(killed), "the killed pod's row as history")
+        assert screen.pods_table.pods[killed].phase.value == "Failed"
+        assert screen.pods_table.get_row_index(killed) >= 2
+        # the logs mark the kill and the restart; the timeline tells the recovery with its seconds
+        await wait_until(screen, lambda: any("event=resumed" in s for s in screen.log_view.buffer),
+                         "the resumed line")
+        lines = list(screen.log_view.buffer)
+        assert any(s.startswith("────") and "✘" in s for s in lines)
+        assert any(s.startswith("────") and "restart attempt 1" in s for s in lines)
+        await wait_until(screen, lambda: any(r.recovered for r in screen.timeline.model.restarts()),
+                         "the timeline to show the recovery")
+        restart = screen.timeline.model.restarts()[0]
+        assert restart.recovery_seconds > 0 and restart.steps_lost is not None
+        assert [m.kind for m in restart.moments][0] == "failure"
         await wait_until(screen, lambda: screen.checklist.status.get("6") in ("done", "failed"),
                          "step 6 to finish")
         assert screen.checklist.status["6"] == "done", screen.session.lesson.state("6").evidence
@@ -58,17 +84,20 @@ async def test_ctrl_k_kills_the_selected_pod_and_the_restart_attempt_goes_to_1(h
         await wait_until(screen, lambda: len(pods_of(screen, attempt=0, phase="Running")) == 2,
                          "two running workers")
         await pilot.press("2")  # the pods tab
-        await pilot.press("/")  # an input box has focus now: ctrl+k must still reach the screen
-        assert isinstance(app.focused, Input)
         selected = screen.pods_table.selected_pod
+        await pilot.press("/")  # the logs tab, its filter box has focus: the pods are hidden
+        assert isinstance(app.focused, Input)
+        await pilot.press("ctrl+k")  # never kills a pod nobody sees: shows the pods first
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert screen.panels.is_shown("pods") and app.focused is screen.pods_table
         await pilot.press("ctrl+k")
         assert isinstance(app.screen, ConfirmScreen)
         assert selected in str(app.screen.query_one("#question").render())
         await pilot.press("y")
         await wait_until(screen, lambda: len(pods_of(screen, attempt=1, phase="Running")) == 2,
                          "the group to come back as restart attempt 1")
-        assert selected not in screen.pods_table.pods
-        assert [screen.pods_table.get_row(p.name)[2].plain for p in pods_of(screen)] == ["1", "1"]
+        assert screen.pods_table.is_history(selected)  # kept, failed, dimmed
+        assert [screen.pods_table.get_row(p.name)[2].plain for p in pods_of(screen, attempt=1)] == ["1", "1"]
         assert screen.jobs["kill-me"].restart_attempt == 1
         await screen.session.cluster.delete("TrainJob", "kill-me")
 
@@ -90,7 +119,7 @@ async def test_logs_merge_ranks_filter_by_text_and_pod_and_pause_when_scrolled_u
 
         # by text: only lines with the text, from every rank
         await pilot.press("/", *"rank=1 ")
-        shown = list(view.log_widget.lines)
+        shown = [line for line in view.log_widget.lines if not line.startswith("    ↪")]  # wrapped rows
         assert shown and all("rank=1 " in line for line in shown)
         assert view.keep.text == "rank=1 "
         await pilot.press("escape", "/", "backspace")  # focusing the box selects its text
@@ -98,14 +127,14 @@ async def test_logs_merge_ranks_filter_by_text_and_pod_and_pause_when_scrolled_u
         assert len(view.log_widget.lines) > len(shown)
 
         # by pod: enter on a row of the pods table shows that pod's lines only
-        await pilot.press("2")
-        screen.pods_table.focus()
+        await pilot.press("escape", "2")  # out of the filter box first: there "2" is text
+        assert app.focused is screen.pods_table
         pod = screen.pods_table.selected_pod
         await pilot.press("enter")
-        assert screen.tabs.active == "logs"
+        assert screen.panels.active == "logs"
         assert view.keep.pod == pod
         rank = screen.pods_table.pods[pod].rank
-        assert all(line.startswith(f"r{rank} ") for line in view.log_widget.lines)
+        assert all(line.startswith((f"r{rank} ", "    ↪")) for line in view.log_widget.lines)
 
         # scrolling up pauses following and counts what arrives meanwhile; f follows again
         view.log_widget.focus()

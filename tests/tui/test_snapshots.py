@@ -1,4 +1,4 @@
-"""What the cockpit looks like, at 80x24 (SSH) and 120x40, dark and light.
+"""What the cockpit looks like, at 80x24 (SSH: tabs), 120x40 and 200x50 (one screen), dark and light.
 
 The content is deterministic because of what the state root holds, not because anything is
 faked: lesson progress written by the engine's own store at fixed times, checkpoint files in the
@@ -90,18 +90,29 @@ async def checkpoints_tab(pilot) -> None:
                      "the checkpoint files")
 
 
-@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+SIZES = pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)], ids=["80x24", "120x40", "200x50"])
+
+
+@SIZES
 def test_the_lesson_and_the_failed_step(prepared_home, snap_compare, size):
     assert snap_compare(cockpit(prepared_home), terminal_size=size, run_before=ready)
 
 
-@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+@SIZES
 def test_checkpoints_with_a_torn_file(prepared_home, snap_compare, size):
     assert snap_compare(cockpit(prepared_home), terminal_size=size, run_before=checkpoints_tab)
 
 
 def test_light_theme_at_80x24(prepared_home, snap_compare):
     assert snap_compare(cockpit(prepared_home, theme="light"), terminal_size=(80, 24), run_before=ready)
+
+
+def test_a_zoomed_panel_at_120x40(prepared_home, snap_compare):
+    async def zoomed(pilot) -> None:
+        await ready(pilot)
+        await pilot.press("2", "z")  # the pods panel has the keys, then fills the screen
+
+    assert snap_compare(cockpit(prepared_home), terminal_size=(120, 40), run_before=zoomed)
 
 
 def test_help_at_80x24(prepared_home, snap_compare):

@@ -1,5 +1,6 @@
-"""The cockpit screen: the checklist on the left, tabs on the right (step, pods, logs, checkpoints,
-loss), a job bar on top and the footer below.
+"""The cockpit screen: the checklist on the left, the panels on the right (step, pods, logs,
+timeline, loss, checkpoints: all at once on a large terminal, as tabs on a small one; see
+screens/panels.py), a job bar on top and the footer below.
 
 This is where the backend meets the widgets, and nothing else happens here: workers call the
 Cluster and the Lesson and hand what they get to widgets by method calls; widgets report what the
@@ -31,17 +32,18 @@ from tui.widgets.job_bar import JobBar
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from textual.widgets import DataTable, TabbedContent
+    from textual.widgets import DataTable
 
     from backend.models import Evidence, JobSummary, LogLine, PodEvent
     from tui.widgets.checkpoints import CheckpointsPanel
     from tui.widgets.log_view import LogView
     from tui.widgets.loss_chart import LossChart
+    from tui.screens.panels import Panels
     from tui.widgets.pods_table import PodsTable
     from tui.widgets.step_view import StepView
+    from tui.widgets.timeline_view import TimelineView
     from tui.session import Session
 
-TABS = ("step", "pods", "logs", "checkpoints", "loss")
 CHECKPOINT_REFRESH_SECONDS = 3.0  # at most this often while a job writes checkpoints
 
 
@@ -58,6 +60,7 @@ class CockpitScreen(Screen):
         self.followed_by_user = False
         self.running_step: str | None = None
         self._storage_timer = None
+        self._step_started: float | None = None
         self.panels_ready = False
         # Published after every change the screen makes from backend data ("pods", "logs",
         # "steps", "connection", "storage"): tests wait on it instead of sleeping.
@@ -101,8 +104,12 @@ class CockpitScreen(Screen):
         return self.query_one(JobBar)
 
     @property
-    def tabs(self) -> "TabbedContent":
-        return self.query_one("#tabs")
+    def timeline(self) -> "TimelineView":
+        return self.query_one("#timeline")
+
+    @property
+    def panels(self) -> "Panels":
+        return self.query_one("#panels-inner")
 
     def on_mount(self) -> None:
         self.job_bar.platform = self.session.platform
@@ -116,13 +123,36 @@ class CockpitScreen(Screen):
         await self.query_one("#panels").mount(Panels(config, self.clock, id="panels-inner"))
         self.step_view.keep_on_exit = self._keep_note_now
         self.panels_ready = True
+        self._tick_timer = self.set_interval(1.0, self._tick_running)
         self.refresh_bindings()
         self.changed.publish("panels")
         self.connect()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Until the tabs are mounted (a blink after the first paint) only these keys work."""
-        return self.panels_ready or action in ("quit", "help", "next_step", "previous_step")
+        """Until the panels are mounted (a blink after the first paint) only these keys work.
+        enter and v act on the lesson, so only while the lesson has the keys (the checklist or
+        the step card): in the logs or the pods, enter is theirs."""
+        if not self.panels_ready:
+            return action in ("quit", "help", "next_step", "previous_step")
+        if action in ("run_step", "verify_step"):
+            return self._focus_on_lesson()
+        return True
+
+    def _focus_on_lesson(self) -> bool:
+        focused = self.app.focused
+        if focused is None or focused is self.checklist:
+            return True
+        return self.panels.panel_of(focused) == "step"
+
+    def on_descendant_focus(self) -> None:
+        if self.panels_ready:
+            self.refresh_bindings()  # enter and v come and go with the lesson's focus
+
+    def on_resize(self) -> None:
+        if self.panels_ready:
+            from tui.screens.panels import arrangement_for
+
+            self.panels.arrangement = arrangement_for(*self.app.size)
 
     # ------------------------------------------------------------------ connection
 
@@ -206,6 +236,7 @@ class CockpitScreen(Screen):
         self.query_one("#pods-panel").border_title = f"pods · {job}"
         self.pods_table.reset(job)
         self.log_view.reset(job)
+        self.timeline.reset(job)
         self.loss_chart.follow_run(job)
         self.watch_pods(job)
         self.stream_logs(job)
@@ -216,7 +247,8 @@ class CockpitScreen(Screen):
         cluster = self.session.cluster
         try:
             await keep_open(lambda: cluster.watch_pods(job), self._pod_changed, self._lost,
-                            on_reopen=lambda: self.pods_table.reset(job), gives_up=_job_gone)
+                            on_reopen=lambda: self.pods_table.reset(job, keep_history=True),
+                            gives_up=_job_gone)
         except NotFound as exc:
             self.notify(one_line(exc), title=f"stopped following {job}", severity="warning")
 
@@ -225,8 +257,11 @@ class CockpitScreen(Screen):
         if event.pod.job != self.followed:
             return
         before = self.pods_table.pods.get(event.pod.name)
+        latest = self.pods_table.latest_attempt
         self.pods_table.apply(event)
+        self.timeline.model.pod_event(event, self.clock())
         pod = event.pod
+        self._mark_in_logs(event, before, latest)
         if pod.last_step is not None and pod.restart_attempt >= self.pods_table.latest_attempt:
             self.job_bar.progress = (pod.last_step, pod.last_loss)
             if before is None or before.last_step != pod.last_step:
@@ -248,9 +283,26 @@ class CockpitScreen(Screen):
         except NotFound as exc:
             self.notify(one_line(exc), title=f"stopped the logs of {job}", severity="warning")
 
+    def _mark_in_logs(self, event: "PodEvent", before, latest: int) -> None:
+        """A separator in the merged logs where a worker failed and where a new group started:
+        the lines either side belong to different attempts."""
+        from tui import format as fmt
+
+        pod = event.pod
+        failed = pod.phase.value == "Failed" or (event.type.value == "DELETED" and pod.phase.value != "Succeeded")
+        was_failed = before is not None and before.phase.value == "Failed"
+        if failed and not was_failed and before is not None:
+            why = pod.reason or ("deleted" if event.type.value == "DELETED" else "failed")
+            code = f", exit {pod.exit_code}" if pod.exit_code is not None else ""
+            self.log_view.mark(f"✘ pod {fmt.short_name(pod.name, pod.job)} (rank {fmt.rank_label(pod.rank)}, attempt "
+                               f"{pod.restart_attempt}) {why}{code}")
+        elif event.type.value != "DELETED" and pod.restart_attempt > latest and before is None:
+            self.log_view.mark(f"↻ restart attempt {pod.restart_attempt}: a new group starts")
+
     def _log_batch(self, batch: list["LogLine"]) -> None:
         self.log_view.ingest(batch)
         self.loss_chart.add_lines(batch)
+        self.timeline.model.add_lines(batch)
         self.changed.publish("logs")
 
     def on_log_view_flushed(self) -> None:
@@ -295,7 +347,7 @@ class CockpitScreen(Screen):
     def _checkpoints_changed_soon(self) -> None:
         """A job stepped; its checkpoints may have changed. Read them when the tab is open, and
         not more often than every few seconds (on kube, a read starts a pod)."""
-        if self._storage_timer is not None or self.tabs.active != "checkpoints":
+        if self._storage_timer is not None or not self.panels.is_shown("checkpoints"):
             return
 
         def due() -> None:
@@ -309,12 +361,12 @@ class CockpitScreen(Screen):
         self.load_volume(event.volume)
 
     # Handlers by name rather than @on(..., "#id"): @on needs the message class when this module
-    # is imported, and DataTable and TabbedContent load with the panels, after the first paint.
-    def on_tabbed_content_tab_activated(self, event: "TabbedContent.TabActivated") -> None:
-        pane = event.pane.id
-        if pane == "checkpoints" and self.session.cluster is not None:
+    # is imported, and DataTable and the panels load after the first paint.
+    def on_panels_shown(self, event: "Panels.Shown") -> None:
+        self.set_class(self.panels.zoomed is not None, "-zoomed")
+        if event.name == "checkpoints" and self.session.cluster is not None:
             self.refresh_storage()
-        elif pane == "loss":
+        elif event.name == "loss":
             self.loss_chart.redraw()
 
     # ------------------------------------------------------------------ the lesson
@@ -408,7 +460,7 @@ class CockpitScreen(Screen):
             return
         step = lesson.step(step_id)
         if step.kind == "reading":
-            self.tabs.active = "step"
+            self.panels.show("step", focus=False)
             self.step_view.focus_note()
             self.notify("a reading step is done by your note: write it, then ctrl+s", title=step.label)
             return
@@ -419,6 +471,8 @@ class CockpitScreen(Screen):
         lesson = self.session.lesson
         step = lesson.step(step_id)
         self.running_step = step_id
+        self._step_started = self.clock()
+        self.job_bar.running_for = 0.0
         self.job_bar.running_step = step.label
         self.checklist.set_status(step_id, "running")
         self.step_view.clear_output(step_id)
@@ -489,7 +543,7 @@ class CockpitScreen(Screen):
         if event.control is not self.pods_table:  # by name: see on_tabbed_content_tab_activated
             return
         self.log_view.show_pod(event.row_key.value)
-        self.tabs.active = "logs"
+        self.panels.show("logs")
 
     # ------------------------------------------------------------------ snapshots: take, compare
 
@@ -568,9 +622,13 @@ class CockpitScreen(Screen):
         self.checklist.move(-1)
 
     def action_kill_pod(self) -> None:
+        if not self.panels.is_shown("pods"):  # never kill a pod the learner cannot see
+            self.panels.show("pods")
+            self.notify("pick the pod to kill, then ctrl+k again", title="pods")
+            return
         pod = self.pods_table.selected_pod
-        if pod is None:
-            self.notify("no pod selected: open the pods tab (2) and pick one", severity="warning")
+        if pod is None or self.pods_table.is_history(pod):
+            self.notify("no running pod selected: pick one in the pods panel", severity="warning")
             return
         if not self.app.config.confirm_kill:  # loaded before the panels: kill needs them
             self.kill_pod(pod)
@@ -583,13 +641,12 @@ class CockpitScreen(Screen):
             lambda yes: self._kill_confirmed(pod, yes))
 
     def action_show_logs(self) -> None:
-        if self.tabs.active == "pods" and self.pods_table.selected_pod is not None:
+        if self.panels.panel_of(self.app.focused) == "pods" and self.pods_table.selected_pod is not None:
             self.log_view.show_pod(self.pods_table.selected_pod)
-        self.tabs.active = "logs"
-        self.log_view.log_widget.focus()
+        self.panels.show("logs")
 
     def action_filter_logs(self) -> None:
-        self.tabs.active = "logs"
+        self.panels.show("logs", focus=False)
         self.log_view.focus_filter()
 
     def action_toggle_follow(self) -> None:
@@ -613,7 +670,7 @@ class CockpitScreen(Screen):
         pair = self.ckpt_panel.compare_pair()
         if pair is None:
             self.notify("compare needs two snapshots: take them with s", severity="warning")
-            self.tabs.active = "checkpoints"
+            self.panels.show("checkpoints")
             return
         self.compare(*pair)
 
@@ -635,7 +692,26 @@ class CockpitScreen(Screen):
             self.refresh_storage()
 
     def action_show_tab(self, tab: str) -> None:
-        self.tabs.active = tab
+        self.panels.show(tab)
+
+    def action_zoom(self) -> None:
+        """The focused panel fills the body (the checklist's focus zooms the step card)."""
+        panels = self.panels
+        name = panels.panel_of(self.app.focused) or panels.zoomed or (
+            panels.active if panels.arrangement == "tabs" else "step")
+        panels.toggle_zoom(name)
+        self.set_class(panels.zoomed is not None, "-zoomed")
+
+    def action_toggle_checklist(self) -> None:
+        hidden = not self.has_class("-no-checklist")
+        self.set_class(hidden, "-no-checklist")
+        if hidden and self.app.focused is self.checklist:
+            self.panels.focus_panel(self.panels.shown()[0])
+
+    def _tick_running(self) -> None:
+        """A long step shows it is alive: the job bar counts its seconds."""
+        if self.running_step is not None and self._step_started is not None:
+            self.job_bar.running_for = self.clock() - self._step_started
 
     def action_toggle_theme(self) -> None:
         self.app.action_toggle_theme()

@@ -13,13 +13,21 @@ from tui.actions import ACTIONS, key_names
 PANELS = """\
 ## Panels
 
-- **lesson** (left, always shown): one line per step. ○ todo · ◐ running · ✔ done (with evidence) · ✘ failed.
+- **lesson** (left; `h` hides it): one line per step. ○ todo · ◐ running · ✔ done (with evidence) · ✘ failed.
+- From 120x36 up the panels share one screen (pods, step, logs, timeline, loss); smaller, they are
+  tabs (1-6). `z` zooms the focused panel; the focused panel's border is drawn in the accent colour
+  and the keys act on it only (enter and v act on the lesson from the checklist or the step card).
 - **step**: why the step matters, its *done when*, the doc to read, the evidence of the last check,
-  and for reading steps your note (ctrl+s saves it; the note is the evidence).
-- **pods**: the followed job's worker pods, live: rank, restart attempt, phase, last step and loss.
-  Older restart attempts stay below, dimmed. enter shows that pod's logs.
-- **logs**: every worker merged, one colour per rank; `r0 + pod` marks a pod's first line.
-  Scrolling up pauses following (the border counts new lines); `f` or `end` follows again.
+  and for reading steps your note (ctrl+s saves it; the note is the evidence). Its border shows the
+  run's newest line; the top bar counts a running step's seconds.
+- **pods**: the followed job's worker pods, live: rank, restart attempt, phase, how it ended, last
+  step and loss. A killed attempt's pods stay below the new group, failed and dimmed. enter shows
+  that pod's logs.
+- **logs**: every worker merged, one colour per rank; `r0 + pod` marks a pod's first line, a `────`
+  line a worker's failure and a new group's start, and the resumed line is highlighted. Long lines
+  wrap. Scrolling up pauses following (the border counts new lines); `f` or `end` follows again.
+- **timeline**: each restart from the failure to the first step trained again, every moment with
+  its seconds after the failure, the steps lost and the recovery time.
 - **checkpoints**: files on the volume (step, loss, world size, size, valid) and its snapshots;
   space marks two snapshots, `c` compares them.
 - **loss**: one curve per run, the followed job live.

@@ -23,6 +23,7 @@ class JobBar(Widget):
     job: reactive["JobSummary | None"] = reactive(None, always_update=True)
     progress: reactive[tuple[int | None, float | None]] = reactive((None, None))
     running_step: reactive[str | None] = reactive(None)
+    running_for: reactive[float] = reactive(0.0)  # seconds the running step has taken so far
 
     def render(self) -> Content:
         parts: list = [("kfcockpit", "bold"), " ", (self.platform, "$accent"), " "]
@@ -45,5 +46,5 @@ class JobBar(Widget):
         else:
             parts += ["  ", ("no job followed", "dim")]
         if self.running_step:
-            parts += ["  ", (f"running {self.running_step}…", "bold $warning")]
+            parts += ["  ", (f"running {self.running_step} · {fmt.age(self.running_for)}…", "bold $warning")]
         return Content.assemble(*parts)

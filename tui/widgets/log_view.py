@@ -1,5 +1,8 @@
 """The logs panel: every worker of the followed job merged, each rank its own colour, a text and
 pod/rank filter, and a follow mode that pauses when the learner scrolls up ("N new lines").
+Separator lines mark a worker's failure and a new group's start; a line wider than the panel
+wraps (at a space between logfmt fields) rather than being cut: `bytes=9150|06` read as 9150 is
+a wrong number, not a shorter one. A width change re-wraps from the buffer.
 
 Lines arrive from the screen's stream worker through `ingest` (a method call down). They are kept
 in a bounded LogBuffer and written to the Log widget in one `write_lines` per flush, at most
@@ -22,7 +25,7 @@ from textual.reactive import reactive
 from textual.widgets import Input, Log, Select
 
 from tui.format import rank_colour
-from tui.log_buffer import LogBuffer, LogFilter, rank_of_display
+from tui.log_buffer import MARK_LEAD, LogBuffer, LogFilter, rank_of_display, wrap_line
 
 if TYPE_CHECKING:
     from backend.models import LogLine
@@ -36,6 +39,9 @@ class RankHighlighter(Highlighter):
 
     def highlight(self, text: Text) -> None:
         plain = text.plain
+        if plain.startswith(MARK_LEAD):  # a kill or a restart: unmissable, and not by colour alone
+            text.stylize("bold red" if "✘" in plain else "bold green")
+            return
         rank = rank_of_display(plain)
         if rank is None:
             return
@@ -45,7 +51,9 @@ class RankHighlighter(Highlighter):
             text.stylize(f"bold {colour}")
             return
         text.stylize(f"bold {colour}", 0, bar + 2)
-        if "resumed" in plain or "checkpoint" in plain:
+        if "event=resumed" in plain:  # the moment the lesson is about
+            text.stylize("bold black on green", bar + 3)
+        elif "resumed" in plain or "checkpoint" in plain:
             text.stylize("bold", bar + 3)
         elif "Error" in plain or "error" in plain or "Traceback" in plain:
             text.stylize("bold red", bar + 3)
@@ -110,6 +118,7 @@ class LogView(Vertical):
         self._pending: list[str] = []
         self._flush_timer = None
         self._known_pods: dict[str, int] = {}
+        self._wrap_width = 0  # the width lines were wrapped for (0: not laid out yet)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="log-filter-bar"):
@@ -140,6 +149,15 @@ class LogView(Vertical):
     def ingest(self, batch: list["LogLine"]) -> None:
         """Take a batch from the stream; drawn at the next flush."""
         shown = self.buffer.add(batch, self.keep)
+        self._pend(shown)
+        if self.buffer.pod_count != len(self._known_pods):
+            self._refresh_sources()
+
+    def mark(self, text: str) -> None:
+        """A separator line (a worker failed, a new group started), in order with the lines."""
+        self._pend([self.buffer.add_mark(text)])
+
+    def _pend(self, shown: list[str]) -> None:
         if shown:
             pending = self._pending
             pending.extend(shown)
@@ -147,30 +165,53 @@ class LogView(Vertical):
                 del pending[: len(pending) - self.buffer.capacity]
             if self._flush_timer is None:
                 self._flush_timer = self.set_timer(FLUSH_SECONDS, self._flush)
-        if self.buffer.pod_count != len(self._known_pods):
-            self._refresh_sources()
 
-    def set_filter(self, keep: LogFilter) -> None:
+    def set_filter(self, keep: LogFilter, from_text_box: bool = False) -> None:
         if keep == self.keep:
             return
         self.keep = keep
+        self._rewrite()
+        self.unseen = 0
+        self.follow = True
+        # Never write back into the box the learner is typing in: the box runs ahead of the
+        # Changed messages, and writing an older value back starts a loop of Changed messages.
+        self._sync_filter_inputs(text=not from_text_box)
+        self._show_state()
+        self.post_message(self.FilterChanged(keep))
+
+    def _rewrite(self) -> None:
+        """Everything that passes the filter again, wrapped for the current width."""
         self._pending.clear()
         log = self.log_widget
         log.clear()
-        lines = self.buffer.matching(keep)
+        lines = self._wrapped(self.buffer.matching(self.keep))
         log.write_lines(lines, scroll_end=True)
         self.shown += len(lines)
-        self.unseen = 0
-        self.follow = True
-        self._sync_filter_inputs()
-        self._show_state()
-        self.post_message(self.FilterChanged(keep))
+
+    def _wrapped(self, lines: list[str]) -> list[str]:
+        width = self._wrap_width
+        if width <= 0 or all(len(line) <= width for line in lines):
+            return lines
+        rows: list[str] = []
+        for line in lines:
+            if len(line) <= width:
+                rows.append(line)
+            else:
+                rows.extend(wrap_line(line, width))
+        return rows
+
+    def on_resize(self) -> None:
+        width = self.log_widget.scrollable_content_region.width
+        if width > 0 and width != self._wrap_width:
+            self._wrap_width = width
+            self._rewrite()
 
     def show_pod(self, pod: str | None) -> None:
         self.set_filter(LogFilter(text=self.keep.text, pod=pod))
 
     def focus_filter(self) -> None:
-        self.query_one("#log-filter", Input).focus()
+        # At once, not after the queue: the keys typed right after `/` are the filter's.
+        self.screen.set_focus(self.query_one("#log-filter", Input))
 
     def toggle_follow(self) -> None:
         if self.follow:
@@ -194,6 +235,7 @@ class LogView(Vertical):
         if not lines:
             return
         log = self.log_widget
+        lines = self._wrapped(lines)
         overflow = len(log.lines) + len(lines) - self.buffer.capacity
         log.write_lines(lines, scroll_end=self.follow)
         self.shown += len(lines)
@@ -215,9 +257,9 @@ class LogView(Vertical):
         if current != Select.NULL and any(value == current for _, value in options):
             select.value = current
 
-    def _sync_filter_inputs(self) -> None:
+    def _sync_filter_inputs(self, text: bool = True) -> None:
         field = self.query_one("#log-filter", Input)
-        if field.value != self.keep.text:
+        if text and field.value != self.keep.text:
             field.value = self.keep.text
         select = self.query_one("#log-source", Select)
         wanted = (f"pod:{self.keep.pod}" if self.keep.pod is not None
@@ -257,7 +299,8 @@ class LogView(Vertical):
     @on(Input.Changed, "#log-filter")
     def _text_changed(self, event: Input.Changed) -> None:
         event.stop()
-        self.set_filter(LogFilter(text=event.value, pod=self.keep.pod, rank=self.keep.rank))
+        value = event.input.value  # the box's latest, not this (possibly older) message's
+        self.set_filter(LogFilter(text=value, pod=self.keep.pod, rank=self.keep.rank), from_text_box=True)
 
     @on(Input.Submitted, "#log-filter")
     def _text_submitted(self, event: Input.Submitted) -> None:

@@ -20,7 +20,7 @@ MAX_POINTS = 4000  # per run; beyond it every other point goes (the curve's shap
 MARKERS = ("braille", "dot", "+", "x", "o")
 
 
-class LossChart(Vertical):
+class LossChart(Vertical, can_focus=True):
     DEFAULT_CSS = """
     #loss-empty { padding: 1; color: $text-muted; }
     #loss-plot { height: 1fr; }

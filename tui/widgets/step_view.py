@@ -40,6 +40,11 @@ def evidence_content(evidence: "Evidence | None", now: float) -> Content:
     return Content.assemble(*parts)
 
 
+def _last(text: str, most: int = 60) -> str:
+    """The newest run line in the card's border: a long step shows where it is, always."""
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
 NOTE_KEEP_DELAY = 1.0  # seconds after the last key before a typed note is kept
 
 
@@ -159,7 +164,8 @@ class StepView(VerticalScroll):
         lines = self._outputs.setdefault(step_id, deque(maxlen=OUTPUT_LINES))
         lines.append(text)
         if self.step is not None and self.step.id == step_id:
-            self.query_one("#step-output", Log).write_line(text)
+            self.query_one("#step-output", Log).write_line(text, scroll_end=True)
+            self.border_subtitle = _last(text)
 
     def show_output_box(self) -> None:
         """Bring the run output into view (a run just started)."""
@@ -173,7 +179,9 @@ class StepView(VerticalScroll):
     def _show_output(self, step_id: str) -> None:
         log = self.query_one("#step-output", Log)
         log.clear()
-        log.write_lines(self._outputs.get(step_id, ()))
+        lines = self._outputs.get(step_id, ())
+        log.write_lines(lines, scroll_end=True)
+        self.border_subtitle = _last(lines[-1]) if lines else ""
 
     def action_save_note(self) -> None:
         if self.step is not None and self.step.kind == "reading":

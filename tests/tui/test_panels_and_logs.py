@@ -1,0 +1,121 @@
+"""The log pane and the pods table on their own (no cluster): typing fast into the filter, long
+lines wrapped rather than cut, separators shown by every filter, a killed attempt kept as history."""
+
+from __future__ import annotations
+
+from textual import events
+from textual.app import App, ComposeResult
+from textual.widgets import Input
+
+from backend.models import LogLine, Pod, PodEvent, PodEventType, PodPhase
+from tui.log_buffer import LogFilter, wrap_line
+from tui.widgets.log_view import LogView
+from tui.widgets.pods_table import PodsTable
+
+
+def lines(n: int) -> list[LogLine]:
+    out = []
+    for i in range(n):
+        out.append(LogLine.parsed(f"job-node-0-{i % 2}-abcde", i % 2, 100.0 + i,
+                                  f"step={i} loss=0.{i:06d} rank={i % 2} world=2"))
+        if i % 50 == 0:
+            out.append(LogLine(f"job-node-0-{i % 2}-abcde", i % 2, 100.0 + i,
+                               f"event=checkpoint_saved step={i} reason=periodic file=ckpt-step-{i:06d}.pt "
+                               f"bytes=915006 seconds=0.012345 rank={i % 2}"))
+    return out
+
+
+class LogApp(App):
+    def __init__(self) -> None:
+        super().__init__()
+        self.filter_changes: list[LogFilter] = []
+
+    def compose(self) -> ComposeResult:
+        yield LogView(id="log-view")
+
+    def on_log_view_filter_changed(self, event: LogView.FilterChanged) -> None:
+        self.filter_changes.append(event.keep)
+
+
+async def test_typing_fast_into_the_filter_ends_on_what_was_typed_and_settles():
+    app = LogApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        view = app.query_one(LogView)
+        view.ingest(lines(5000))
+        await pilot.pause()
+        view.focus_filter()
+        box = view.query_one("#log-filter", Input)
+        assert app.focused is box
+        # Every key queued before the first is handled: the box runs ahead of its Changed messages.
+        for ch in "loss=0.0001":
+            app.post_message(events.Key(ch, ch))
+        await pilot.press(*"2")  # and the same through the pilot, without pauses
+        await pilot.pause()
+        assert box.value == "loss=0.00012"
+        assert view.keep.text == "loss=0.00012"
+        settled = len(app.filter_changes)
+        for _ in range(5):  # nothing keeps going once the keys are handled
+            await pilot.pause(0.05)
+        assert len(app.filter_changes) == settled <= len("loss=0.00012")
+        assert box.value == "loss=0.00012"
+        shown = list(view.log_widget.lines)
+        assert shown and all("loss=0.00012" in line for line in shown)
+
+
+async def test_a_long_line_wraps_instead_of_being_cut_and_separators_pass_every_filter():
+    app = LogApp()
+    async with app.run_test(size=(60, 20)) as pilot:
+        view = app.query_one(LogView)
+        view.ingest(lines(3))
+        view.mark("✘ pod 0-abcde (rank 0, attempt 0) Killed, exit 137")
+        await pilot.pause(0.1)
+        width = view.log_widget.scrollable_content_region.width
+        rows = list(view.log_widget.lines)
+        assert all(len(row) <= width for row in rows)
+        joined = " ".join(row.replace("    ↪ ", "") for row in rows)
+        assert "bytes=915006" in joined  # the number whole, on one row
+        assert any(row.startswith("────") and "Killed" in row for row in rows)
+        view.set_filter(LogFilter(text="step=2 "))
+        await pilot.pause()
+        assert any("Killed" in row for row in view.log_widget.lines)  # the separator stays
+
+
+def test_wrap_line_breaks_between_fields():
+    rows = wrap_line("r0 | event=checkpoint_saved step=5 bytes=915006 seconds=0.01", 30)
+    assert rows == ["r0 | event=checkpoint_saved", "    ↪ step=5 bytes=915006", "    ↪ seconds=0.01"]
+    assert wrap_line("short", 30) == ["short"]
+
+
+def pod(name: str, rank: int, attempt: int, phase: PodPhase = PodPhase.RUNNING, **kw) -> Pod:
+    return Pod(name=name, job="job", rank=rank, restart_attempt=attempt, phase=phase, created=50.0, **kw)
+
+
+class TableApp(App):
+    def compose(self) -> ComposeResult:
+        yield PodsTable(clock=lambda: 100.0)
+
+
+async def test_a_killed_attempt_stays_listed_failed_and_dimmed_below_the_new_group():
+    app = TableApp()
+    async with app.run_test() as pilot:
+        table = app.query_one(PodsTable)
+        table.reset("job")
+        for p in (pod("job-node-0-0-aaaaa", 0, 0), pod("job-node-0-1-bbbbb", 1, 0)):
+            table.apply(PodEvent(type=PodEventType.ADDED, pod=p))
+        table.apply(PodEvent(type=PodEventType.MODIFIED, pod=pod(
+            "job-node-0-1-bbbbb", 1, 0, PodPhase.FAILED, reason="Killed", exit_code=137)))
+        # JobSet recreates the group: the old pods are DELETED (the survivor still says Running)
+        table.apply(PodEvent(type=PodEventType.DELETED, pod=pod("job-node-0-0-aaaaa", 0, 0)))
+        table.apply(PodEvent(type=PodEventType.DELETED, pod=pod(
+            "job-node-0-1-bbbbb", 1, 0, PodPhase.FAILED, reason="Killed", exit_code=137)))
+        for p in (pod("job-node-0-0-ccccc", 0, 1), pod("job-node-0-1-ddddd", 1, 1)):
+            table.apply(PodEvent(type=PodEventType.ADDED, pod=p))
+        await pilot.pause()
+        rows = [[c.plain for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert [r[0] for r in rows] == ["0-ccccc", "1-ddddd", "0-aaaaa", "1-bbbbb"]
+        assert rows[2][3] == "Failed" and rows[2][4] == "Deleted"
+        assert rows[3][3] == "Failed" and rows[3][4] == "Killed 137"
+        assert "dim" in str(table.get_row_at(3)[0].style)
+        assert table.is_history("job-node-0-1-bbbbb") and not table.is_history("job-node-0-1-ddddd")
+        table.reset("job", keep_history=True)  # the watch reopened: the live rows come again
+        assert sorted(table.pods) == ["job-node-0-0-aaaaa", "job-node-0-1-bbbbb"]

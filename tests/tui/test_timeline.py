@@ -1,0 +1,60 @@
+"""The failure timeline's model, fed as the screen feeds it: pod events and log lines, in the
+order they happen to arrive (a worker's lines may come before its pod's first event)."""
+
+from __future__ import annotations
+
+from backend.models import LogLine, Pod, PodEvent, PodEventType, PodPhase
+from tui.timeline import FailureTimeline
+
+
+def ev(kind: str, name: str, rank: int, attempt: int, phase: PodPhase, **kw) -> PodEvent:
+    return PodEvent(type=PodEventType(kind), pod=Pod(name=name, job="j", rank=rank, restart_attempt=attempt,
+                                                     phase=phase, **kw))
+
+
+def test_a_kill_and_the_recovery_each_timed_from_the_failure():
+    t = FailureTimeline("j")
+    for rank in (0, 1):
+        t.pod_event(ev("ADDED", f"j-node-0-{rank}-old{rank}x", rank, 0, PodPhase.RUNNING, created=100.0,
+                       started=101.0), 101.0)
+    t.add_lines([LogLine.parsed(f"j-node-0-{r}-old{r}x", r, 102.0 + s, f"step={s} loss=0.5 rank={r} world=2")
+                 for s in range(1, 13) for r in (0, 1)])
+    assert t.restarts() == []
+    t.pod_event(ev("MODIFIED", "j-node-0-1-old1x", 1, 0, PodPhase.FAILED, created=100.0, started=101.0,
+                   finished=120.0, reason="Killed", exit_code=137), 120.1)
+    t.add_lines([LogLine("j-node-0-0-old0x", 0, 120.2, "event=checkpoint_saved step=12 reason=peer_failure "
+                         "file=x bytes=9 seconds=0.050000 rank=0")])
+    t.pod_event(ev("DELETED", "j-node-0-0-old0x", 0, 0, PodPhase.RUNNING, created=100.0), 120.5)
+    t.pod_event(ev("DELETED", "j-node-0-1-old1x", 1, 0, PodPhase.FAILED, created=100.0, finished=120.0,
+                   reason="Killed", exit_code=137), 120.5)
+    # the new group's lines arrive before its pods' events
+    t.add_lines([LogLine("j-node-0-0-new0y", 0, 122.0, "event=start rank=0 world=2 pid=7 steps=40 restart=1"),
+                 LogLine("j-node-0-0-new0y", 0, 122.5, "event=resumed from_step=12 rank=0 world=2"),
+                 LogLine.parsed("j-node-0-0-new0y", 0, 123.0, "step=13 loss=0.4 rank=0 world=2")])
+    restart = t.restarts()  # not placed yet: nobody said which attempt those pods are
+    for rank in (0, 1):
+        t.pod_event(ev("ADDED", f"j-node-0-{rank}-new{rank}y", rank, 1, PodPhase.RUNNING, created=120.8,
+                       started=121.5), 121.5)
+    [restart] = t.restarts()
+    assert restart.attempt == 0 and restart.failed_at == 120.0
+    assert restart.recovery_seconds == 3.0 and restart.steps_lost == 0
+    offsets = [(round(m.at - restart.failed_at, 1), m.kind) for m in restart.moments]
+    assert offsets == [(0.0, "failure"), (0.2, "save"), (0.5, "down"), (0.8, "up"), (1.5, "up"),
+                       (2.0, "up"), (2.5, "resume"), (3.0, "step")]
+    texts = [m.what for m in restart.moments]
+    assert texts[0] == "failure seen: pod 1-old1x (rank 1) Killed, exit 137"
+    assert "saved step 12 (peer_failure, 0.05 s)" in texts[1]
+    assert texts[6] == "checkpoint loaded: resumed from step 12"
+
+
+def test_steps_lost_when_the_newest_checkpoint_is_older_than_the_last_step():
+    t = FailureTimeline("j")
+    t.pod_event(ev("ADDED", "j-a", 0, 0, PodPhase.RUNNING, created=1.0), 1.0)
+    t.add_lines([LogLine.parsed("j-a", 0, 2.0, "step=17 loss=0.1 rank=0 world=1")])
+    t.pod_event(ev("DELETED", "j-a", 0, 0, PodPhase.RUNNING, created=1.0), 5.0)
+    t.pod_event(ev("ADDED", "j-b", 0, 1, PodPhase.RUNNING, created=5.5, started=6.0), 6.0)
+    t.add_lines([LogLine("j-b", 0, 7.0, "event=resumed from_step=15 rank=0 world=1"),
+                 LogLine.parsed("j-b", 0, 7.5, "step=16 loss=0.1 rank=0 world=1")])
+    [restart] = t.restarts()
+    assert restart.steps_lost == 2 and restart.recovery_seconds == 2.5
+    assert "deleted" in restart.moments[0].what

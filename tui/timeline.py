@@ -1,0 +1,214 @@
+"""The failure timeline's model: what happened between a worker's failure and the first step its
+group trained again, for each restart of the followed job, each fact with its time.
+
+Fed with the same observations the screen already receives (pod watch events and the merged log
+batches), never by asking the cluster again, and kept free of widgets so it is tested as plain
+data. Facts are kept per pod as they arrive; which restart they belong to is worked out when
+the timeline is read, so a log line that arrives before its pod's first watch event (the two
+streams are not ordered with each other) still lands in the right place.
+
+The workers' own lines say what the platform cannot see: `event=start` (the process group formed:
+rendezvous done), `event=checkpoint_saved reason=sigterm|peer_failure` (a survivor saved on the
+way down), `event=resumed from_step=N` (the checkpoint loaded) and the first `step=` line after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable
+
+from tui.format import short_name
+
+if TYPE_CHECKING:
+    from backend.models import LogLine, Pod, PodEvent
+
+FINISHED = ("Succeeded", "Failed")
+# Saves that happen because the group is going down (a periodic save is not part of a failure).
+FAILURE_SAVES = ("sigterm", "peer_failure")
+
+
+@dataclass
+class PodFacts:
+    """What one pod did, as seen: from its watch events and its own lines."""
+
+    name: str
+    rank: int = 0
+    attempt: int = 0
+    created: float | None = None
+    started: float | None = None
+    ended: float | None = None  # finished, or seen deleted
+    phase: str = "Pending"
+    reason: str = ""
+    exit_code: int | None = None
+    deleted: bool = False
+    start_line: float | None = None  # event=start: the process group formed
+    resumed: tuple[float, int] | None = None  # (time, from_step)
+    first_step: tuple[float, int] | None = None  # the first step line
+    last_step: tuple[float, int] | None = None  # the newest step line
+    saves: list[tuple[float, int, str, str]] = field(default_factory=list)  # (time, step, reason, seconds)
+
+    @property
+    def failed(self) -> bool:
+        return self.phase == "Failed" or (self.deleted and self.phase != "Succeeded")
+
+    @property
+    def why(self) -> str:
+        parts = [self.reason or ("deleted" if self.deleted else self.phase)]
+        if self.exit_code is not None:
+            parts.append(f"exit {self.exit_code}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Moment:
+    at: float  # epoch seconds
+    what: str
+    kind: str = "info"  # failure | down | up | resume | step | save | info
+
+
+@dataclass(frozen=True)
+class Restart:
+    """One failure of attempt `attempt` and the recovery into `attempt + 1`."""
+
+    attempt: int  # the attempt that failed
+    failed_at: float
+    moments: tuple[Moment, ...]
+    steps_lost: int | None  # None until the new group has resumed
+    recovery_seconds: float | None  # failure seen → first resumed step; None while recovering
+
+    @property
+    def recovered(self) -> bool:
+        return self.recovery_seconds is not None
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class FailureTimeline:
+    def __init__(self, job: str | None = None) -> None:
+        self.job = job  # only to shorten pod names
+        self.pods: dict[str, PodFacts] = {}
+        self.version = 0  # bumped on every change that can alter what is shown
+
+    def reset(self, job: str | None = None) -> None:
+        self.job = job
+        self.pods.clear()
+        self.version += 1
+
+    def _facts(self, name: str) -> PodFacts:
+        facts = self.pods.get(name)
+        if facts is None:
+            facts = self.pods[name] = PodFacts(name)
+        return facts
+
+    # ------------------------------------------------------------------ feeding
+
+    def pod_event(self, event: "PodEvent", seen_at: float) -> None:
+        pod: "Pod" = event.pod
+        facts = self._facts(pod.name)
+        before = (facts.attempt, facts.started, facts.phase, facts.ended, facts.deleted, facts.reason)
+        facts.rank, facts.attempt = pod.rank, pod.restart_attempt
+        facts.created = pod.created
+        facts.started = pod.started or facts.started
+        deleted = event.type.value == "DELETED"
+        if not deleted or pod.phase.value in FINISHED:
+            facts.phase = pod.phase.value
+        facts.reason = pod.reason or facts.reason
+        facts.exit_code = pod.exit_code if pod.exit_code is not None else facts.exit_code
+        if (pod.phase.value in FINISHED or deleted) and facts.ended is None:
+            facts.ended = pod.finished or seen_at
+        facts.deleted = facts.deleted or deleted
+        if (facts.attempt, facts.started, facts.phase, facts.ended, facts.deleted, facts.reason) != before:
+            self.version += 1  # a step or loss update changes nothing here: no redraw
+
+    def add_lines(self, batch: Iterable["LogLine"]) -> None:
+        from training.logfmt import parse_line
+
+        for line in batch:
+            if line.step is not None:
+                facts = self._facts(line.pod)
+                facts.rank = line.rank
+                if facts.first_step is None:
+                    facts.first_step = (line.time, line.step)
+                    self.version += 1
+                facts.last_step = (line.time, line.step)
+                continue
+            text = line.text
+            if "event=" not in text:
+                continue
+            fields = parse_line(text)
+            event = fields.get("event")
+            facts = self._facts(line.pod)
+            if event == "start" and facts.start_line is None:
+                facts.start_line = line.time
+            elif event == "resumed" and facts.resumed is None:
+                facts.resumed = (line.time, _int(fields.get("from_step")) or 0)
+            elif event == "checkpoint_saved" and fields.get("reason") in FAILURE_SAVES:
+                facts.saves.append((line.time, _int(fields.get("step")) or 0, fields["reason"],
+                                    fields.get("seconds", "")))
+            else:
+                continue
+            self.version += 1
+
+    # ------------------------------------------------------------------ reading
+
+    def restarts(self) -> list[Restart]:
+        by_attempt: dict[int, list[PodFacts]] = {}
+        for facts in self.pods.values():
+            by_attempt.setdefault(facts.attempt, []).append(facts)
+        found = []
+        for attempt in sorted(by_attempt):
+            restart = self._restart(attempt, by_attempt[attempt], by_attempt.get(attempt + 1, []))
+            if restart is not None:
+                found.append(restart)
+        return found
+
+    def _restart(self, attempt: int, old: list[PodFacts], new: list[PodFacts]) -> Restart | None:
+        failed = [p for p in old if p.failed and p.ended is not None]
+        if not failed and not new:
+            return None
+        if failed:
+            first = min(failed, key=lambda p: p.ended)
+            t0 = first.ended
+            moments = [Moment(t0, f"failure seen: pod {short_name(first.name, self.job)} (rank "
+                                  f"{first.rank}) {first.why}", "failure")]
+        else:  # the new group is here but the failure itself was never seen (joined late)
+            t0 = min((p.created for p in new if p.created is not None), default=0.0)
+            moments = [Moment(t0, "failure not seen (the cockpit joined later)", "failure")]
+        for p in old:
+            for at, step, reason, seconds in p.saves:
+                took = f", {float(seconds):.2f} s" if seconds else ""
+                moments.append(Moment(at, f"rank {p.rank} saved step {step} ({reason}{took})", "save"))
+        if old and all(p.ended is not None for p in old):
+            moments.append(Moment(max(p.ended for p in old), f"group torn down ({len(old)} pods)", "down"))
+        if new:
+            created = [p.created for p in new if p.created is not None]
+            if created:
+                moments.append(Moment(min(created), f"new pods created (attempt {attempt + 1})", "up"))
+            started = [p.started for p in new if p.started is not None]
+            if started and len(started) == len(new):
+                moments.append(Moment(max(started), f"{len(new)} new pods running", "up"))
+            formed = [p.start_line for p in new if p.start_line is not None]
+            if formed:
+                moments.append(Moment(min(formed), "rendezvous complete (event=start)", "up"))
+        resumed = [p.resumed for p in new if p.resumed is not None]
+        from_step = None
+        if resumed:
+            at, from_step = min(resumed)
+            moments.append(Moment(at, f"checkpoint loaded: resumed from step {from_step}", "resume"))
+        stepped = [p.first_step for p in new if p.first_step is not None]
+        recovery = lost = None
+        if stepped:
+            at, step = min(stepped)
+            moments.append(Moment(at, f"first step trained again: step {step}", "step"))
+            recovery = max(0.0, at - t0) if failed else None
+            last_before = max((p.last_step[1] for p in old if p.last_step is not None), default=None)
+            start = from_step if from_step is not None else step - 1
+            if last_before is not None:
+                lost = max(0, last_before - start)
+        moments.sort(key=lambda m: m.at)
+        return Restart(attempt, t0, tuple(moments), lost, recovery)

@@ -1,0 +1,85 @@
+"""The failure timeline panel: for each restart of the followed job, what happened from the failure
+to the first step trained again, each with its offset from the failure, then steps lost and the
+recovery time. The model (`tui/timeline.py`) is fed by the screen; this widget only draws it, at
+most a few times a second and only when the model changed."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.widgets import Static
+
+from tui.timeline import FailureTimeline
+
+if TYPE_CHECKING:
+    from textual.app import ComposeResult
+
+    from tui.timeline import Restart
+
+REDRAW_SECONDS = 0.25
+GLYPH = {"failure": ("✘", "bold $error"), "save": ("⤓", "$accent"), "down": ("▼", "$warning"),
+         "up": ("▲", "$success"), "resume": ("↺", "bold $success"), "step": ("▶", "bold $success"),
+         "info": ("·", "dim")}
+
+
+def restart_content(r: "Restart") -> Content:
+    if r.recovered:
+        lost = f" · {r.steps_lost} step{'s' if r.steps_lost != 1 else ''} lost" if r.steps_lost is not None else ""
+        head = Content.assemble((f"restart {r.attempt + 1}", "bold"),
+                                (f" · recovered in {r.recovery_seconds:.1f} s", "bold $success"), lost)
+    else:
+        head = Content.assemble((f"restart {r.attempt + 1}", "bold"), (" · recovering…", "bold $warning"))
+    parts: list = [head]
+    for m in r.moments:
+        glyph, style = GLYPH.get(m.kind, GLYPH["info"])
+        parts += ["\n", (f"{m.at - r.failed_at:+6.1f} s ", "dim"), (glyph, style), " ", m.what]
+    return Content.assemble(*parts)
+
+
+class TimelineView(VerticalScroll, can_focus=True):
+    DEFAULT_CSS = """
+    TimelineView { padding: 0 1; scrollbar-size-vertical: 1; }
+    TimelineView > Static { margin-bottom: 1; }
+    #timeline-empty { color: $text-muted; }
+    """
+    BORDER_TITLE = "failure timeline"
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.model = FailureTimeline()
+        self._drawn = -1
+
+    def compose(self) -> "ComposeResult":
+        yield Static("no restart yet: kill a worker (ctrl+k on a pod) and watch the group recover",
+                     id="timeline-empty")
+
+    def on_mount(self) -> None:
+        self.set_interval(REDRAW_SECONDS, self.redraw)
+
+    def reset(self, job: str | None = None) -> None:
+        self.model.reset(job)
+        self.redraw()
+
+    def redraw(self) -> None:
+        if self.model.version == self._drawn:
+            return
+        self._drawn = self.model.version
+        restarts = self.model.restarts()
+        self.query_one("#timeline-empty").display = not restarts
+        shown = list(self.query(".restart").results(Static))
+        for i, r in enumerate(restarts):
+            if i < len(shown):
+                shown[i].update(restart_content(r))
+            else:
+                self.mount(Static(restart_content(r), classes="restart"))
+        for extra in shown[len(restarts):]:
+            extra.remove()
+        if restarts:
+            total = [r for r in restarts if r.recovered]
+            self.border_subtitle = (f"{len(restarts)} restart{'s' if len(restarts) != 1 else ''}"
+                                    + (f" · {sum(r.recovery_seconds for r in total):.1f} s recovering"
+                                       if total else ""))
+        else:
+            self.border_subtitle = ""
