@@ -176,6 +176,7 @@ class Goodput:
         self.attempts: list[_Attempt] = []
         self._groups = WorkerGroups()
         self._failures: list[float] = []  # reported by the caller, sorted
+        self._failed_pods: set[str] = set()
         self._newest = started
         self._finished: float | None = None
         self._saves = 0
@@ -226,6 +227,13 @@ class Goodput:
         """A worker failed at `at` (a pod that died, a kill): where recovery starts."""
         self._failures.insert(bisect_right(self._failures, at), at)
         self._newest = at if self._newest is None else max(self._newest, at)
+
+    def observe_pod(self, pod) -> None:
+        """A pod as listed or watched (`backend.models.Pod`): one that failed is a failure at
+        its finished time (each pod once, however often it is seen)."""
+        if pod.phase == "Failed" and pod.finished is not None and pod.name not in self._failed_pods:
+            self._failed_pods.add(pod.name)
+            self.failure(pod.finished)
 
     def finish(self, at: float) -> None:
         """The job ended at `at` (its finished time); without it, the newest line ends it."""
@@ -326,3 +334,20 @@ def goodput_of(lines: Iterable[TimedLine], started: float | None = None, finishe
     if finished is not None:
         model.finish(finished)
     return model.report()
+
+
+async def job_goodput(cluster, job: str) -> tuple[object, GoodputReport]:
+    """(JobSummary, report) of a job as its platform has it now, read through the Cluster
+    protocol: its merged logs from the start, its pods' failures, its created/finished times.
+    NotFound for a job that does not exist. For an unfinished job, the report runs to now."""
+    import time
+
+    summary = await cluster.get_job(job)  # NotFound at once, before any stream opens
+    model = Goodput(started=summary.created)
+    for pod in await cluster.list_pods(job):
+        model.observe_pod(pod)
+    async for batch in cluster.stream_logs(job, follow=False):
+        model.feed_lines(batch)
+    if summary.finished is not None:
+        model.finish(summary.finished)
+    return summary, model.report(now=None if summary.finished is not None else time.time())

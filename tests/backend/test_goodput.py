@@ -200,3 +200,21 @@ def test_one_line_names_the_parts():
     line = goodput_of(t.lines, started=0.0).one_line()
     assert line.startswith("goodput 0.5")
     assert "lost work 2.0s (2 steps)" in line and "recovery 10.0s (1 restarts)" in line
+
+
+def test_a_failed_pod_is_a_failure_at_its_end_once_however_often_it_is_seen():
+    from backend.models import Pod, PodPhase
+
+    t = Timeline()
+    t.start(0.0)
+    t.steps(1, 5, at=1.0, every=1.0)
+    t.start(9.0)
+    t.steps(6, 8, at=10.0, every=1.0)
+    live = Goodput(started=0.0)
+    killed = Pod(name="job-node-0-1-abcde", job="job", rank=1, created=0.0, phase=PodPhase.FAILED, finished=5.5)
+    running = Pod(name="job-node-0-0-fghij", job="job", rank=0, created=9.0, phase=PodPhase.RUNNING)
+    for pod in (killed, running, killed):
+        live.observe_pod(pod)
+    live.feed_lines(t.lines)
+    report = live.report()
+    assert report.lost_work == approx(0.5) and report.recovery == approx(10.0 - 5.5)
