@@ -35,6 +35,11 @@ class Timeline:
             t += every
         return t - every
 
+    def restart(self, at: float, from_step: int, resumed_at: float) -> None:
+        """A new group that starts at `at` and resumes from `from_step` at `resumed_at`."""
+        self.start(at)
+        self.add(resumed_at, f"event=resumed from_step={from_step} rank=0 world=2 checkpoint_world=2")
+
     def done(self, at: float, step: int, wait: float = 0.0) -> None:
         for rank in range(2):
             self.add(at, f"event=done step={step} rank={rank} world=2 final_loss=0.1 ckpt_wait={wait:.6f}", rank)
@@ -94,8 +99,7 @@ def test_a_survivors_save_keeps_every_step_and_marks_when_the_failure_was_seen()
     t.steps(1, 12, at=1.0, every=1.0)
     # rank 0 noticed at 12.6 s (its collective failed), saved step 12 in 0.4 s
     t.add(13.0, "event=checkpoint_saved step=12 reason=peer_failure file=x bytes=1 seconds=0.4 rank=0")
-    t.start(15.0)
-    t.add(16.0, "event=resumed from_step=12 rank=0 world=2 checkpoint_world=2")
+    t.restart(15.0, from_step=12, resumed_at=16.0)
     t.steps(13, 14, at=17.0, every=1.0)
     report = goodput_of(t.lines, started=0.0)
     assert report.steps_lost == 0
@@ -108,8 +112,7 @@ def test_a_reported_failure_splits_the_gap_into_the_interrupted_step_and_recover
     t = Timeline()
     t.start(0.0)
     t.steps(1, 5, at=1.0, every=1.0)
-    t.start(9.0)
-    t.add(9.5, "event=resumed from_step=5 rank=0 world=2 checkpoint_world=2")
+    t.restart(9.0, from_step=5, resumed_at=9.5)
     t.steps(6, 8, at=10.0, every=1.0)
     report = goodput_of(t.lines, started=0.0, failures=[5.7])
     assert report.lost_work == approx(0.7)
@@ -123,8 +126,7 @@ def test_a_group_that_fails_while_starting_is_recovery_until_a_group_steps():
     t.start(0.0)
     t.steps(1, 3, at=1.0, every=1.0)
     t.start(5.0)  # fails before its first step
-    t.start(8.0)
-    t.add(9.0, "event=resumed from_step=3 rank=0 world=2 checkpoint_world=2")
+    t.restart(8.0, from_step=3, resumed_at=9.0)
     t.steps(4, 5, at=10.0, every=1.0)
     report = goodput_of(t.lines, started=0.0)
     assert report.restarts == 2
@@ -136,8 +138,7 @@ def test_parts_add_up_to_the_wall_time():
     t.start(0.5)
     t.steps(1, 9, at=2.0, every=0.5, waits={6: 0.1})
     t.add(6.3, "event=checkpoint_saved step=9 reason=sigterm file=x bytes=1 seconds=0.1 rank=1", 1)
-    t.start(8.0)
-    t.add(8.5, "event=resumed from_step=9 rank=0 world=2 checkpoint_world=2")
+    t.restart(8.0, from_step=9, resumed_at=8.5)
     last = t.steps(10, 30, at=9.0, every=0.5, waits={11: 0.2, 16: 0.05})
     t.done(last + 0.2, 30, wait=0.15)
     report = goodput_of(t.lines, started=0.0, finished=last + 1.0, failures=[6.1])
@@ -149,8 +150,7 @@ def test_live_lines_fed_one_by_one_give_the_same_report_as_the_whole_log():
     t = Timeline()
     t.start(0.0)
     t.steps(1, 12, at=1.0, every=1.0, waits={6: 0.2, 11: 0.1})
-    t.start(20.0)
-    t.add(21.0, "event=resumed from_step=10 rank=0 world=2 checkpoint_world=2")
+    t.restart(20.0, from_step=10, resumed_at=21.0)
     t.steps(11, 15, at=22.0, every=1.0)
     live = Goodput(started=0.0)
     seen = []
@@ -194,8 +194,7 @@ def test_one_line_names_the_parts():
     t = Timeline()
     t.start(0.0)
     t.steps(1, 12, at=1.0, every=1.0)
-    t.start(20.0)
-    t.add(21.0, "event=resumed from_step=10 rank=0 world=2 checkpoint_world=2")
+    t.restart(20.0, from_step=10, resumed_at=21.0)
     t.steps(11, 15, at=22.0, every=1.0)
     line = goodput_of(t.lines, started=0.0).one_line()
     assert line.startswith("goodput 0.5")
