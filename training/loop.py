@@ -260,7 +260,18 @@ def run(
         training.load(state)
         emit(event="resumed", from_step=training.steps_done, rank=rank, world=world,
              checkpoint_world=state["world_size"])
-    before_update = getattr(checkpoints, "before_update", None)
+    # Seconds the loop waited on checkpoints since the last step line (handing a save over, the
+    # store's hook, waiting for the copy before the next update), printed on the next step line as
+    # ckpt_wait=S when a save happened, so goodput can tell checkpoint stalls from training.
+    waited = [0.0]
+    store_before_update = getattr(checkpoints, "before_update", None)
+    before_update = None
+    if store_before_update is not None:
+        def before_update() -> None:
+            began = time.perf_counter()
+            store_before_update()
+            waited[0] += time.perf_counter() - began
+    saved = False
     loop_started = time.perf_counter()
     first_step = training.steps_done
     warm_at = None  # after the first step (DDP's bucket set-up): steady-state throughput from here
@@ -273,24 +284,31 @@ def run(
         step = training.steps_done
         if warm_at is None:
             warm_at = time.perf_counter()
-        emit(step=step, loss=loss, rank=rank, world=world)
+        stall = {"ckpt_wait": waited[0]} if saved else {}
+        emit(step=step, loss=loss, rank=rank, world=world, **stall)
+        waited[0], saved = 0.0, False
+        began = time.perf_counter()
         if checkpoints is not None and (step % cfg.ckpt_every == 0 or step == cfg.steps):
             checkpoints.save(training.state())
-        if on_step is not None:
+            saved = True
+        if on_step is not None:  # Ray's report, a barrier that carries the checkpoint
             on_step(training, loss)
+        waited[0] += time.perf_counter() - began
         if stop_requested():
             _save_before_exit(checkpoints, training, "sigterm")
             raise StopRequested(f"stopped after step {step}")
         if cfg.step_delay:
             time.sleep(cfg.step_delay)
     finish_saves = getattr(checkpoints, "wait", None)  # None too when there is no store
+    began = time.perf_counter()
     if finish_saves is not None:
         finish_saves()
     ended = time.perf_counter()
+    waited[0] += ended - began
     steady = training.steps_done - first_step - 1
     emit(event="done", step=training.steps_done, rank=rank, world=world,
          final_loss=training.loss_history[-1] if training.loss_history else float("nan"),
-         train_seconds=ended - loop_started,
+         ckpt_wait=waited[0] if saved else 0.0, train_seconds=ended - loop_started,
          steps_per_sec=steady / (ended - warm_at) if steady > 0 and ended > warm_at else 0.0)
     return training
 

@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "tui.cli.lesson_cmds",
     "tui.cli.pipeline_cmds",
     "tui.cli.compare_cmds",
+    "tui.cli.goodput_cmds",
 )
 
 DESCRIPTION = """\

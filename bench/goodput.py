@@ -1,0 +1,331 @@
+"""Goodput under one kill schedule, three launchers, measured in one invocation.
+
+Each launcher trains the same loop (training/) with two workers while a random worker is SIGKILLed
+on a schedule timed from the run's first step (one per minute for five minutes; `--quick`: two,
+20 s apart, tiny state only). Every line the workers print is fed to the goodput model
+(backend/goodput.py) as it arrives, with each kill's time as the failure; the table shows goodput
+and its parts per launcher and preset:
+
+  trainer   the lesson's TrainJob (manifests/trainjob.yaml) on the embedded cluster, through the
+            Cluster protocol (apply, stream_logs, kill_pod); the group is torn down (survivors
+            save at SIGTERM) and recreated by the failure policy
+  torchrun  plain `torchrun --standalone --max-restarts N`; torch 2.13's restart can fail or hang
+            on the stale rendezvous store, so when it exits failed or shows no step for a while
+            the bench relaunches it with a fresh store (new port): the usual workaround
+  ray       the lesson's RayJob (manifests/rayjob.yaml) on the embedded cluster: training.ray_train
+            with FailureConfig(max_failures); a killed Ray worker's group is restarted by Ray
+
+Presets: tiny (the lesson's model, paced with --step-delay 0.05 so a step lasts what a small
+real model's would; the pause counts as step time for every launcher alike) and 1gb (~1 GB of
+parameters + Adam state, no pacing). A throwaway state root is used and its cluster stopped.
+
+    .venv/bin/python bench/goodput.py --quick          # a few minutes
+    .venv/bin/python bench/goodput.py                  # tiny and 1gb, five kills each: long
+    .venv/bin/python bench/goodput.py --presets 1gb --launchers trainer,torchrun
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from backend.errors import NotFound  # noqa: E402
+from backend.goodput import LABELS, PARTS, Goodput, GoodputReport  # noqa: E402
+from backend.local.cluster import LocalCluster  # noqa: E402
+from backend.local.processes import sweep  # noqa: E402
+from backend.models import JobPhase, PodPhase, parse_manifests  # noqa: E402
+from backend.raytrain.lines import option_args  # noqa: E402
+from training.logfmt import parse_line, step_and_loss  # noqa: E402
+
+MANIFESTS = REPO / "manifests"
+WORKERS = 2
+RUNTIME = "kfcockpit-goodput"  # the lesson's runtime with restarts enough for the schedule
+MARKER = "KFCOCKPIT_BENCH_RUN"
+STALL_LIMIT = 90.0  # torchrun: no step this long after a kill = its restart hung; relaunch
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    options: dict  # the loop's options, both launchers (training.ddp / training.ray_train)
+    memory: str  # per worker pod
+
+
+@dataclass(frozen=True)
+class Schedule:
+    kills: int
+    every: float  # seconds between kills, the first `every` after the first step
+    seed: int = 15
+
+    def ranks(self) -> list[int]:
+        """The rank killed each time: random, and the same for every launcher."""
+        chosen = random.Random(self.seed)
+        return [chosen.randrange(WORKERS) for _ in range(self.kills)]
+
+
+def presets(schedule: Schedule, names: list[str]) -> list[Preset]:
+    span = (schedule.kills + 1) * schedule.every  # the run outlasts the last kill
+    made = {
+        # ~60 ms a step here (0.05 s pause + compute)
+        "tiny": Preset("tiny", {"model_size": "tiny", "steps": int(span / 0.06), "ckpt_every": 20,
+                                "step_delay": 0.05, "samples": 640}, "1Gi"),
+        # ~2.5 s a step on this machine's two shared cores
+        "1gb": Preset("1gb", {"model_size": "1gb", "steps": max(20, int(span / 2.5)), "ckpt_every": 10,
+                              "samples": 640}, "4Gi"),
+    }
+    return [made[name] for name in names]
+
+
+class Run:
+    """One launcher's run: lines into the goodput model, kills on the schedule."""
+
+    def __init__(self, schedule: Schedule):
+        self.schedule = schedule
+        self.model = Goodput(started=time.time())
+        self.stepped = asyncio.Event()  # a step line since the last kill
+        self.first_step: float | None = None
+        self.kills = 0
+
+    def see(self, at: float, text: str) -> None:
+        self.model.feed(at, text)
+        if step_and_loss(text) is not None:
+            self.first_step = self.first_step or at
+            self.stepped.set()
+
+    async def kills_on_schedule(self, kill) -> None:
+        """`kill(rank)` at each scheduled time, once the group is training (a step was seen)."""
+        await self.stepped.wait()
+        for index, rank in enumerate(self.schedule.ranks()):
+            await asyncio.sleep(max(0.0, self.first_step + (index + 1) * self.schedule.every - time.time()))
+            while True:
+                await self.stepped.wait()  # never kill a group that is still recovering
+                if await kill(rank):
+                    break
+                self.stepped.clear()
+            self.model.failure(time.time())
+            self.kills += 1
+            self.stepped.clear()
+
+
+# ---------------------------------------------------------------- the embedded cluster's jobs
+
+
+def _manifest(name: str) -> dict:
+    return yaml.safe_load((MANIFESTS / name).read_text())
+
+
+def goodput_runtime():
+    data = _manifest("runtime.yaml")
+    data["metadata"]["name"] = RUNTIME
+    data["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"] = 20
+    return parse_manifests(yaml.safe_dump(data))[0]
+
+
+def trainer_job(name: str, preset: Preset):
+    data = _manifest("trainjob.yaml")
+    data["metadata"]["name"] = name
+    data["spec"]["runtimeRef"]["name"] = RUNTIME
+    trainer = data["spec"]["trainer"]
+    trainer["numNodes"] = WORKERS
+    trainer["args"] = [*option_args(preset.options), "--ckpt-dir", f"/checkpoints/{name}"]
+    trainer["resourcesPerNode"] = {"requests": {"cpu": "1", "memory": preset.memory},
+                                   "limits": {"cpu": "1", "memory": preset.memory}}
+    return parse_manifests(yaml.safe_dump(data))[0]
+
+
+def ray_job(name: str, preset: Preset, max_failures: int):
+    data = _manifest("rayjob.yaml")
+    data["metadata"]["name"] = name
+    data["spec"]["entrypoint"] = " ".join([
+        "python", "-m", "training.ray_train", "--num-workers", str(WORKERS), "--max-failures",
+        str(max_failures), "--storage", f"/checkpoints/{name}", "--name", name, *option_args(preset.options)])
+    return parse_manifests(yaml.safe_dump(data))[0]
+
+
+async def on_cluster(cluster: LocalCluster, job, schedule: Schedule) -> tuple[GoodputReport, int]:
+    name = job.metadata.name
+    run = Run(schedule)
+    await cluster.apply(job)
+
+    async def kill(rank: int) -> bool:
+        pods = [p for p in await cluster.list_pods(name) if p.rank == rank and p.phase == PodPhase.RUNNING]
+        if not pods:
+            return False
+        try:
+            await cluster.kill_pod(pods[0].name)
+        except NotFound:
+            return False
+        return True
+
+    killer = asyncio.create_task(run.kills_on_schedule(kill))
+    try:
+        async for batch in cluster.stream_logs(name):
+            for line in batch:
+                run.see(line.time, line.text)
+    finally:
+        killer.cancel()
+    summary = await cluster.wait_job(name, frozenset({JobPhase.COMPLETE, JobPhase.FAILED}), 600)
+    if summary.phase != JobPhase.COMPLETE:
+        raise RuntimeError(f"{job.kind} {name} ended {summary.phase.value}: {summary.message}")
+    run.model.finish(summary.finished or time.time())
+    return run.model.report(), run.kills
+
+
+# ---------------------------------------------------------------- plain torchrun
+
+
+async def on_torchrun(preset: Preset, schedule: Schedule, scratch: Path) -> tuple[GoodputReport, int, int]:
+    """(report, kills, relaunches): torchrun --max-restarts, relaunched on a fresh store when its
+    own restart fails or hangs."""
+    run = Run(schedule)
+    pids: dict[int, int] = {}
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORKERS}",
+            "--max-restarts", str(schedule.kills + 2), "-m", "training.ddp",
+            *option_args(preset.options), "--ckpt-dir", str(scratch / f"torchrun-{preset.name}")]
+
+    async def kill(rank: int) -> bool:
+        try:
+            os.kill(pids[rank], signal.SIGKILL)
+        except (KeyError, ProcessLookupError):
+            return False
+        return True
+
+    killer = asyncio.create_task(run.kills_on_schedule(kill))
+    relaunches = 0
+    try:
+        while True:
+            marker = uuid.uuid4().hex
+            proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=REPO, env=dict(env, **{MARKER: marker}), start_new_session=True,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, limit=1 << 20)
+            done = await _read_torchrun(proc, run, pids)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            sweep({MARKER: marker})
+            code = await proc.wait()
+            if done and code == 0:
+                break
+            relaunches += 1
+            if relaunches > schedule.kills + 2:
+                raise RuntimeError("torchrun did not finish after relaunches")
+    finally:
+        killer.cancel()
+    run.model.finish(time.time())
+    return run.model.report(), run.kills, relaunches
+
+
+async def _read_torchrun(proc, run: Run, pids: dict[int, int]) -> bool:
+    """Feed its lines until it exits (True if both ranks printed done) or its restart hangs."""
+    done = set()
+    while True:
+        try:
+            raw = await asyncio.wait_for(proc.stdout.readline(), STALL_LIMIT)
+        except asyncio.TimeoutError:
+            return False  # no line for STALL_LIMIT: a hung restart
+        if not raw:
+            return len(done) == WORKERS
+        at, text = time.time(), raw.decode(errors="replace").rstrip("\n")
+        fields = parse_line(text) if "=" in text else {}
+        if fields.get("event") == "start" and fields.get("rank", "").isdigit():
+            pids[int(fields["rank"])] = int(fields["pid"])
+        elif fields.get("event") == "done":
+            done.add(fields.get("rank"))
+        run.see(at, text)
+
+
+# ---------------------------------------------------------------- the table
+
+
+def row(launcher: str, preset: Preset, report: GoodputReport, kills: int, note: str = "") -> list[str]:
+    stall_share = (report.stall_per_save / report.step_seconds) if report.step_seconds else 0.0
+    return [preset.name, launcher, f"{report.goodput:.3f}",
+            *(f"{getattr(report, part):.1f}" for part in PARTS), f"{report.total:.1f}",
+            str(kills), str(report.restarts), str(report.steps_lost),
+            f"{report.step_seconds * 1000:.0f}", f"{100 * stall_share:.1f}%", note]
+
+
+HEADERS = ["PRESET", "LAUNCHER", "GOODPUT", *(LABELS[p].upper() for p in PARTS), "WALL", "KILLS",
+           "RESTARTS", "LOST STEPS", "STEP MS", "STALL/SAVE", "NOTE"]
+
+
+async def measure(args: argparse.Namespace, schedule: Schedule, home: Path, scratch: Path) -> list[list[str]]:
+    rows = []
+    cluster = LocalCluster(home)
+    try:
+        await cluster.up()
+        for resource in parse_manifests((MANIFESTS / "volume.yaml").read_text()):
+            await cluster.apply(resource)
+        await cluster.apply(goodput_runtime())
+        for preset in presets(schedule, args.presets):
+            for launcher in args.launchers:
+                print(f"{preset.name} / {launcher}: {preset.options['steps']} steps, "
+                      f"{schedule.kills} kills every {schedule.every:g}s ...", flush=True)
+                started = time.time()
+                note = ""
+                if launcher == "trainer":
+                    report, kills = await on_cluster(cluster, trainer_job(f"gp-{preset.name}", preset), schedule)
+                elif launcher == "ray":
+                    job = ray_job(f"gp-{preset.name}-ray", preset, schedule.kills + 2)
+                    report, kills = await on_cluster(cluster, job, schedule)
+                else:
+                    report, kills, relaunches = await on_torchrun(preset, schedule, scratch)
+                    note = f"{relaunches} relaunch(es) on a fresh store" if relaunches else ""
+                rows.append(row(launcher, preset, report, kills, note))
+                print(f"  {report.one_line()}  [{time.time() - started:.0f}s]", flush=True)
+    finally:
+        await cluster.down()
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="two kills 20 s apart, tiny state only")
+    p.add_argument("--presets", help="comma-separated: tiny,1gb (default: both; --quick: tiny)")
+    p.add_argument("--launchers", default="trainer,torchrun,ray", help="comma-separated (default: all three)")
+    p.add_argument("--kills", type=int, help="kills per run (default 5; --quick 2)")
+    p.add_argument("--every", type=float, help="seconds between kills (default 60; --quick 20)")
+    args = p.parse_args()
+    args.presets = (args.presets or ("tiny" if args.quick else "tiny,1gb")).split(",")
+    args.launchers = args.launchers.split(",")
+    schedule = Schedule(kills=args.kills or (2 if args.quick else 5), every=args.every or (20.0 if args.quick else 60.0))
+    home = Path(tempfile.mkdtemp(prefix="kfg-", dir="/tmp"))  # short: Ray's socket paths
+    scratch = Path(tempfile.mkdtemp(prefix="kfg-torchrun-", dir="/tmp"))
+    try:
+        rows = asyncio.run(measure(args, schedule, home, scratch))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    from tui.cli.common import print_table
+
+    print()
+    print(f"kills: {schedule.kills} of a random worker (ranks {schedule.ranks()}), every {schedule.every:g}s "
+          f"from the first step; seconds unless noted; STALL/SAVE = checkpoint stall per save / mean step")
+    print_table(HEADERS, rows)
+    by = {(r[0], r[1]): float(r[2]) for r in rows}
+    for preset in args.presets:
+        if (preset, "trainer") in by:
+            others = ", ".join(f"{launcher} {by[(preset, launcher)]:.3f}" for launcher in args.launchers
+                               if launcher != "trainer" and (preset, launcher) in by)
+            print(f"{preset}: trainer goodput {by[(preset, 'trainer')]:.3f}" + (f" vs {others}" if others else ""))
+
+
+if __name__ == "__main__":
+    main()
