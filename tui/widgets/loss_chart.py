@@ -69,6 +69,8 @@ class LossChart(Vertical, can_focus=True):
             if m.loss_history:
                 self.series[m.run] = {i + 1: v for i, v in enumerate(m.loss_history)}
                 self._dirty = True
+        if self._dirty:  # finished runs arrive once: draw them now, not at the next tick
+            self.call_after_refresh(self._redraw_if_needed)
 
     # ------------------------------------------------------------------ drawing
 
