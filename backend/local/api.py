@@ -291,7 +291,7 @@ class ClusterApi(Hooks):
     # ------------------------------------------------------------------ hooks: what objects declare
 
     async def written(self, kind: Kind, operation: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        name, namespace = obj["metadata"]["name"], obj["metadata"].get("namespace")
+        name = obj["metadata"]["name"]
         if kind.kind in ("TrainingRuntime", "ClusterTrainingRuntime"):
             self.ctl.runtime_applied(admission.check_model(kind, obj))
         elif kind.kind == "PersistentVolumeClaim" and operation == "CREATE":
@@ -327,7 +327,6 @@ class ClusterApi(Hooks):
                 self._set_status(kind, obj, objects.trainjob_status(self.ctl.idle_summary(obj), suspended=True))
         elif kind.kind == "Pod" and operation == "CREATE":
             self.ctl.start_bare_pod(obj)
-        del namespace
 
     def _set_status(self, kind: Kind, obj: dict[str, Any], status: dict[str, Any],
                     spec_extra: dict[str, Any] | None = None) -> None:

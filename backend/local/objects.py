@@ -8,7 +8,6 @@ status.restarts and its Completed/Failed conditions.
 
 from __future__ import annotations
 
-import os
 import platform
 import socket
 import time
