@@ -12,9 +12,7 @@ ties them to the controller:
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import calendar
 import logging
 import socket
 import ssl
@@ -24,15 +22,14 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from aiohttp import web
 
-from backend.local import admission, barepods, objects
+from backend.errors import ClusterError
+from backend.local import admission, barepods, objects, pod_log
 from backend.local.apiserver import credentials, schemas
 from backend.local.apiserver.kinds import Kind, Registry
-from backend.local.apiserver.server import ApiServer, Hooks, flag
+from backend.local.apiserver.server import ApiServer, Hooks
 from backend.local.apiserver.status import ApiError, bad_request, conflict, invalid, refused
 from backend.local.apiserver.store import Store
-from backend.errors import ClusterError
-from backend.local.podlogs import read_lines
-from backend.models import JobSummary, Pod
+from backend.local.mirror import Mirror
 
 if TYPE_CHECKING:
     from backend.local.controller import Controller
@@ -43,7 +40,6 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 STORAGE_CLASS = "standard"
 SNAPSHOT_CLASS = "kfcockpit-snapclass"
 DRIVER = "kfcockpit.io/local-dir"
-_EVENTS_KEPT = 2000
 LIMITS_WARNING = ("resources.limits are not enforced on the embedded cluster (its pods are plain processes); "
                   "requests are, by its scheduler")
 _MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
@@ -63,8 +59,7 @@ class ClusterApi(Hooks):
         self.server: ApiServer | None = None
         self._runner: web.AppRunner | None = None
         self.port = 0
-        self._events: list[tuple[str, str]] = []
-        self._deleted_pods: set[str] = set()  # deleted through the API, until their runner lets go
+        self.mirror = Mirror(self)
 
     # ------------------------------------------------------------------ start / stop
 
@@ -108,13 +103,6 @@ class ClusterApi(Hooks):
                     meta.setdefault("namespace", "default")
                 if self.store.find(kind, meta.get("namespace"), meta["name"]) is None:
                     self.store.create(kind, doc)
-
-    def mirror_all(self) -> None:
-        """Pods, JobSets and job status of the recovered runners (pods are not stored on disk)."""
-        for runner in self.ctl.runners.values():
-            self.job_changed("ADDED", runner.summary)
-            for pod in runner.pods():
-                self.pod_changed("ADDED", pod, objects.pod_spec(runner))
 
     async def serve(self) -> None:
         layout = self.ctl.layout
@@ -267,12 +255,12 @@ class ClusterApi(Hooks):
         self.store.update(kind, {**live, "spec": {**live["spec"], "nodeName": socket.gethostname()},
                                  "status": status})
         if first_bind:
-            self.event(live, "Normal", "Scheduled", f"Successfully assigned {namespace}/{name} to "
+            self.mirror.event(live, "Normal", "Scheduled", f"Successfully assigned {namespace}/{name} to "
                                                     f"{socket.gethostname()}", "default-scheduler")
         if running:
-            self.event(live, "Normal", "Started", "Started container (a process on this machine)", "kubelet")
+            self.mirror.event(live, "Normal", "Started", "Started container (a process on this machine)", "kubelet")
         elif "waiting" in container["state"]:
-            self.event(live, "Warning", container["state"]["waiting"]["reason"],
+            self.mirror.event(live, "Warning", container["state"]["waiting"]["reason"],
                        container["state"]["waiting"].get("message", ""), "kubelet")
 
     def bare_pod_gone(self, namespace: str, name: str) -> None:
@@ -318,7 +306,7 @@ class ClusterApi(Hooks):
                 try:
                     await self.ctl.start_job(admission.check_model(kind, obj))
                 except ClusterError as exc:  # e.g. env from a ConfigMap that is not there
-                    self.event(obj, "Warning", "CreateContainerConfigError", str(exc), "trainjob-controller")
+                    self.mirror.event(obj, "Warning", "CreateContainerConfigError", str(exc), "trainjob-controller")
                     self._set_status(kind, obj, {"conditions": [{
                         "type": "Failed", "status": "True", "reason": "CreateContainerConfigError",
                         "message": str(exc), "lastTransitionTime": objects.rfc3339(time.time())}]})
@@ -372,7 +360,7 @@ class ClusterApi(Hooks):
         pod.task.add_done_callback(lambda _t: self.bare_pod_gone(pod.namespace, pod.name))
         meta = {**obj["metadata"], "deletionGracePeriodSeconds": grace,
                 "deletionTimestamp": objects.rfc3339(time.time() + grace)}
-        self.event(obj, "Normal", "Killing", "Stopping container", "kubelet")
+        self.mirror.event(obj, "Normal", "Killing", "Stopping container", "kubelet")
         return self.store.update(kind, {**obj, "metadata": meta})
 
     def _delete_pod(self, kind: Kind, obj: dict[str, Any], grace: int | None) -> dict[str, Any] | None:
@@ -383,7 +371,7 @@ class ClusterApi(Hooks):
         bare = self.ctl.bare_pods.get(f"{obj['metadata']['namespace']}.{name}")
         if bare is not None:
             return self._delete_bare_pod(kind, obj, grace, bare)
-        self._deleted_pods.add(name)
+        self.mirror.deleted_pods.add(name)
         if grace is None:
             grace = int((obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
         if self.ctl.pod_finished(name):
@@ -395,185 +383,12 @@ class ClusterApi(Hooks):
             return None
         meta = {**obj["metadata"], "deletionGracePeriodSeconds": grace,
                 "deletionTimestamp": objects.rfc3339(time.time() + grace)}
-        self.event(obj, "Normal", "Killing", "Stopping container node", "kubelet")
+        self.mirror.event(obj, "Normal", "Killing", "Stopping container node", "kubelet")
         return self.store.update(kind, {**obj, "metadata": meta})
 
-    # ------------------------------------------------------------------ the mirror
-
-    def job_namespace(self, job: str) -> str:
-        for kind_name in ("TrainJob", "RayJob"):
-            for obj in self.store.all_of(self.kinds[kind_name]):
-                if obj["metadata"]["name"] == job:
-                    return obj["metadata"]["namespace"]
-        return "default"
-
-    def _job_object(self, job: str) -> tuple[Kind, dict[str, Any]] | None:
-        for kind_name in ("TrainJob", "RayJob"):
-            kind = self.kinds[kind_name]
-            for obj in self.store.all_of(kind):
-                if obj["metadata"]["name"] == job:
-                    return kind, obj
-        return None
-
-    def pod_changed(self, event_type: str, pod: Pod, spec: dict[str, Any]) -> None:
-        kind = self.kinds["Pod"]
-        found = self._job_object(pod.job)
-        namespace = found[1]["metadata"]["namespace"] if found else "default"
-        live = self.store.find(kind, namespace, pod.name)
-        if event_type == "DELETED":
-            self._deleted_pods.discard(pod.name)
-            if live is not None:
-                self.store.delete(kind, namespace, pod.name)
-            return
-        if pod.name in self._deleted_pods:
-            if pod.phase.finished and live is not None:  # Terminating until its process ended
-                self.store.delete(kind, namespace, pod.name)
-            return
-        if found is None:
-            return  # the job is being deleted
-        job_kind, job_obj = found
-        owner_obj = self.store.find(self.kinds["JobSet"], namespace, pod.job) if job_kind.kind == "TrainJob" else job_obj
-        obj = objects.pod_object(pod, namespace, objects.owner(owner_obj) if owner_obj else None, spec)
-        was_unschedulable = live is not None and not (live.get("spec") or {}).get("nodeName")
-        if live is None:
-            self.store.create(kind, obj)
-        else:
-            obj["metadata"]["uid"] = live["metadata"]["uid"]
-            self.store.update(kind, obj)
-        if pod.reason == "Unschedulable" and pod.phase.value == "Pending":
-            self.event(obj, "Warning", "FailedScheduling", pod.message, "default-scheduler")
-        elif live is None or was_unschedulable:
-            self.event(obj, "Normal", "Scheduled", f"Successfully assigned {namespace}/{pod.name} to "
-                                                   f"{socket.gethostname()}", "default-scheduler")
-        if live is not None and (live.get("status") or {}).get("phase") != pod.phase.value:
-            self._pod_phase_event(obj, pod)
-
-    def _pod_phase_event(self, obj: dict[str, Any], pod: Pod) -> None:
-        if pod.phase.value == "Running":
-            self.event(obj, "Normal", "Started", "Started container node (a process on this machine)", "kubelet")
-        elif pod.phase.value == "Failed":
-            self.event(obj, "Warning", "Failed" if pod.reason != "Killed" else "Killing",
-                       f"container node ended: {pod.reason or 'Error'} (exit code {pod.exit_code})", "kubelet")
-        elif pod.phase.value == "Succeeded":
-            self.event(obj, "Normal", "Completed", "container node exited with code 0", "kubelet")
-
-    def job_changed(self, event_type: str, summary: JobSummary) -> None:
-        found = self._job_object(summary.name)
-        if found is None or event_type == "DELETED":
-            return
-        kind, obj = found
-        namespace = obj["metadata"]["namespace"]
-        if kind.kind == "TrainJob":
-            jobset_kind = self.kinds["JobSet"]
-            jobset = objects.jobset_object(summary, namespace, obj)
-            live_jobset = self.store.find(jobset_kind, namespace, summary.name)
-            if live_jobset is None:
-                self.store.create(jobset_kind, jobset)
-                self.event(obj, "Normal", "JobSetCreated", f"JobSet {summary.name} created", "trainjob-controller")
-            else:
-                if live_jobset.get("status", {}).get("restarts", 0) < summary.restart_attempt:
-                    self.event(jobset, "Warning", "Restarting", f"JobSet {summary.name} is restarting (attempt "
-                               f"{summary.restart_attempt}): {summary.message}", "jobset-controller")
-                self.store.update(jobset_kind, jobset)
-            status = objects.trainjob_status(summary)
-            was = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Suspended"),
-                       None)
-            if was is not None:  # trainer v2.3.0: Suspended turns False with reason Resumed
-                resumed = {**was, "status": "False", "reason": "Resumed", "message": "TrainJob is resumed"}
-                if was.get("status") == "True":
-                    resumed["lastTransitionTime"] = objects.rfc3339(summary.created)
-                status.setdefault("conditions", []).insert(0, resumed)
-        else:
-            status = {"jobStatus": {"Complete": "SUCCEEDED", "Failed": "FAILED"}.get(summary.phase.value, "RUNNING"),
-                      "jobDeploymentStatus": summary.phase.value, "rayClusterName": f"{summary.name}-raycluster",
-                      "startTime": objects.rfc3339(summary.created), "failed": summary.restart_attempt}
-            if summary.finished:
-                status["endTime"] = objects.rfc3339(summary.finished)
-        if summary.phase.finished and (obj.get("status") or {}) != status:
-            self.event(obj, "Normal" if summary.phase.value == "Complete" else "Warning", summary.phase.value,
-                       summary.message or summary.reason, "trainjob-controller")
-        self._set_status(kind, obj, status)
-
-    def event(self, involved: dict[str, Any], event_type: str, reason: str, message: str, component: str) -> None:
-        meta = involved["metadata"]
-        namespace = meta.get("namespace") or "default"
-        kind = self.kinds["Event"]
-        now = objects.rfc3339(time.time())
-        name = f"{meta['name']}.{self.store.rv + 1:x}"
-        self.store.create(kind, {
-            "metadata": {"name": name, "namespace": namespace},
-            "involvedObject": {"kind": involved["kind"], "apiVersion": involved["apiVersion"], "name": meta["name"],
-                               "namespace": namespace, "uid": meta.get("uid", "")},
-            "reason": reason, "message": message, "type": event_type, "count": 1,
-            "source": {"component": component, "host": socket.gethostname()},
-            "firstTimestamp": now, "lastTimestamp": now, "reportingComponent": component,
-            "reportingInstance": socket.gethostname()})
-        self._events.append((namespace, name))
-        if len(self._events) > _EVENTS_KEPT:
-            old_ns, old_name = self._events.pop(0)
-            if self.store.find(kind, old_ns, old_name) is not None:
-                self.store.delete(kind, old_ns, old_name)
-
-    # ------------------------------------------------------------------ pods/log
-
     async def pod_log(self, namespace: str, name: str, options: dict[str, str]) -> AsyncIterator[bytes]:
-        pod = self.store.get(self.kinds["Pod"], namespace, name)
-        container = options.get("container")
-        names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
-        if container and container not in names:
-            raise bad_request(f"container {container} is not valid for pod {name}")
-        if flag(options.get("previous")):
-            raise bad_request(f'previous terminated container "{container or names[0]}" in pod "{name}" not found')
-        bare = self.ctl.bare_pods.get(f"{namespace}.{name}")
-        job = (pod["metadata"].get("labels") or {}).get("jobset.sigs.k8s.io/jobset-name") or \
-            (pod["metadata"].get("labels") or {}).get("ray.io/job-name", "")
-        path = bare.log_path if bare is not None else self.ctl.layout.pod_log(job, name)
-        if bare is not None:
-            job = barepods.LOG_DIR
-        timestamps = flag(options.get("timestamps"))
-        follow = flag(options.get("follow"))
-        since = _since(options)
-        try:
-            tail = int(options["tailLines"]) if "tailLines" in options else None
-            limit = int(options["limitBytes"]) if "limitBytes" in options else None
-        except ValueError:
-            raise bad_request("tailLines and limitBytes must be integers") from None
-        size = path.stat().st_size if path.exists() else 0
-        lines = [(t, text) for t, text, _end in read_lines(path, 0, size) if since is None or t >= since]
-        if tail is not None:
-            lines = lines[-tail:] if tail > 0 else []
-        sent = 0
-        chunk = _format(lines, timestamps)
-        if limit is not None:
-            chunk = chunk[:limit]
-        sent += len(chunk)
-        yield chunk
-        if not follow:
-            return
-        offset = size
-        wake = self.ctl.events.subscribe("logs", job)
-        try:
-            while True:
-                done = not bare.running() if bare is not None else self.ctl.pod_finished(name)
-                size = path.stat().st_size if path.exists() else offset
-                if size > offset:
-                    data = _format([(t, x) for t, x, _e in read_lines(path, offset, size)], timestamps)
-                    offset = size
-                    if limit is not None:
-                        data = data[:max(0, limit - sent)]
-                    sent += len(data)
-                    if data:
-                        yield data
-                if done or (limit is not None and sent >= limit):
-                    return
-                try:
-                    await asyncio.wait_for(wake.queue.get(), 1.0)
-                except asyncio.TimeoutError:
-                    pass
-                while not wake.queue.empty():
-                    wake.queue.get_nowait()
-        finally:
-            self.ctl.events.unsubscribe(wake)
+        async for chunk in pod_log.follow(self, namespace, name, options):
+            yield chunk
 
     # ------------------------------------------------------------------ metrics.k8s.io
 
@@ -585,27 +400,6 @@ class ClusterApi(Hooks):
         pods = self.store.list(self.kinds["Pod"], namespace)
         return [m for m in (metrics.pod_metrics(p, self.ctl.pod_pid(p["metadata"]["name"], p["metadata"]["namespace"])) for p in pods)
                 if m is not None]
-
-
-def _since(options: dict[str, str]) -> float | None:
-    if "sinceSeconds" in options:
-        try:
-            return time.time() - int(options["sinceSeconds"])
-        except ValueError:
-            raise bad_request("sinceSeconds must be an integer") from None
-    if "sinceTime" in options:
-        try:
-            return calendar.timegm(time.strptime(options["sinceTime"][:19], "%Y-%m-%dT%H:%M:%S"))
-        except ValueError:
-            raise bad_request("sinceTime must be an RFC 3339 time") from None
-    return None
-
-
-def _format(lines: list[tuple[float, str]], timestamps: bool) -> bytes:
-    if timestamps:
-        return "".join(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1e9):09d}Z {text}\n"
-                       for t, text in lines).encode()
-    return "".join(f"{text}\n" for _t, text in lines).encode()
 
 
 def _listen(port_file: Path) -> socket.socket:

@@ -37,7 +37,7 @@ from backend.local.barepods import BarePod
 from backend.local.apiserver.status import ApiError
 from backend.local.events import EventLog, Subscription
 from backend.local.jobs import JobRunner
-from backend.local.layout import Layout, socket_address, write_atomic
+from backend.local.layout import Layout, socket_address
 from backend.local.podlogs import read_lines
 from backend.local.runner import Runner
 from backend.local.scheduler import Scheduler
@@ -367,9 +367,9 @@ class Controller:
         try:
             if kind == "pods":
                 runner = self.runners.get(obj["job"])
-                self.api.pod_changed(event_type, Pod.model_validate(obj), objects.pod_spec(runner))
+                self.api.mirror.pod_changed(event_type, Pod.model_validate(obj), objects.pod_spec(runner))
             elif kind == "jobs":
-                self.api.job_changed(event_type, JobSummary.model_validate(obj))
+                self.api.mirror.job_changed(event_type, JobSummary.model_validate(obj))
         except ApiError as exc:  # the object was deleted meanwhile
             log.debug("mirror of %s %s skipped: %s", kind, event_type, exc)
         except Exception:  # noqa: BLE001 - a bug in the mirror must not fail the job it mirrors
@@ -619,7 +619,7 @@ class Controller:
             if dir_fd is not None:
                 os.close(dir_fd)
         log.info("controller %s serving %s", os.getpid(), self.layout.socket)
-        self.api.mirror_all()
+        self.api.mirror.mirror_all()
         await self.api.serve()
         self.zygotes = ZygotePool(self.layout.root, sys.stderr.fileno(), self.watch_exit, self._worker_exited)
         for runner in self.runners.values():

@@ -99,8 +99,8 @@ def _env_value(item: dict, resolve: Resolve) -> str | None:
     source = item.get("valueFrom")
     if not source:
         return None
-    for field, kind in (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret")):
-        ref = source.get(field)
+    for key_ref, kind in (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret")):
+        ref = source.get(key_ref)
         if ref:
             data = resolve(kind, ref.get("name", ""))
             if data is not None and ref.get("key") in data:
@@ -117,8 +117,8 @@ def _env_value(item: dict, resolve: Resolve) -> str | None:
 def _env_from(sources: list, resolve: Resolve) -> dict[str, str]:
     env: dict[str, str] = {}
     for source in sources:
-        for field, kind in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
-            ref = source.get(field)
+        for ref_field, kind in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
+            ref = source.get(ref_field)
             if ref:
                 data = resolve(kind, ref.get("name", ""))
                 if data is None and not ref.get("optional"):
