@@ -93,3 +93,19 @@ def test_bad_serve_options_are_one_line_and_exit_2(argv, says, capsys, tmp_path)
     assert main(["serve", "--home", str(tmp_path), *argv]) == 2
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1 and err.startswith("kfcockpit: ")
+
+
+def test_a_network_bind_shows_the_room_a_read_only_cockpit_by_default():
+    """issue 17's presenter runs `serve --host 0.0.0.0` and gives the room the audience address."""
+    import argparse
+
+    from tui.cli.app_cmds import wants_audience
+
+    def args(host, audience=False, max_sessions=None):
+        return argparse.Namespace(host=host, audience=audience, max_sessions=max_sessions)
+
+    assert wants_audience(args("0.0.0.0"))
+    assert wants_audience(args("192.0.2.10"))
+    assert not wants_audience(args("127.0.0.1"))  # this machine only: a cockpit per tab, as before
+    assert not wants_audience(args("0.0.0.0", max_sessions=3))  # a cockpit per tab, asked for
+    assert wants_audience(args("127.0.0.1", audience=True))

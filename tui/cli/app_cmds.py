@@ -19,7 +19,8 @@ Who can open it:
   random one and prints the full address (--token sets your own). A browser without the token
   gets "403 Forbidden". Give the address only to people who should drive the cockpit.
 
-Showing it to a room (--audience):
+Showing it to a room (--audience; the default on any address other than 127.0.0.1, unless
+--max-sessions asks for a cockpit per tab instead):
   serve also prints an audience address with a token of its own. Everyone who opens it sees the
   same live cockpit, the presenter's, and nothing they press reaches it: no key or click of a
   viewer changes the cluster. However many people watch, there is one cockpit: the presenter's
@@ -29,7 +30,7 @@ How many can drive it (--max-sessions):
   Without --audience, every browser tab on the cockpit address runs a cockpit of its own; at
   most --max-sessions at once (default 2). One more tab gets a page saying it is full.
 
-Example: kfcockpit serve --host 0.0.0.0 --audience"""
+Example: kfcockpit serve --host 0.0.0.0   (prints the presenter's address and the audience's)"""
 
 DEFAULT_MAX_SESSIONS = 2
 
@@ -108,6 +109,14 @@ def serve_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def wants_audience(args: argparse.Namespace) -> bool:
+    """A room is shown one read-only cockpit: on a network address that is what serve does unless
+    --max-sessions asks for a cockpit per browser tab."""
+    from tui.serve.access import is_loopback
+
+    return args.audience or (args.max_sessions is None and not is_loopback(args.host))
+
+
 def serve(args: argparse.Namespace) -> int:
     if problem := serve_problem(args):
         return fail(problem, EXIT_USAGE, exit_now=False)
@@ -115,6 +124,8 @@ def serve(args: argparse.Namespace) -> int:
 
     from tui.serve.access import Access
     from tui.serve.server import ServeConfig, serve_until_stopped
+
+    args.audience = wants_audience(args)
 
     config = ServeConfig(
         host=args.host, port=args.port,
