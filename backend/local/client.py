@@ -79,10 +79,17 @@ class ControllerClient:
         return wire.raise_if_error(reply)
 
     async def open_stream(self, request: dict) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        reader, writer = await self.connect(start=True)
-        writer.write(wire.encode(request))
-        await writer.drain()
-        return reader, writer
+        for _ in range(3):
+            reader, writer = await self.connect(start=True)
+            try:
+                writer.write(wire.encode(request))
+                await writer.drain()
+                return reader, writer
+            except ConnectionError:
+                # A controller killed as we connected accepted and then reset us: connect again
+                # (which finds it gone and starts a new one).
+                writer.close()
+        raise Unavailable(f"the local cluster controller keeps closing new streams; see {self.layout.controller_log}")
 
     async def ping(self) -> dict | None:
         """The controller's status, or None when none is running (never starts one)."""
