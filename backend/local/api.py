@@ -349,15 +349,17 @@ class ClusterApi(Hooks):
                             self.server.delete_cascade(other, item)
         return None
 
-    def _delete_bare_pod(self, kind: Kind, obj: dict[str, Any], grace: int | None,
+    def _delete_bare_pod(self, kind: Kind, obj: dict[str, Any], grace: int,
                          pod: "barepods.BarePod") -> dict[str, Any] | None:
-        if grace is None:
-            grace = int((obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
-        pod.terminate(0 if grace <= 0 else grace)
+        pod.terminate(max(grace, 0))
         if grace <= 0 or not pod.running():
             self.ctl.forget_bare_pod(pod.key)
             return None
         pod.task.add_done_callback(lambda _t: self.bare_pod_gone(pod.namespace, pod.name))
+        return self._terminating(kind, obj, grace)
+
+    def _terminating(self, kind: Kind, obj: dict[str, Any], grace: int) -> dict[str, Any]:
+        """The pod as it shows while its process gets its grace period (kubectl: Terminating)."""
         meta = {**obj["metadata"], "deletionGracePeriodSeconds": grace,
                 "deletionTimestamp": objects.rfc3339(time.time() + grace)}
         self.mirror.event(obj, "Normal", "Killing", "Stopping container", "kubelet")
@@ -368,12 +370,12 @@ class ClusterApi(Hooks):
         pod is Terminating (deletionTimestamp) while it gets SIGTERM, SIGKILL after the grace
         period, and the object goes when its process has ended. Either way its group restarts."""
         name = obj["metadata"]["name"]
+        if grace is None:
+            grace = int((obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
         bare = self.ctl.bare_pods.get(f"{obj['metadata']['namespace']}.{name}")
         if bare is not None:
             return self._delete_bare_pod(kind, obj, grace, bare)
         self.mirror.deleted_pods.add(name)
-        if grace is None:
-            grace = int((obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
         if self.ctl.pod_finished(name):
             return None
         if grace <= 0:
@@ -381,10 +383,7 @@ class ClusterApi(Hooks):
             return None
         if not self.ctl.terminate_pod(name, grace):
             return None
-        meta = {**obj["metadata"], "deletionGracePeriodSeconds": grace,
-                "deletionTimestamp": objects.rfc3339(time.time() + grace)}
-        self.mirror.event(obj, "Normal", "Killing", "Stopping container node", "kubelet")
-        return self.store.update(kind, {**obj, "metadata": meta})
+        return self._terminating(kind, obj, grace)
 
     async def pod_log(self, namespace: str, name: str, options: dict[str, str]) -> AsyncIterator[bytes]:
         async for chunk in pod_log.follow(self, namespace, name, options):

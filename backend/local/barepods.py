@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from backend.errors import InvalidResource
 from backend.local import podspec
+from backend.local import volumes as volumes_files
 from backend.local.objects import rfc3339
 from backend.local.podlogs import PodLog
 from backend.local.processes import SpawnError, describe_exit, kill_group, spawn, sweep, wait_gone_async
@@ -142,15 +143,11 @@ class BarePod:
                 found[path] = str(self.ctl.layout.require_volume(claim))
                 continue
             directory = self.ctl.layout.root / "projected" / LOG_DIR / self.key / volume["name"]
-            directory.mkdir(parents=True, exist_ok=True)
-            if "configMap" in volume or "secret" in volume:
-                kind, ref = ("ConfigMap", volume["configMap"].get("name", "")) if "configMap" in volume else \
-                    ("Secret", volume["secret"].get("secretName", ""))
-                data = resolve(kind, ref)
-                if data is None:
-                    raise InvalidResource(f"volume {volume['name']!r}: {kind.lower()} {ref!r} not found")
-                for key, value in data.items():
-                    (directory / key).write_text(value)
+            source = podspec.projected_source(volume)
+            data = {} if source is None else resolve(*source)  # emptyDir: an empty directory
+            if data is None:
+                raise InvalidResource(f"volume {volume['name']!r}: {source[0].lower()} {source[1]!r} not found")
+            volumes_files.project(directory, data)
             found[path] = str(directory)
         return found
 

@@ -141,10 +141,7 @@ class Controller:
             if data is None:
                 raise InvalidResource(f"volume at {mount}: {kind.lower()} {name!r} not found (CreateContainerConfigError)")
             directory = self.layout.root / "projected" / plan.name / f"{kind.lower()}-{name}"
-            shutil.rmtree(directory, ignore_errors=True)
-            directory.mkdir(parents=True)
-            for key, value in data.items():
-                (directory / key).write_text(value)
+            volumes.project(directory, data)
             dirs[mount] = str(directory)
         return dirs
 
@@ -337,30 +334,35 @@ class Controller:
                           num_nodes=int(((obj.get("spec") or {}).get("trainer") or {}).get("numNodes") or 1),
                           created=time.time())
 
-    def pod_finished(self, name: str) -> bool:
+    def _run_of(self, name: str):
+        """(runner, run) of a job pod, or (None, None)."""
         for runner in self.runners.values():
             run = runner.runs.get(name)
             if run is not None:
-                return run.pod.phase.finished
-        return True
+                return runner, run
+        return None, None
+
+    def _running(self, name: str):
+        """The run of a job pod whose process has not finished, or None."""
+        _, run = self._run_of(name)
+        return run if run is not None and run.finished is not None and not run.finished.done() else None
+
+    def pod_finished(self, name: str) -> bool:
+        _, run = self._run_of(name)
+        return run is None or run.pod.phase.finished
 
     def pod_pid(self, name: str, namespace: str = "default") -> int | None:
         bare = self.bare_pods.get(f"{namespace}.{name}")
         if bare is not None:
             return bare.pid if bare.running() else None
-        for runner in self.runners.values():
-            run = runner.runs.get(name)
-            if run is not None and not run.pod.phase.finished:
-                return getattr(run, "pid", None)
-        return None
+        _, run = self._run_of(name)
+        return getattr(run, "pid", None) if run is not None and not run.pod.phase.finished else None
 
     def _unschedulable(self, pod_name: str, why: str) -> None:
-        for runner in self.runners.values():
-            run = runner.runs.get(pod_name)
-            if run is not None:
-                run.pod.reason, run.pod.message = "Unschedulable", why
-                runner._publish_pod(run.pod)
-                return
+        runner, run = self._run_of(pod_name)
+        if run is not None:
+            run.pod.reason, run.pod.message = "Unschedulable", why
+            runner._publish_pod(run.pod)
 
     def _mirror(self, kind: str, event_type: str, obj: dict, job: str | None) -> None:
         """Runner changes → the API's Pod, TrainJob status and JobSet objects."""
@@ -409,21 +411,19 @@ class Controller:
 
     def terminate_pod(self, name: str, grace: float) -> bool:
         """Graceful deletion: SIGTERM now, SIGKILL after `grace` seconds. False if not running."""
-        for runner in self.runners.values():
-            run = runner.runs.get(name)
-            if run is not None and run.finished is not None and not run.finished.done():
-                run.terminate()
-                timer = asyncio.get_running_loop().call_later(grace, run.kill, str(self.layout.root))
-                run.finished.add_done_callback(lambda _f: timer.cancel())
-                return True
-        return False
+        run = self._running(name)
+        if run is None:
+            return False
+        run.terminate()
+        timer = asyncio.get_running_loop().call_later(grace, run.kill, str(self.layout.root))
+        run.finished.add_done_callback(lambda _f: timer.cancel())
+        return True
 
     def kill_pod(self, name: str) -> None:
-        for runner in self.runners.values():
-            run = runner.runs.get(name)
-            if run is not None and run.finished is not None and not run.finished.done():
-                run.kill(str(self.layout.root))
-                return
+        run = self._running(name)
+        if run is not None:
+            run.kill(str(self.layout.root))
+            return
         raise NotFound(f"pod {name!r} not found or not running (see: kfcockpit get pods)")
 
     # ------------------------------------------------------------------ the API server

@@ -34,13 +34,6 @@ class Mirror:
             for pod in runner.pods():
                 self.pod_changed("ADDED", pod, objects.pod_spec(runner))
 
-    def job_namespace(self, job: str) -> str:
-        for kind_name in ("TrainJob", "RayJob"):
-            for obj in self.api.store.all_of(self.api.kinds[kind_name]):
-                if obj["metadata"]["name"] == job:
-                    return obj["metadata"]["namespace"]
-        return "default"
-
     def _job_object(self, job: str) -> tuple[Kind, dict[str, Any]] | None:
         for kind_name in ("TrainJob", "RayJob"):
             kind = self.api.kinds[kind_name]

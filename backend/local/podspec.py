@@ -138,6 +138,15 @@ def env_of(container: dict, resolve: Resolve) -> dict[str, str]:
     return env
 
 
+def projected_source(volume: dict) -> tuple[str, str] | None:
+    """(ConfigMap|Secret, name) a volume projects as files, or None for other volume types."""
+    if "configMap" in volume:
+        return "ConfigMap", volume["configMap"].get("name", "")
+    if "secret" in volume:
+        return "Secret", volume["secret"].get("secretName", "")
+    return None
+
+
 def _projected_volumes(job: TrainJob, runtime: TrainingRuntime, containers: list[dict]) -> list[list[str]]:
     """[kind, name, mount path] of each ConfigMap or Secret volume the trainer container mounts."""
     volumes = {v.get("name"): v for v in runtime.pod_spec().get("volumes") or []}
@@ -146,11 +155,9 @@ def _projected_volumes(job: TrainJob, runtime: TrainingRuntime, containers: list
     found = []
     for container in containers:
         for mount in container.get("volumeMounts") or []:
-            volume = volumes.get(mount.get("name")) or {}
-            if "configMap" in volume:
-                found.append(["ConfigMap", volume["configMap"].get("name", ""), mount["mountPath"]])
-            elif "secret" in volume:
-                found.append(["Secret", volume["secret"].get("secretName", ""), mount["mountPath"]])
+            source = projected_source(volumes.get(mount.get("name")) or {})
+            if source is not None:
+                found.append([*source, mount["mountPath"]])
     return found
 
 

@@ -29,6 +29,15 @@ def _in_flight(name: str) -> bool:
     return name.startswith(".") and ".tmp-" in name
 
 
+def project(directory: Path, data: dict[str, str]) -> None:
+    """A ConfigMap's or Secret's data as files (one per key) in a fresh `directory`, as the
+    kubelet projects such a volume."""
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    for key, value in data.items():
+        (directory / key).write_text(value)
+
+
 def tree_size(root: Path) -> tuple[int, int]:
     """(files, bytes) of a directory tree, not following symlinks."""
     files = size = 0
