@@ -1,5 +1,10 @@
-"""Pick the Cluster implementation for the settings. Imports lazily: the kube backend pulls in
-the `kubernetes` client, which the UI must not load at start-up."""
+"""Settings → the one Cluster implementation: the kube backend on a kubeconfig context.
+
+The embedded cluster is the default context: started on demand here, then driven through its
+API server exactly as kind is. Imports lazily: the `kubernetes` client must not load at the UI's
+start-up. Blocking (it may start the embedded controller): call it from a thread in an event
+loop that draws.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,13 @@ from backend.settings import Settings
 
 
 def connect(settings: Settings) -> Cluster:
+    from backend.kube.cluster import KubeCluster
+
     if settings.backend == "kube":
-        from backend.kube.cluster import KubeCluster
-
         return KubeCluster.from_settings(settings)
-    from backend.local.cluster import LocalCluster
+    from backend.local.embedded import CONTEXT, Embedded
 
-    return LocalCluster(settings.home)
+    embedded = Embedded(settings.home)
+    embedded.start()
+    on_embedded = settings.model_copy(update={"kubeconfig": str(embedded.kubeconfig), "context": CONTEXT})
+    return KubeCluster.from_settings(on_embedded, embedded=embedded)

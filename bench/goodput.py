@@ -46,7 +46,10 @@ sys.path.insert(0, str(REPO))
 
 from backend.errors import NotFound  # noqa: E402
 from backend.goodput import LABELS, PARTS, Goodput, GoodputReport  # noqa: E402
-from backend.local.cluster import LocalCluster  # noqa: E402
+from backend.cluster import Cluster  # noqa: E402
+from backend.connect import connect  # noqa: E402
+from backend.local.embedded import Embedded  # noqa: E402
+from backend.settings import Settings  # noqa: E402
 from backend.local.processes import sweep  # noqa: E402
 from backend.models import JobPhase, PodPhase, parse_manifests  # noqa: E402
 from backend.raytrain.lines import option_args  # noqa: E402
@@ -157,7 +160,7 @@ def ray_job(name: str, preset: Preset, max_failures: int):
     return parse_manifests(yaml.safe_dump(data))[0]
 
 
-async def on_cluster(cluster: LocalCluster, job, schedule: Schedule) -> tuple[GoodputReport, int]:
+async def on_cluster(cluster: Cluster, job, schedule: Schedule) -> tuple[GoodputReport, int]:
     name = job.metadata.name
     run = Run(schedule)
     await cluster.apply(job)
@@ -268,9 +271,11 @@ HEADERS = ["PRESET", "LAUNCHER", "GOODPUT", *(LABELS[p].upper() for p in PARTS),
 
 async def measure(args: argparse.Namespace, schedule: Schedule, home: Path, scratch: Path) -> list[list[str]]:
     rows = []
-    cluster = LocalCluster(home)
+    embedded = Embedded(home)
+    cluster = None
     try:
-        await cluster.up()
+        await embedded.up()
+        cluster = await asyncio.to_thread(connect, Settings(home=home))  # the one client path
         for resource in parse_manifests((MANIFESTS / "volume.yaml").read_text()):
             await cluster.apply(resource)
         await cluster.apply(goodput_runtime())
@@ -291,7 +296,9 @@ async def measure(args: argparse.Namespace, schedule: Schedule, home: Path, scra
                 rows.append(row(launcher, preset, report, kills, note))
                 print(f"  {report.one_line()}  [{time.time() - started:.0f}s]", flush=True)
     finally:
-        await cluster.down()
+        if cluster is not None:
+            await cluster.close()
+        await embedded.down()
     return rows
 
 

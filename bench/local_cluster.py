@@ -37,7 +37,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from backend.local.cluster import LocalCluster  # noqa: E402
+from backend.cluster import Cluster  # noqa: E402
+from backend.connect import connect  # noqa: E402
+from backend.local.embedded import Embedded  # noqa: E402
+from backend.settings import Settings  # noqa: E402
 from backend.local.podspec import ENV_CLUSTER, WARM_ANNOTATION  # noqa: E402
 from backend.local.processes import sweep  # noqa: E402
 from backend.models import JobPhase, parse_manifests  # noqa: E402
@@ -147,7 +150,7 @@ def job(name: str, args: list[str], warm: bool = True):
     return parse_manifests(yaml.safe_dump(job_manifest(name, args, warm)))[0]
 
 
-async def ours_first_step(cluster: LocalCluster, name: str, args: list[str], warm: bool) -> float:
+async def ours_first_step(cluster: Cluster, name: str, args: list[str], warm: bool) -> float:
     started = time.time()
     await cluster.apply(job(name, args, warm))
     try:
@@ -160,7 +163,7 @@ async def ours_first_step(cluster: LocalCluster, name: str, args: list[str], war
     raise RuntimeError(f"{name} printed no step")
 
 
-async def ours_restart(cluster: LocalCluster, name: str, args: list[str], kill_at: int) -> float:
+async def ours_restart(cluster: Cluster, name: str, args: list[str], kill_at: int) -> float:
     await cluster.apply(job(name, args))
     first_group: set[str] = set()
     killed = None
@@ -180,7 +183,7 @@ async def ours_restart(cluster: LocalCluster, name: str, args: list[str], kill_a
     raise RuntimeError(f"{name} did not come back after the kill")
 
 
-async def ours_throughput(cluster: LocalCluster, name: str, steps: int) -> float:
+async def ours_throughput(cluster: Cluster, name: str, steps: int) -> float:
     """Nobody follows the logs while it runs: the controller is their one reader, as this
     script is torchrun's."""
     await cluster.apply(job(name, ["--steps", str(steps)]))
@@ -207,15 +210,16 @@ def fill_volume(directory: Path, total: int, files: int) -> None:
     os.sync()
 
 
-async def snapshot_vs_copy(cluster: LocalCluster, rounds: int) -> tuple[float, float]:
-    volume = cluster.layout.volume_dir("bench-volume")
+async def snapshot_vs_copy(cluster: Cluster, rounds: int) -> tuple[float, float]:
+    layout = cluster.embedded.layout
+    volume = layout.volume_dir("bench-volume")
     fill_volume(volume, 1 << 30, 64)
     snaps, copies = [], []
     for r in range(rounds):
         started = time.perf_counter()
         await cluster.snapshot("bench-volume", f"bench-snap-{r}")
         snaps.append(time.perf_counter() - started)
-        with tempfile.TemporaryDirectory(dir=cluster.layout.home) as d:
+        with tempfile.TemporaryDirectory(dir=layout.home) as d:
             started = time.perf_counter()
             subprocess.run(["cp", "-r", str(volume), str(Path(d) / "copy")], check=True)
             os.sync()  # a copy is done when it is on disk, as the snapshot's links are
@@ -228,14 +232,15 @@ async def snapshot_vs_copy(cluster: LocalCluster, rounds: int) -> tuple[float, f
 
 
 @asynccontextmanager
-async def embedded_cluster() -> AsyncIterator[LocalCluster]:
+async def embedded_cluster() -> AsyncIterator[Cluster]:
     """A running embedded cluster on a fresh state root under /tmp, with the lesson's runtime and
     volume applied and a first job run (it warms the zygote and the page cache, for every side
     alike). Stopped at the end; on failure its state root is kept for the controller's log."""
     home = Path(tempfile.mkdtemp(prefix="kfc-bench-"))
-    cluster = LocalCluster(home)
+    embedded = Embedded(home)
     try:
-        await cluster.up()
+        await embedded.up()
+        cluster = await asyncio.to_thread(connect, Settings(home=home))  # the one client path
         for name in ("runtime.yaml", "volume.yaml"):
             for resource in parse_manifests((MANIFESTS / name).read_text()):
                 await cluster.apply(resource)
@@ -243,13 +248,14 @@ async def embedded_cluster() -> AsyncIterator[LocalCluster]:
         yield cluster
     except BaseException:
         print(f"bench failed; state kept in {home} (see cluster/controller.log)", file=sys.stderr)
-        await _stop(cluster)
+        await _stop(embedded)
         raise
-    await _stop(cluster)
+    await cluster.close()
+    await _stop(embedded)
     shutil.rmtree(home, ignore_errors=True)
 
 
-async def _stop(cluster: LocalCluster) -> None:
+async def _stop(cluster: Embedded) -> None:
     """`cluster down`, and whatever it could not stop killed (a controller still holding its
     lock, by the pid in it; pods by their marker), so that no run leaves a process behind."""
     try:

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from backend.compare import ComparisonPlan, run_comparison  # noqa: E402
-from backend.local.cluster import LocalCluster  # noqa: E402
+from backend.local.embedded import Embedded  # noqa: E402
 from backend.settings import Settings  # noqa: E402
 from tui.cli.common import print_table  # noqa: E402
 
@@ -43,7 +43,7 @@ def main() -> None:
         try:
             return await run_comparison(Settings(home=home), plan, progress=print)
         finally:
-            await LocalCluster(home).down()  # the controller would outlive the bench otherwise
+            await Embedded(home).down()  # the controller would outlive the bench otherwise
 
     try:
         comparison = asyncio.run(measure())

@@ -197,9 +197,9 @@ async def panels_mounted(screen) -> None:
 
 async def _stop_cluster(app: CockpitApp) -> None:
     """The cockpit started the embedded cluster's controller in the temp home: stop it."""
-    from backend.local.cluster import LocalCluster
+    from backend.local.embedded import Embedded
 
-    await LocalCluster(app.settings.home).down()
+    await Embedded(app.settings.home).down()
 
 
 if __name__ == "__main__":

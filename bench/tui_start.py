@@ -78,9 +78,9 @@ def stop_local_controller(home: Path) -> None:
     in the bench's home: stop it so the bench leaves nothing running."""
     import asyncio
 
-    from backend.local.cluster import LocalCluster
+    from backend.local.embedded import Embedded
 
-    asyncio.run(LocalCluster(home).down())
+    asyncio.run(Embedded(home).down())
 
 
 def main() -> int:

@@ -15,6 +15,7 @@ Importing this package loads neither torch nor ray.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Callable
 
@@ -56,7 +57,7 @@ async def run_comparison(settings: Settings, plan: ComparisonPlan | None = None,
         raise InvalidResource("kfcockpit compare measures on the embedded local cluster "
                               "(--backend local); a Ray side on Kubernetes would need KubeRay")
     ray_temp_dir(settings.home)  # a state root too long for Ray: said now, before the Trainer side runs
-    cluster = connect(settings)
+    cluster = await asyncio.to_thread(connect, settings)  # may start the embedded cluster
     volume = time.strftime("cmp-%Y%m%d-%H%M%S")
     for resource in (resources.runtime(), resources.volume(volume)):
         await cluster.apply(resource)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator
 
 from backend.cluster import ClusterError, InvalidResource, NotFound, Timeout
 from backend.kube import preflight as setup
@@ -48,6 +48,9 @@ from backend.models import (
 )
 from backend.settings import Settings
 
+if TYPE_CHECKING:
+    from backend.local.embedded import Embedded
+
 # Lines per batch when a whole (not followed) log is handed over.
 LOG_BATCH = 5000
 
@@ -62,8 +65,10 @@ class KubeCluster:
     def __init__(self, conn: Connection, kfp_host: str | None = None, *,
                  watch_read_timeout: float = DEFAULT_READ_TIMEOUT,
                  log_read_timeout: float = DEFAULT_LOG_READ_TIMEOUT,
-                 reader_timeout: float = 180.0, snapshot_timeout: float = 120.0) -> None:
+                 reader_timeout: float = 180.0, snapshot_timeout: float = 120.0,
+                 embedded: "Embedded | None" = None) -> None:
         self.conn = conn
+        self.embedded = embedded  # the embedded cluster's lifecycle, when that is what this drives
         self.resources = Resources(conn)
         self.kfp_host = kfp_host
         self.watch_read_timeout = watch_read_timeout
@@ -72,9 +77,13 @@ class KubeCluster:
         self.snapshot_timeout = snapshot_timeout
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "KubeCluster":
-        """Reads the kubeconfig (no network yet); Unavailable in one line if it cannot."""
-        return cls(Connection.open(settings), kfp_host=settings.kfp_host)
+    def from_settings(cls, settings: Settings, embedded: "Embedded | None" = None) -> "KubeCluster":
+        """Reads the kubeconfig (no network yet); Unavailable in one line if it cannot. On the
+        embedded cluster a connection that loses the API server starts it again."""
+        conn = Connection.open(settings)
+        if embedded is not None:
+            conn.revive = embedded.revive
+        return cls(conn, kfp_host=settings.kfp_host, embedded=embedded)
 
     @property
     def namespace(self) -> str:
@@ -412,7 +421,8 @@ class KubeCluster:
     # ------------------------------------------------------------------ setup
 
     async def preflight(self) -> list[Check]:
-        return await setup.preflight(self.resources, self.kfp_host)
+        own = await self.embedded.checks() if self.embedded is not None else []
+        return own + await setup.preflight(self.resources, self.kfp_host)
 
     async def close(self) -> None:
         self.conn.close()

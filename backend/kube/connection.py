@@ -54,6 +54,9 @@ class Connection:
     context: str
     server: str
     executor: ThreadPoolExecutor
+    # A cluster this process can start again (the embedded one): starts it and returns the
+    # address to use now. None for any other cluster, whose API server is not ours to start.
+    revive: Callable[[], str] | None = None
 
     @classmethod
     def open(cls, settings: Settings) -> "Connection":
@@ -113,10 +116,25 @@ class Connection:
         """A blocking client call in a worker thread; errors become one-line ClusterErrors."""
         kwargs.setdefault("_request_timeout", (CONNECT_TIMEOUT, CALL_TIMEOUT))
         loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self.executor, lambda: fn(*args, **kwargs))
-        except Exception as exc:  # noqa: BLE001 - translated below, or re-raised
-            raise self.translate(exc, what) from None
+        for attempt in (1, 2):
+            try:
+                return await loop.run_in_executor(self.executor, lambda: fn(*args, **kwargs))
+            except Exception as exc:  # noqa: BLE001 - translated below, or re-raised
+                if attempt == 1 and await asyncio.to_thread(self.reconnect, exc):
+                    continue
+                raise self.translate(exc, what) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def reconnect(self, exc: BaseException) -> bool:
+        """After `exc`: True when the API server was lost, this cluster could be started again
+        and now answers at `self.server` (worth one more try). Blocking; Unavailable when the
+        cluster was stopped on purpose."""
+        from urllib3.exceptions import HTTPError
+
+        if self.revive is None or not isinstance(exc, (HTTPError, OSError)):
+            return False
+        self.server = self.api.configuration.host = self.revive()
+        return True
 
     async def call_json(self, fn: Callable[..., Any], *args: Any, what: str = "", **kwargs: Any) -> Any:
         """Like `call`, but the response body as plain JSON (no model deserialisation)."""

@@ -93,6 +93,8 @@ class ListWatch:
             except (HTTPError, OSError, ValueError) as exc:
                 if halt.is_set():
                     return
+                if self.conn.reconnect(exc):  # the embedded cluster, started again: resume
+                    continue
                 if not listed_once:
                     raise self._error(exc) from None
                 failures += 1

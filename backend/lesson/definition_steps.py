@@ -189,18 +189,14 @@ def _clean_settings(ctx: StepContext):
     return ctx.settings.model_copy(update={"home": ctx.run_dir / CLEAN_HOME})
 
 
-async def _stop_clean_cluster(ctx: StepContext, cluster) -> None:
-    # The embedded cluster's controller is detached; the clean one must not outlive the step.
-    down = getattr(cluster, "down", None)
-    if ctx.backend == "local" and down is not None:
-        await down()
+def _clean_cluster(ctx: StepContext):
+    """The clean embedded cluster's lifecycle (None on Kubernetes): its controller is detached,
+    so it must not outlive the step; stopped on purpose, it stays stopped until `up`."""
+    if ctx.backend != "local":
+        return None
+    from backend.local.embedded import Embedded
 
-
-async def _start_clean_cluster(ctx: StepContext, cluster) -> None:
-    # Stopped on purpose after the run (a stop sticks): reading it back starts it again.
-    up = getattr(cluster, "up", None)
-    if ctx.backend == "local" and up is not None:
-        await up()
+    return Embedded(_clean_settings(ctx).home)
 
 
 async def run_committed(ctx: StepContext):
@@ -211,12 +207,12 @@ async def run_committed(ctx: StepContext):
 
     committed = committed_file(ctx.settings)
     clean = _clean_settings(ctx)
-    if ctx.backend == "local":
-        old = connect(clean)
-        await _stop_clean_cluster(ctx, old)  # a previous clean cluster, if one was left running
+    embedded = _clean_cluster(ctx)
+    if embedded is not None:
+        await embedded.down()  # a previous clean cluster, if one was left running
         shutil.rmtree(clean.home, ignore_errors=True)
         yield line(f"a clean embedded cluster in {clean.home}")
-    cluster = connect(clean)
+    cluster = await asyncio.to_thread(connect, clean)
     try:
         for result in await apply_runtime_and_volume(cluster):
             yield line(result)
@@ -227,7 +223,8 @@ async def run_committed(ctx: StepContext):
                 clean, from_committed_file=True, on_event=on_event)):
             yield update
     finally:
-        await _stop_clean_cluster(ctx, cluster)
+        if embedded is not None:
+            await embedded.down()
         await cluster.close()
 
 
@@ -256,9 +253,12 @@ async def verify_reproduced(ctx: StepContext) -> Evidence:
     step4 = load_run(ctx, step_id="4")
     step4_train = find_task(step4, "train-job") if step4 else None
     expected = int(step4_train.outputs.get("world_size", 2)) if step4_train else 2
-    cluster = connect(_clean_settings(ctx))
+    embedded = _clean_cluster(ctx)
+    cluster = None
     try:
-        await _start_clean_cluster(ctx, cluster)
+        if embedded is not None:
+            await embedded.up()  # stopped on purpose after the run: reading it back starts it
+        cluster = await asyncio.to_thread(connect, _clean_settings(ctx))
         job = await cluster.get_job(train.outputs["job"])
         volume = volume_task.outputs["name"]
         valid = [c for c in await cluster.checkpoints(volume) if c.valid and c.run == train.outputs.get("run")]
@@ -267,8 +267,10 @@ async def verify_reproduced(ctx: StepContext) -> Evidence:
     except ClusterError as exc:
         return ctx.evidence(False, f"cannot read the clean cluster: {exc}", details)
     finally:
-        await _stop_clean_cluster(ctx, cluster)
-        await cluster.close()
+        if embedded is not None:
+            await embedded.down()
+        if cluster is not None:
+            await cluster.close()
     details.append(f"TrainJob {job.name}: {job.phase.value}, {job.num_nodes} workers; "
                    f"{len(valid)} valid checkpoints on {volume}")
     if job.phase is not JobPhase.COMPLETE or job.num_nodes != expected or not valid:

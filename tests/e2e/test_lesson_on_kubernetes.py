@@ -1,11 +1,12 @@
-"""The lesson's steps 4-7 against a real cluster, through the Cluster protocol only.
+"""The lesson's steps 4-7 through the one client path (`connect`: the kube backend on a
+kubeconfig context), on the embedded cluster in `make test`, or on a real cluster:
 
     KFCOCKPIT_E2E_CONTEXT=kind-kind make test-e2e        (KFCOCKPIT_E2E_NAMESPACE, default: default)
 
-Needs a cluster prepared as README's "On a real cluster" says (Trainer, the kfcockpit-torch
-runtime, a snapshot-capable default StorageClass, the base image on the nodes); skipped without
-KFCOCKPIT_E2E_CONTEXT. Every object it creates has a per-run name and is deleted at the end;
-the lesson's own `checkpoints` volume and `lesson-ddp` job are left alone.
+A real cluster must be prepared as README's "On a real cluster" says (Trainer, the kfcockpit-torch
+runtime, a snapshot-capable default StorageClass, the base image on the nodes). Every object it
+creates has a per-run name and is deleted at the end; the lesson's own `checkpoints` volume and
+`lesson-ddp` job are left alone. The embedded cluster is one of its own, stopped at the end.
 
 4. A two-worker TrainJob is created, its two pods start together and finish.
 5. After the run its checkpoints are visible from a separate (reader) pod.
@@ -18,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,11 +30,7 @@ from backend.models import JobPhase, PodPhase, parse_manifests, parse_resource
 from backend.settings import Settings
 from training.logfmt import parse_line
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(not os.environ.get("KFCOCKPIT_E2E_CONTEXT"),
-                       reason="set KFCOCKPIT_E2E_CONTEXT to a kube context to run the end-to-end suite"),
-]
+pytestmark = [pytest.mark.e2e]
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 RUN = f"e2e-{secrets.token_hex(3)}"
@@ -40,9 +39,14 @@ JOB_TIMEOUT = 900.0  # a guard for image pulls and scheduling on a slow laptop, 
 DONE = frozenset({JobPhase.COMPLETE, JobPhase.FAILED})
 
 
+CONTEXT = os.environ.get("KFCOCKPIT_E2E_CONTEXT")
+EMBEDDED_HOME = None if CONTEXT else Path(tempfile.mkdtemp(prefix="kfe2e-"))  # the embedded cluster's
+
+
 def settings() -> Settings:
-    return Settings(backend="kube", context=os.environ["KFCOCKPIT_E2E_CONTEXT"],
-                    namespace=os.environ.get("KFCOCKPIT_E2E_NAMESPACE", "default"))
+    if CONTEXT:
+        return Settings(backend="kube", context=CONTEXT, namespace=os.environ.get("KFCOCKPIT_E2E_NAMESPACE", "default"))
+    return Settings(home=EMBEDDED_HOME)
 
 
 def train_job(name: str, nodes: int, steps: int, step_delay: float):
@@ -61,18 +65,24 @@ def train_job(name: str, nodes: int, steps: int, step_delay: float):
 def cleanup():
     yield
     from backend.cluster import Unavailable
+    from backend.local.embedded import Embedded
 
     try:
-        asyncio.run(_delete_everything())
+        if CONTEXT:
+            asyncio.run(_delete_everything())
     except Unavailable:
         pass  # nothing could have been created; the tests already said why
+    finally:
+        if not CONTEXT:
+            asyncio.run(Embedded(EMBEDDED_HOME).down())
+            shutil.rmtree(EMBEDDED_HOME, ignore_errors=True)
 
 
 async def _delete_everything() -> None:
     from backend.cluster import NotFound
-    from backend.kube.cluster import KubeCluster
+    from backend.connect import connect
 
-    cluster = KubeCluster.from_settings(settings())
+    cluster = connect(settings())
     try:
         for job in await cluster.list_jobs():
             if job.name.startswith(RUN):
@@ -90,10 +100,10 @@ async def _delete_everything() -> None:
 
 @pytest.fixture
 async def cluster():
-    from backend.kube.cluster import KubeCluster
+    from backend.connect import connect
 
-    kube = KubeCluster.from_settings(settings())
-    failing = [c for c in await kube.preflight() if not c.ok and c.name != "Pipelines endpoint"]
+    kube = await asyncio.to_thread(connect, settings())
+    failing = [c for c in await kube.preflight() if not c.ok and c.name not in ("Pipelines endpoint", "Trainer controller", "Snapshot CRDs")]
     assert not failing, "; ".join(f"{c.name}: {c.detail} (fix: {c.fix})" for c in failing)
     for resource in parse_manifests((MANIFESTS / "runtime.yaml").read_text()):
         await kube.apply(resource)

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from backend.compare import Comparison, ComparisonPlan, run_comparison
-from backend.local.cluster import LocalCluster
+from backend.connect import connect
+from backend.local.embedded import Embedded
 from backend.local.podspec import ENV_CLUSTER
 from backend.local.processes import sweep
 from backend.models import LogLine
@@ -49,18 +50,22 @@ def state_root():
     # Short on purpose: Ray's socket paths under <home>/ray must stay within 107 bytes.
     root = Path(tempfile.mkdtemp(prefix="kfr-", dir="/tmp"))
     yield root
-    cluster = LocalCluster(root)
+    embedded = Embedded(root)
     try:
-        asyncio.run(cluster.down())
+        asyncio.run(embedded.down())
     finally:
-        sweep({ENV_CLUSTER: str(cluster.layout.root)})
+        sweep({ENV_CLUSTER: str(embedded.layout.root)})
         shutil.rmtree(root, ignore_errors=True)
 
 
 async def job_lines(settings: Settings, job: str) -> list[LogLine]:
     lines: list[LogLine] = []
-    async for batch in LocalCluster(settings.home).stream_logs(job, follow=False):
-        lines += batch
+    cluster = await asyncio.to_thread(connect, settings)
+    try:
+        async for batch in cluster.stream_logs(job, follow=False):
+            lines += batch
+    finally:
+        await cluster.close()
     return lines
 
 

@@ -8,7 +8,7 @@ import json
 
 from backend.compare import latest_comparison
 from backend.compare.store import comparisons_dir
-from backend.local.cluster import LocalCluster
+from backend.connect import connect
 from backend.models import JobPhase
 from tests.ray.conftest import PLAN, run_cli
 
@@ -41,7 +41,7 @@ def test_compare_last_prints_the_measured_numbers_in_a_table(measured):
 
 
 def test_both_sides_ran_as_jobs_on_the_embedded_cluster(measured):
-    cluster = LocalCluster(measured.settings.home)
+    cluster = connect(measured.settings)
 
     async def look():
         jobs = {m.side: await cluster.get_job(m.job) for m in measured.comparison.sides}

@@ -23,9 +23,9 @@ WAIT_SECONDS = 240.0
 async def home(tmp_path: Path):
     root = tmp_path / "home"
     yield root
-    from backend.local.cluster import LocalCluster
+    from backend.local.embedded import Embedded
 
-    await LocalCluster(root).down()
+    await Embedded(root).down()
 
 
 def make_app(home: Path, **kwargs) -> CockpitApp:

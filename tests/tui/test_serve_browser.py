@@ -205,9 +205,9 @@ async def serving(home: Path, *options: str):
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         await asyncio.wait_for(server.wait(), 60)
-        from backend.local.cluster import LocalCluster
+        from backend.local.embedded import Embedded
 
-        await LocalCluster(home).down()
+        await Embedded(home).down()
     assert server.returncode == 0, (await server.stdout.read()).decode()
     assert not [p for p in Path("/proc").glob("[0-9]*") if _cockpit_of(p, home)], "a cockpit outlived serve"
 

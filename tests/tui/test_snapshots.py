@@ -16,7 +16,9 @@ import pytest
 
 from backend.lesson.jobs import apply_runtime_and_volume
 from backend.lesson.progress import ProgressStore, StepState, StepStatus
-from backend.local.cluster import LocalCluster
+from backend.connect import connect
+from backend.local.embedded import Embedded
+from backend.local.layout import Layout
 from backend.models import Evidence
 from backend.settings import Settings
 from tests.tui.conftest import connected, wait_until
@@ -47,9 +49,10 @@ def prepare(home: Path) -> None:
     store.put("3", StepState(status=StepStatus.DONE, updated=NOW - 60, evidence=evidence(
         True, "every rank printed the same loss at every step", "rank 0 and rank 1 agree at all 40 steps", 60)))
 
-    cluster = LocalCluster(home)
+    cluster = connect(Settings(home=home))
     asyncio.run(apply_runtime_and_volume(cluster))
-    run_dir = cluster.layout.volume_dir("checkpoints") / "lesson-ddp"
+    asyncio.run(cluster.close())
+    run_dir = Layout(home).volume_dir("checkpoints") / "lesson-ddp"
     run_dir.mkdir(parents=True)
     for i, step in enumerate((5, 10, 15)):
         header = {"step": step, "world_size": 2, "loss": round(0.5 / step, 6), "created": NOW - 300 + i * 30}
@@ -67,7 +70,7 @@ def prepared_home(tmp_path: Path):
     home = tmp_path / "home"
     prepare(home)
     yield home
-    asyncio.run(LocalCluster(home).down())
+    asyncio.run(Embedded(home).down())
 
 
 def cockpit(home: Path, theme: str = "dark") -> CockpitApp:
@@ -122,6 +125,8 @@ def test_help_at_80x24(prepared_home, snap_compare):
 
 def test_the_prepared_state_is_what_the_backend_reports(prepared_home):
     """Guards the snapshots: the files above read back as real checkpoints, one of them torn."""
-    found = asyncio.run(LocalCluster(prepared_home).checkpoints("checkpoints"))
+    cluster = connect(Settings(home=prepared_home))
+    found = asyncio.run(cluster.checkpoints("checkpoints"))
+    asyncio.run(cluster.close())
     assert sorted((c.step, c.valid) for c in found) == [(5, True), (10, True), (15, True), (20, False)]
     assert json.loads((prepared_home / "workspace" / "local" / "progress.json").read_text())["steps"]["3"]["status"] == "done"

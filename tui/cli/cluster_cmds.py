@@ -18,6 +18,7 @@ from tui.cli.common import (
     fail,
     print_json,
     print_table,
+    settings_from,
 )
 
 # kubectl-style names and short names -> the kind the Cluster protocol takes.
@@ -112,11 +113,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _local(args: argparse.Namespace, what: str):
-    cluster = cluster_from(args)
-    if cluster.backend != "local":
+    """The embedded cluster of the state root (what `cluster up|down|kubeconfig` manage)."""
+    from backend.local.embedded import Embedded
+
+    settings = settings_from(args)
+    if settings.backend != "local":
         fail(f"`cluster {what}` manages the embedded local cluster; on Kubernetes use your cluster's tools "
              "(`kfcockpit cluster status --backend kube` shows what is ready)")
-    return cluster
+    return Embedded(settings.home)
 
 
 def _positive_quantity(text: str) -> str:
@@ -145,14 +149,14 @@ async def cmd_up(args: argparse.Namespace) -> int:
             print("the node's new size applies at the next start: kfcockpit cluster down && kfcockpit cluster up")
     status = await cluster.up()
     print(f"local cluster running: controller pid {status['pid']}, state root {status['home']}")
-    print(f"kubectl: export KUBECONFIG={cluster.layout.home / 'kubeconfig'}")
+    print(f"kubectl: export KUBECONFIG={cluster.kubeconfig}")
     return 0
 
 
 async def cmd_kubeconfig(args: argparse.Namespace) -> int:
     cluster = _local(args, "kubeconfig")
     await cluster.up()
-    print(cluster.layout.home / "kubeconfig")
+    print(cluster.kubeconfig)
     return 0
 
 

@@ -1,0 +1,108 @@
+"""The embedded cluster as the rest of the cockpit sees it: a Kubernetes to start, stop and find.
+
+Everything else (jobs, pods, logs, volumes, snapshots) goes through its API server with the
+kube backend, exactly as on kind: this module only starts the controller on demand, stops it,
+says where its kubeconfig is, and runs the checks a real cluster has no equivalent for
+(the controller process, warm workers, torch for pods, hard-linked snapshots).
+
+Start-up is the controller client's (flock, no polling); a cluster stopped on purpose
+(`kfcockpit cluster down`) stays stopped until `up`: `start` then raises Unavailable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from backend.errors import Unavailable
+from backend.local.client import ControllerClient
+from backend.local.layout import Layout
+
+CONTEXT = "kfcockpit"  # the context name in the embedded kubeconfig (apiserver/credentials.py)
+
+
+class Embedded:
+    def __init__(self, home: Path):
+        self.layout = Layout(home)
+        self.client = ControllerClient(self.layout)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.layout.home / "kubeconfig"
+
+    def server(self) -> str:
+        """The API server's address now (its port can change when a controller starts again)."""
+        try:
+            return f"https://127.0.0.1:{int((self.layout.root / 'api-port').read_text())}"
+        except (OSError, ValueError):
+            raise Unavailable("the embedded cluster has no API server address yet "
+                              "(start it: kfcockpit cluster up)") from None
+
+    def start(self) -> None:
+        """Blocking (call from a thread in an event loop): start the controller unless one
+        answers; Unavailable when it was stopped on purpose or does not start."""
+        self.client.start_controller()
+
+    def revive(self) -> str:
+        """For a connection that lost the API server: start a controller again (a crashed or
+        idle-stopped one; never one stopped on purpose) and return the address to use."""
+        self.start()
+        return self.server()
+
+    async def up(self) -> dict:
+        """Start it (also after `down`), with its warm workers; the controller's status."""
+        return await self.client.call("up", explicit=True)
+
+    async def down(self) -> int | None:
+        """Stop the controller and every pod, for good until `up`; the pid that stopped."""
+        return await self.client.shutdown()
+
+    async def status(self) -> dict | None:
+        return await self.client.ping()
+
+    async def checks(self) -> list:
+        """What only the embedded cluster has: its controller process, warm workers, torch for
+        pods, and a state root where snapshots can hard-link."""
+        from backend.models import Check
+
+        checks = []
+        status = await self.client.ping()
+        if status:
+            checks.append(Check(name="controller", ok=True,
+                                detail=f"running (pid {status['pid']}, up {time.time() - status['started']:.0f}s)"))
+            warm = status.get("warm") or []
+            problems = [w["problem"] for w in warm if w["problem"] and w["problem"] != "stopped"]
+            ready = any(w["ready"] for w in warm)
+            checks.append(Check(
+                name="warm-workers", ok=not problems,
+                detail=(f"pods run their command as is (slower start): {problems[0]}" if problems else
+                        "pods start from a process with torch imported" if ready else
+                        "warm workers start with the first runtime or job (kfcockpit cluster up starts them now)"),
+                fix="" if not problems else f"see {self.layout.controller_log}"))
+        else:
+            stopped = self.layout.stopped.exists()
+            checks.append(Check(name="controller", ok=False, fix="kfcockpit cluster up",
+                                detail="the embedded cluster was stopped (kfcockpit cluster down)" if stopped
+                                else "the embedded cluster's controller is not running"))
+        torch = importlib.util.find_spec("torch") is not None
+        checks.append(Check(name="torch", ok=torch, detail="torch importable by pods" if torch else "torch is not installed",
+                            fix="" if torch else "make run (builds .venv with torch)"))
+        problem = await asyncio.to_thread(self._hard_link_problem)
+        checks.append(Check(name="snapshots-on-disk", ok=not problem,
+                            detail="hard-linked snapshots supported" if not problem else f"cannot hard-link: {problem}",
+                            fix="" if not problem else "put KFCOCKPIT_HOME on a local filesystem"))
+        return checks
+
+    def _hard_link_problem(self) -> str:
+        self.layout.create()
+        with tempfile.TemporaryDirectory(dir=self.layout.root) as d:
+            try:
+                (Path(d) / "a").write_bytes(b"")
+                os.link(Path(d) / "a", Path(d) / "b")
+            except OSError as exc:
+                return exc.strerror or str(exc)
+        return ""
