@@ -22,7 +22,14 @@ from pathlib import Path
 
 from backend.cluster import InvalidResource
 from backend.local import podspec
-from backend.models import RayJob
+from backend.models import (
+    RAY_LABEL_CLUSTER,
+    RAY_LABEL_GROUP,
+    RAY_LABEL_NODE_TYPE,
+    RAY_LABEL_ORIGINATED_CRD,
+    RAY_LABEL_ORIGINATED_NAME,
+    RayJob,
+)
 from training.ray_train import DEFAULT_MAX_FAILURES, DEFAULT_NUM_WORKERS
 
 RAY_TRAIN_MODULE = "training.ray_train"
@@ -119,6 +126,38 @@ def _int_option(job: str, args: list[str], option: str, default: int) -> int:
         return int(value)
     except ValueError:
         raise InvalidResource(f"RayJob {job}: entrypoint {option} {value!r} is not a whole number") from None
+
+
+def ray_cluster_name(job: str) -> str:
+    """The job's Ray cluster, as status.rayClusterName and label ray.io/cluster name it. KubeRay
+    makes `<job>-<5 random chars>` (utils.GenerateRayClusterName); the embedded cluster keeps no
+    RayCluster object, so a fixed suffix keeps the name stable across controller restarts."""
+    return f"{job}-raycluster"
+
+
+def kuberay_labels(job: RayJob, role: str) -> dict[str, str]:
+    """The labels KubeRay v1.7.0 puts on a RayJob's pods, for a pod of `role` "driver" or "worker".
+
+    Cluster pods (ray-operator/controllers/ray/common/pod.go labelPod): is-ray-node, cluster,
+    node-type, group, identifier, app.kubernetes.io/name and created-by. The submitter Job's pod
+    (rayjob_controller.go getSubmitterTemplate, createNewK8sJob: a Job named after the RayJob)
+    names the RayJob in ray.io/originated-from-*. The driver pod plays both the head (where KubeRay
+    runs the entrypoint) and the submitter (whose log carries the driver's output), so it has both.
+    """
+    name = job.metadata.name
+    cluster = ray_cluster_name(name)
+    if role == "driver":
+        node_type, group = "head", "headgroup"
+    else:
+        groups = job.spec.ray_cluster_spec.worker_group_specs if job.spec.ray_cluster_spec else []
+        node_type, group = "worker", (groups[0].group_name if groups else "workers")
+    labels = {"ray.io/is-ray-node": "yes", RAY_LABEL_CLUSTER: cluster, RAY_LABEL_NODE_TYPE: node_type,
+              RAY_LABEL_GROUP: group, "ray.io/identifier": f"{cluster}-{node_type}",
+              "app.kubernetes.io/name": "kuberay", "app.kubernetes.io/created-by": "kuberay-operator"}
+    if role == "driver":
+        labels.update({RAY_LABEL_ORIGINATED_NAME: name, RAY_LABEL_ORIGINATED_CRD: "RayJob",
+                       "batch.kubernetes.io/job-name": name, "job-name": name})
+    return labels
 
 
 def driver_pod_name(job: str, suffix: str | None = None) -> str:
