@@ -24,10 +24,10 @@ from pydantic import ValidationError
 
 from backend.kube.pods import parse_time
 from backend.models import RAY_LABEL_CLUSTER, RAY_LABEL_ORIGINATED_NAME, JobPhase, JobSummary, RayJob
+from backend.raytrain.entrypoint import option_value, ray_train_args
 
 # JobDeploymentStatus values (rayjob_types.go).
 FAILED_DEPLOYMENTS = ("Failed", "ValidationFailed")
-RAY_TRAIN_MODULE = "training.ray_train"
 
 
 def _int(value: object) -> int:
@@ -37,31 +37,20 @@ def _int(value: object) -> int:
         return 0
 
 
-def _option(args: list[str], option: str) -> int | None:
-    value = None
-    for i, word in enumerate(args):
-        if word == option and i + 1 < len(args):
-            value = args[i + 1]
-        elif word.startswith(option + "="):
-            value = word.split("=", 1)[1]
-    return int(value) if value is not None and value.isdigit() else None
-
-
 def ray_train_counts(entrypoint: str) -> tuple[int, int] | None:
     """(workers, max failures) of an entrypoint running the cockpit's `training.ray_train`: Ray
     Train restarts its worker group itself, up to --max-failures. None for any other entrypoint."""
     from training.ray_train import DEFAULT_MAX_FAILURES, DEFAULT_NUM_WORKERS
 
     try:
-        argv = shlex.split(entrypoint)
+        args = ray_train_args(shlex.split(entrypoint))
     except ValueError:
         return None
-    if "-m" not in argv or argv[argv.index("-m") + 1:argv.index("-m") + 2] != [RAY_TRAIN_MODULE]:
+    if args is None:
         return None
-    args = argv[argv.index("-m") + 2:]
-    workers, failures = _option(args, "--num-workers"), _option(args, "--max-failures")
-    return (DEFAULT_NUM_WORKERS if workers is None else workers,
-            DEFAULT_MAX_FAILURES if failures is None else failures)
+    workers, failures = option_value(args, "--num-workers"), option_value(args, "--max-failures")
+    return (int(workers) if workers and workers.isdigit() else DEFAULT_NUM_WORKERS,
+            int(failures) if failures and failures.isdigit() else DEFAULT_MAX_FAILURES)
 
 
 def _worker_replicas(spec: dict) -> int:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from backend.cluster import InvalidResource
 from backend.local import podspec
+from backend.raytrain.entrypoint import option_value, ray_train_args
 from backend.models import (
     RAY_LABEL_CLUSTER,
     RAY_LABEL_GROUP,
@@ -32,7 +33,6 @@ from backend.models import (
 )
 from training.ray_train import DEFAULT_MAX_FAILURES, DEFAULT_NUM_WORKERS
 
-RAY_TRAIN_MODULE = "training.ray_train"
 # How the controller reads a driver's output: each forwarded worker line prefixed with the pid
 # that printed it, `(RayTrainWorker pid=42) step=3 ...`, without colour, every line kept.
 LOG_FORMAT_ENV = {
@@ -102,24 +102,15 @@ def split_entrypoint(job: str, entrypoint: str) -> list[str]:
 
 def _ray_train_counts(job: str, argv: list[str]) -> tuple[int, int]:
     """(workers, max failures) of a `python -m training.ray_train ...` entrypoint; (0, 0) otherwise."""
-    try:
-        at = argv.index("-m")
-    except ValueError:
+    args = ray_train_args(argv)
+    if args is None:
         return 0, 0
-    if argv[at + 1:at + 2] != [RAY_TRAIN_MODULE]:
-        return 0, 0
-    args = argv[at + 2:]
     return (_int_option(job, args, "--num-workers", DEFAULT_NUM_WORKERS),
             _int_option(job, args, "--max-failures", DEFAULT_MAX_FAILURES))
 
 
 def _int_option(job: str, args: list[str], option: str, default: int) -> int:
-    value = None
-    for i, word in enumerate(args):
-        if word == option and i + 1 < len(args):
-            value = args[i + 1]
-        elif word.startswith(option + "="):
-            value = word.split("=", 1)[1]
+    value = option_value(args, option)
     if value is None:
         return default
     try:
