@@ -1,8 +1,9 @@
 """`KubeCluster`: the Cluster protocol on Kubernetes with Kubeflow Trainer v2.3.
 
 Declared resources go to the API server as they are (TrainJob, TrainingRuntime, PVC,
-VolumeSnapshot, KubeRay's RayJob). A job is a TrainJob or a RayJob of that name (one namespace of
-job names, TrainJob first); a RayJob's pods are found by KubeRay's labels (rayjobs.py). Observers list then watch (watcher.ListWatch) in threads feeding asyncio; a
+VolumeSnapshot, KubeRay's RayJob). A job is the TrainJob or else the RayJob of that name (one
+namespace of job names, as on the embedded cluster); a RayJob's pods are found by KubeRay's labels
+(rayjobs.py). Observers list then watch (watcher.ListWatch) in threads feeding asyncio; a
 job's logs are followed pod by pod and merged (logs.LogFollowers); the checkpoint browser and
 metrics come from a short-lived reader pod (reader.py); snapshots are CSI VolumeSnapshots.
 """
@@ -19,8 +20,8 @@ from backend.kube import preflight as setup
 from backend.kube.connection import AlreadyExists, Connection, MissingType
 from backend.kube.jobs import summarize
 from backend.kube.logs import DEFAULT_LOG_READ_TIMEOUT, LogFollowers
-from backend.kube.rayjobs import cluster_name, pod_selectors, summarize_rayjob
 from backend.kube.pods import parse_time, pod_from
+from backend.kube.rayjobs import cluster_name, pod_selectors, summarize_rayjob
 from backend.kube.reader import BASE_IMAGE, READER_CONTAINER, checkpoints_from, metrics_from, run_reader
 from backend.kube.resources import Resources, missing_type
 from backend.kube.snapshots import (
@@ -141,12 +142,9 @@ class KubeCluster:
         try:
             while True:
                 tag, item = await queue.get()
-                if isinstance(item, Ended):
-                    if not (tag == "RayJob" and isinstance(item.error, MissingType)):
-                        raise item.error or ClusterError(f"the {tag} watch ended")
-                    synced.add(tag)
-                    changed = jobs() if len(synced) == len(kinds) else []
-                elif item.type == "SYNCED":
+                if isinstance(item, Ended) and not (tag == "RayJob" and isinstance(item.error, MissingType)):
+                    raise item.error or ClusterError(f"the {tag} watch ended")
+                if isinstance(item, Ended) or item.type == "SYNCED":  # no KubeRay: nothing to list
                     synced.add(tag)
                     changed = jobs() if len(synced) == len(kinds) else []
                 else:
