@@ -1,7 +1,9 @@
 """`KubeCluster`: the Cluster protocol on Kubernetes with Kubeflow Trainer v2.3.
 
 Declared resources go to the API server as they are (TrainJob, TrainingRuntime, PVC,
-VolumeSnapshot). Observers list then watch (watcher.ListWatch) in threads feeding asyncio; a
+VolumeSnapshot, KubeRay's RayJob). A job is the TrainJob or else the RayJob of that name (one
+namespace of job names, as on the embedded cluster); a RayJob's pods are found by KubeRay's labels
+(rayjobs.py). Observers list then watch (watcher.ListWatch) in threads feeding asyncio; a
 job's logs are followed pod by pod and merged (logs.LogFollowers); the checkpoint browser and
 metrics come from a short-lived reader pod (reader.py); snapshots are CSI VolumeSnapshots.
 """
@@ -10,14 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from contextlib import aclosing
 from typing import TYPE_CHECKING, AsyncIterator
 
 from backend.cluster import ClusterError, InvalidResource, NotFound, Timeout
 from backend.kube import preflight as setup
-from backend.kube.connection import AlreadyExists, Connection
+from backend.kube.connection import AlreadyExists, Connection, MissingType
 from backend.kube.jobs import summarize
 from backend.kube.logs import DEFAULT_LOG_READ_TIMEOUT, LogFollowers
 from backend.kube.pods import parse_time, pod_from
+from backend.kube.rayjobs import cluster_name, pod_selectors, summarize_rayjob
 from backend.kube.reader import BASE_IMAGE, READER_CONTAINER, checkpoints_from, metrics_from, run_reader
 from backend.kube.resources import Resources, missing_type
 from backend.kube.snapshots import (
@@ -28,7 +32,7 @@ from backend.kube.snapshots import (
     snapshot_manifest,
 )
 from backend.kube.threads import Ended, cancel_all, drain, iterate_in_thread, pump
-from backend.kube.watcher import DEFAULT_READ_TIMEOUT, ListWatch, WatchEvent
+from backend.kube.watcher import DEFAULT_READ_TIMEOUT, ListWatch, WatchEvent, object_key, resource_version
 from backend.models import (
     DEFAULT_RUNTIME,
     LABEL_JOB,
@@ -53,6 +57,7 @@ if TYPE_CHECKING:
 
 # Lines per batch when a whole (not followed) log is handed over.
 LOG_BATCH = 5000
+JOB_KINDS = ("TrainJob", "RayJob")  # a TrainJob's summary also reads its JobSet
 
 
 def _job_selector(job: str | None) -> str:
@@ -100,50 +105,74 @@ class KubeCluster:
     # ------------------------------------------------------------------ jobs
 
     async def get_job(self, name: str) -> JobSummary:
-        trainjob = await self.resources.get("TrainJob", name)
+        try:
+            trainjob = await self.resources.get("TrainJob", name)
+        except NotFound as missing:
+            rayjob = await self.resources.find("RayJob", name)  # None too without KubeRay
+            if rayjob is None:
+                raise missing from None
+            return summarize_rayjob(rayjob)
         return summarize(trainjob, await self.resources.find("JobSet", name))
 
     async def list_jobs(self) -> list[JobSummary]:
-        trainjobs, jobsets = await asyncio.gather(self.resources.list("TrainJob"), self.resources.list("JobSet"))
+        trainjobs, jobsets, rayjobs = await asyncio.gather(
+            self.resources.list("TrainJob"), self.resources.list("JobSet"), self._rayjobs())
         by_name = {j["metadata"]["name"]: j for j in jobsets}
         summaries = [summarize(t, by_name.get(t["metadata"]["name"])) for t in trainjobs]
+        names = {s.name for s in summaries}
+        summaries += [summarize_rayjob(r) for r in rayjobs if r["metadata"]["name"] not in names]
         return sorted(summaries, key=lambda s: (s.created, s.name))
+
+    async def _rayjobs(self) -> list[dict]:
+        """Every RayJob; none on a cluster without KubeRay."""
+        try:
+            return await self.resources.list("RayJob")
+        except MissingType:
+            return []
 
     def watch_jobs(self) -> AsyncIterator[JobSummary]:
         return self._job_summaries(None)
 
     async def _job_summaries(self, name: str | None) -> AsyncIterator[JobSummary]:
-        """Summaries from a TrainJob watch and a JobSet watch (same names): all once both are
-        listed, then a job's again when its phase or restart attempt changes."""
+        """Summaries from a TrainJob, a JobSet (same names) and a RayJob watch: all once every
+        watch has listed, then a job's again when its phase or restart attempt changes. On a
+        cluster without KubeRay the RayJob watch ends at once (MissingType): no RayJobs."""
         selector = f"metadata.name={name}" if name else None
+        kinds = ("TrainJob", "JobSet", "RayJob")
         queue: asyncio.Queue = asyncio.Queue()
-        tasks = [pump(self._watch("TrainJob", field_selector=selector), queue, "TrainJob"),
-                 pump(self._watch("JobSet", field_selector=selector), queue, "JobSet")]
-        objects: dict[str, dict[str, dict]] = {"TrainJob": {}, "JobSet": {}}
+        tasks = [pump(self._watch(kind, field_selector=selector), queue, kind) for kind in kinds]
+        objects: dict[str, dict[str, dict]] = {kind: {} for kind in kinds}
         synced: set[str] = set()
         shown: dict[str, tuple] = {}
+
+        def jobs() -> list[str]:
+            return list(objects["TrainJob"]) + [k for k in objects["RayJob"] if k not in objects["TrainJob"]]
+
         try:
             while True:
                 tag, item = await queue.get()
-                if isinstance(item, Ended):
+                if isinstance(item, Ended) and not (tag == "RayJob" and isinstance(item.error, MissingType)):
                     raise item.error or ClusterError(f"the {tag} watch ended")
-                event: WatchEvent = item
-                if event.type == "SYNCED":
+                if isinstance(item, Ended) or item.type == "SYNCED":  # no KubeRay: nothing to list
                     synced.add(tag)
-                    changed = list(objects["TrainJob"]) if len(synced) == 2 else []
+                    changed = jobs() if len(synced) == len(kinds) else []
                 else:
+                    event: WatchEvent = item
                     key = event.object["metadata"]["name"]
                     if event.type == "DELETED":
                         objects[tag].pop(key, None)
-                        if tag == "TrainJob":
+                        if tag in JOB_KINDS:
                             shown.pop(key, None)
                             if name:
-                                raise NotFound(f"TrainJob {name} was deleted")
+                                raise NotFound(f"{tag} {name} was deleted")
                     else:
                         objects[tag][key] = event.object
-                    changed = [key] if len(synced) == 2 and key in objects["TrainJob"] else []
+                    changed = [key] if len(synced) == len(kinds) and key in jobs() else []
                 for key in changed:
-                    summary = summarize(objects["TrainJob"][key], objects["JobSet"].get(key))
+                    if key in objects["TrainJob"]:
+                        summary = summarize(objects["TrainJob"][key], objects["JobSet"].get(key))
+                    else:
+                        summary = summarize_rayjob(objects["RayJob"][key])
                     state = (summary.phase, summary.restart_attempt)
                     if shown.get(key) != state:
                         shown[key] = state
@@ -153,6 +182,7 @@ class KubeCluster:
 
     async def wait_job(self, name: str, until: frozenset[JobPhase], timeout: float) -> JobSummary:
         last = await self.get_job(name)
+        kind = "RayJob" if last.launcher == "ray" else "TrainJob"
         try:
             async with asyncio.timeout(timeout):
                 async for summary in self._job_summaries(name):
@@ -161,22 +191,50 @@ class KubeCluster:
                         return summary
         except TimeoutError:
             wanted = " or ".join(sorted(p.value for p in until))
-            raise Timeout(f"TrainJob {name} is still {last.phase.value} after {timeout:.0f}s "
+            raise Timeout(f"{kind} {name} is still {last.phase.value} after {timeout:.0f}s "
                           f"(waited for {wanted})") from None
-        raise ClusterError(f"the watch of TrainJob {name} ended")
+        raise ClusterError(f"the watch of {kind} {name} ended")
 
     # ------------------------------------------------------------------ pods
 
+    async def _pod_selectors(self, job: str | None, wait: bool = False) -> list[str]:
+        """Label selectors whose union is a job's pods (every TrainJob's for None). A RayJob's
+        pods carry KubeRay's labels; its Ray cluster's are found by the cluster's name, which
+        KubeRay writes on its first reconcile: `wait` for it (on the RayJob's watch)."""
+        if job is None or await self.resources.find("TrainJob", job) is not None:
+            return [_job_selector(job)]
+        rayjob = await self.resources.find("RayJob", job)
+        if rayjob is None:
+            return [_job_selector(job)]
+        if wait and not cluster_name(rayjob):
+            async with aclosing(self._watch("RayJob", field_selector=f"metadata.name={job}")) as events:
+                async for event in events:
+                    if event.type == "DELETED":
+                        raise NotFound(f"RayJob {job} was deleted")
+                    if event.type != "SYNCED" and (cluster_name(event.object)
+                                                   or summarize_rayjob(event.object).phase.finished):
+                        rayjob = event.object
+                        break
+        return pod_selectors(rayjob)
+
+    async def _list_raw_pods(self, selectors: list[str]) -> list[dict]:
+        found: dict[str, dict] = {}
+        for selector in selectors:
+            for raw in await self.resources.list("Pod", label_selector=selector):
+                found[object_key(raw)] = raw
+        return list(found.values())
+
     async def list_pods(self, job: str | None = None) -> list[Pod]:
-        pods = [pod_from(p) for p in await self.resources.list("Pod", label_selector=_job_selector(job))]
+        pods = [pod_from(p, job=job or "") for p in await self._list_raw_pods(await self._pod_selectors(job))]
         return sorted(pods, key=lambda p: (p.job, p.restart_attempt, p.rank, p.name))
 
     async def watch_pods(self, job: str | None = None) -> AsyncIterator[PodEvent]:
         """Pod events from the watch, plus a MODIFIED whenever a pod's last step/loss (from its
         followed log) moves; step updates of one burst of log reads are coalesced."""
+        selectors = await self._pod_selectors(job, wait=True)
         queue: asyncio.Queue = asyncio.Queue()
         followers = LogFollowers(self.conn, queue, self.log_read_timeout)
-        tasks = [pump(self._watch("Pod", label_selector=_job_selector(job)), queue, "pod")]
+        tasks = [pump(self._watch_pods(selectors), queue, "pod")]
         pods: dict[str, Pod] = {}
         try:
             while True:
@@ -191,7 +249,7 @@ class KubeCluster:
                         for event in self._progress_events(pods, progress):
                             yield event
                         deleted = item.type == "DELETED"
-                        pod = pod_from(item.object, deleted=deleted)
+                        pod = pod_from(item.object, deleted=deleted, job=job or "")
                         previous = pods.pop(pod.name, None) if deleted else pods.get(pod.name)
                         if previous is not None:
                             pod = pod.model_copy(update={"last_step": previous.last_step,
@@ -231,13 +289,14 @@ class KubeCluster:
 
     async def stream_logs(self, job: str, follow: bool = True) -> AsyncIterator[list[LogLine]]:
         await self.get_job(job)  # NotFound before anything starts
+        selectors = await self._pod_selectors(job, wait=follow)
         if not follow:
-            async for batch in self._whole_logs(job):
+            async for batch in self._whole_logs(selectors):
                 yield batch
             return
         queue: asyncio.Queue = asyncio.Queue()
         followers = LogFollowers(self.conn, queue, self.log_read_timeout)
-        tasks = [pump(self._watch("Pod", label_selector=_job_selector(job)), queue, "pod"),
+        tasks = [pump(self._watch_pods(selectors), queue, "pod"),
                  pump(self._job_summaries(job), queue, "job")]
         finished = False
         try:
@@ -249,13 +308,13 @@ class KubeCluster:
                         if item.error is not None:
                             raise item.error
                         if tag != "log":
-                            raise ClusterError(f"the {tag} watch of TrainJob {job} ended")
+                            raise ClusterError(f"the {tag} watch of job {job} ended")
                     elif tag == "pod" and item.type in ("ADDED", "MODIFIED"):
                         followers.start(item.object)
                     elif tag == "job" and item.phase.finished and not finished:
                         finished = True
                         # Pods that started after the last pod event we saw: read them too.
-                        for raw in await self.resources.list("Pod", label_selector=_job_selector(job)):
+                        for raw in await self._list_raw_pods(selectors):
                             followers.start(raw)
                     elif tag == "log":
                         batch.extend(item)
@@ -268,11 +327,11 @@ class KubeCluster:
             await cancel_all(tasks)
             await followers.close()
 
-    async def _whole_logs(self, job: str) -> AsyncIterator[list[LogLine]]:
+    async def _whole_logs(self, selectors: list[str]) -> AsyncIterator[list[LogLine]]:
         queue: asyncio.Queue = asyncio.Queue()
         followers = LogFollowers(self.conn, queue, self.log_read_timeout)
         try:
-            for raw in await self.resources.list("Pod", label_selector=_job_selector(job)):
+            for raw in await self._list_raw_pods(selectors):
                 followers.start(raw, follow=False)
             lines: list[LogLine] = []
             while not followers.idle() or not queue.empty():
@@ -428,6 +487,46 @@ class KubeCluster:
         self.conn.close()
 
     # ------------------------------------------------------------------ watches
+
+    async def _watch_pods(self, selectors: list[str]) -> AsyncIterator[WatchEvent]:
+        """One pod watch over the union of label selectors: a pod two of them match is reported
+        once (ADDED, then MODIFIED when its resourceVersion moves, DELETED when no selector
+        matches it any more); SYNCED once every watch has listed."""
+        if len(selectors) == 1:
+            async for event in self._watch("Pod", label_selector=selectors[0]):
+                yield event
+            return
+        queue: asyncio.Queue = asyncio.Queue()
+        tasks = [pump(self._watch("Pod", label_selector=selector), queue, selector) for selector in selectors]
+        matched: dict[str, set[str]] = {}  # pod -> the selectors that match it
+        versions: dict[str, str] = {}  # pod -> the resourceVersion last reported
+        synced: set[str] = set()
+        try:
+            while True:
+                selector, item = await queue.get()
+                if isinstance(item, Ended):
+                    raise item.error or ClusterError("the pod watch ended")
+                if item.type == "SYNCED":
+                    synced.add(selector)
+                    if len(synced) == len(selectors):
+                        yield item
+                    continue
+                key = object_key(item.object)
+                holders = matched.setdefault(key, set())
+                if item.type == "DELETED":
+                    holders.discard(selector)
+                    if not holders:
+                        del matched[key]
+                        versions.pop(key, None)
+                        yield item
+                    continue
+                new = not holders
+                holders.add(selector)
+                if versions.get(key) != resource_version(item.object):
+                    versions[key] = resource_version(item.object)
+                    yield WatchEvent("ADDED" if new else "MODIFIED", item.object)
+        finally:
+            await cancel_all(tasks)
 
     def _watch(self, kind: str, label_selector: str | None = None,
                field_selector: str | None = None) -> AsyncIterator[WatchEvent]:

@@ -14,7 +14,7 @@ import time
 from typing import Callable
 
 from backend.kube.connection import CONNECT_TIMEOUT, Connection
-from backend.kube.pods import has_started, parse_time, pod_from, trainer_status
+from backend.kube.pods import has_started, log_container, parse_time, pod_from, trainer_status
 from backend.kube.threads import Halt, cancel_all, iterate_in_thread, pump
 from backend.models import TRAINER_CONTAINER, LogLine
 
@@ -36,7 +36,8 @@ class PodLog:
     """A producer (see threads.iterate_in_thread) of list[LogLine] for one pod."""
 
     def __init__(self, conn: Connection, pod: str, rank: int, follow: bool = True,
-                 read_timeout: float = DEFAULT_LOG_READ_TIMEOUT, restart_count: int = 0) -> None:
+                 read_timeout: float = DEFAULT_LOG_READ_TIMEOUT, restart_count: int = 0,
+                 container: str = TRAINER_CONTAINER) -> None:
         from kubernetes import client
 
         self.conn = conn
@@ -44,6 +45,7 @@ class PodLog:
         self.pod = pod
         self.rank = rank
         self.follow = follow
+        self.container = container
         self.read_timeout = read_timeout
         self.delivered = 0
         # A container restarted in place (restartPolicy OnFailure) starts a new, empty log.
@@ -80,7 +82,7 @@ class PodLog:
     def _read(self, emit: Callable[[list[LogLine]], None], halt: Halt) -> bytes:
         """One request; emits the complete lines not delivered yet, returns an unfinished one."""
         response = self.core.read_namespaced_pod_log(
-            self.pod, self.conn.namespace, container=TRAINER_CONTAINER, follow=self.follow,
+            self.pod, self.conn.namespace, container=self.container, follow=self.follow,
             timestamps=True, _preload_content=False,
             _request_timeout=(CONNECT_TIMEOUT, self.read_timeout if self.follow else 60.0),
         )
@@ -142,7 +144,7 @@ class LogFollowers:
             return
         pod = pod_from(raw_pod)
         producer = PodLog(self.conn, pod.name, pod.rank, follow=follow, read_timeout=self.read_timeout,
-                          restart_count=pod.restarts)
+                          restart_count=pod.restarts, container=log_container(raw_pod))
         self.tasks[pod.name] = pump(iterate_in_thread(producer, f"log-{pod.name}"), self.queue, "log")
 
     def idle(self) -> bool:

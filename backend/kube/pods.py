@@ -1,7 +1,11 @@
 """A Kubernetes pod (the JSON the API server returns) as the cockpit's `Pod`.
 
 Rank is the Indexed Job's completion index and the restart attempt is JobSet's label: both are
-labels the Job and JobSet controllers put on every worker pod of a TrainJob.
+labels the Job and JobSet controllers put on every worker pod of a TrainJob. A RayJob's pods on
+the embedded cluster carry them too (rank "driver" on the driver); on KubeRay they carry KubeRay's
+labels only (models.RAY_LABEL_*): the submitter and the head are the driver's side (DRIVER_RANK),
+a worker's rank is its replica index where KubeRay sets one, and the job is named by the submitter's
+ray.io/originated-from-cr-name or, for the Ray cluster's pods, by whoever selected them (`job`).
 """
 
 from __future__ import annotations
@@ -9,11 +13,16 @@ from __future__ import annotations
 from datetime import datetime
 
 from backend.models import (
+    DRIVER_RANK,
     LABEL_JOB,
     LABEL_RANK,
     LABEL_RESTART_ATTEMPT,
     TRAINER_CONTAINER,
     Pod,
+    RAY_LABEL_NODE_TYPE,
+    RAY_LABEL_ORIGINATED_CRD,
+    RAY_LABEL_ORIGINATED_NAME,
+    RAY_LABEL_REPLICA_INDEX,
     PodPhase,
 )
 
@@ -48,7 +57,24 @@ def trainer_status(raw: dict) -> dict:
     return statuses[0] if statuses else {}
 
 
-def pod_from(raw: dict, deleted: bool = False) -> Pod:
+def log_container(raw: dict) -> str:
+    """The container whose log is the pod's: the trainer's, else the first (KubeRay: Ray's own,
+    utils.RayContainerIndex; the submitter's)."""
+    names = [c.get("name", "") for c in (raw.get("spec") or {}).get("containers") or []]
+    return TRAINER_CONTAINER if TRAINER_CONTAINER in names or not names else names[0]
+
+
+def _rank(labels: dict, annotations: dict) -> int:
+    index = labels.get(LABEL_RANK, annotations.get(ANNOTATION_RANK))
+    if index is not None:
+        return DRIVER_RANK if index == "driver" else _int(index)
+    if labels.get(RAY_LABEL_NODE_TYPE) == "head" or labels.get(RAY_LABEL_ORIGINATED_CRD) == "RayJob":
+        return DRIVER_RANK
+    return _int(labels.get(RAY_LABEL_REPLICA_INDEX))
+
+
+def pod_from(raw: dict, deleted: bool = False, job: str = "") -> Pod:
+    """`job`: the job the caller selected the pod for, when no label of the pod names it."""
     meta = raw.get("metadata") or {}
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
@@ -68,8 +94,8 @@ def pod_from(raw: dict, deleted: bool = False) -> Pod:
               if c.get("name") == TRAINER_CONTAINER] or [c.get("image", "") for c in spec.get("containers") or []]
     return Pod(
         name=meta.get("name", ""),
-        job=labels.get(LABEL_JOB, ""),
-        rank=_int(labels.get(LABEL_RANK, annotations.get(ANNOTATION_RANK))),
+        job=labels.get(LABEL_JOB) or labels.get(RAY_LABEL_ORIGINATED_NAME) or job,
+        rank=_rank(labels, annotations),
         restart_attempt=_int(labels.get(LABEL_RESTART_ATTEMPT)),
         phase=phase,
         node=spec.get("nodeName") or "",

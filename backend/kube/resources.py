@@ -28,6 +28,7 @@ KINDS = {k.name: k for k in (
     Kind("TrainingRuntime", "trainer.kubeflow.org", "v1alpha1", "trainingruntimes"),
     Kind("ClusterTrainingRuntime", "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", False),
     Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
+    Kind("RayJob", "ray.io", "v1", "rayjobs"),
     Kind("VolumeSnapshot", "snapshot.storage.k8s.io", "v1", "volumesnapshots"),
     Kind("VolumeSnapshotClass", "snapshot.storage.k8s.io", "v1", "volumesnapshotclasses", False),
     Kind("StorageClass", "storage.k8s.io", "v1", "storageclasses", False),
@@ -162,6 +163,7 @@ _INSTALLED_BY = {
     "trainer.kubeflow.org": f"Kubeflow Trainer is not installed: {INSTALL} trainer",
     "jobset.x-k8s.io": f"JobSet is not installed (it comes with Kubeflow Trainer): {INSTALL} trainer",
     "snapshot.storage.k8s.io": f"the VolumeSnapshot CRDs are not installed: {INSTALL} snapshots",
+    "ray.io": f"KubeRay is not installed: {INSTALL} kuberay",
 }
 
 

@@ -111,11 +111,7 @@ class Mirror:
                     resumed["lastTransitionTime"] = objects.rfc3339(summary.created)
                 status.setdefault("conditions", []).insert(0, resumed)
         else:
-            status = {"jobStatus": {"Complete": "SUCCEEDED", "Failed": "FAILED"}.get(summary.phase.value, "RUNNING"),
-                      "jobDeploymentStatus": summary.phase.value, "rayClusterName": f"{summary.name}-raycluster",
-                      "startTime": objects.rfc3339(summary.created), "failed": summary.restart_attempt}
-            if summary.finished:
-                status["endTime"] = objects.rfc3339(summary.finished)
+            status = objects.rayjob_status(summary)
         if summary.phase.finished and (obj.get("status") or {}) != status:
             self.event(obj, "Normal" if summary.phase.value == "Complete" else "Warning", summary.phase.value,
                        summary.message or summary.reason, "trainjob-controller")

@@ -14,6 +14,7 @@ import time
 import uuid
 from typing import Any
 
+from backend.local.rayplan import ray_cluster_name
 from backend.models import TRAINER_CONTAINER, JobPhase, JobSummary, Pod, PodPhase
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
@@ -127,6 +128,38 @@ def trainjob_status(summary: JobSummary, suspended: bool = False) -> dict[str, A
                                               "suspended": 0}]}
     if conditions:
         status["conditions"] = conditions
+    return status
+
+
+# KubeRay v1.7.0 ray-operator/apis/ray/v1/rayjob_types.go: JobDeploymentStatus, JobStatus and
+# JobFailedReason values. A Ray Train group restart is shown as Retrying (KubeRay's "a new attempt
+# after a failure"), counted in `failed` as KubeRay counts its retries
+# (rayjob_controller.go checkBackoffLimitAndUpdateStatusIfNeeded: +1 per Failed deployment).
+_RAY_DEPLOYMENT = {JobPhase.CREATED: "Initializing", JobPhase.RUNNING: "Running", JobPhase.RESTARTING: "Retrying",
+                   JobPhase.COMPLETE: "Complete", JobPhase.FAILED: "Failed"}
+_RAY_JOB_STATUS = {JobPhase.CREATED: "PENDING", JobPhase.COMPLETE: "SUCCEEDED", JobPhase.FAILED: "FAILED"}
+_RAY_FAILED_REASONS = {"SubmissionFailed", "DeadlineExceeded", "PreRunningDeadlineExceeded", "AppFailed",
+                       "JobDeploymentStatusTransitionGracePeriodExceeded", "JobStatusCheckTimeoutExceeded",
+                       "ValidationFailed"}
+
+
+def rayjob_status(summary: JobSummary) -> dict[str, Any]:
+    """A RayJob's status as KubeRay writes it, from the runner's summary."""
+    failed = summary.phase == JobPhase.FAILED
+    status: dict[str, Any] = {
+        "jobStatus": _RAY_JOB_STATUS.get(summary.phase, "RUNNING"),
+        "jobDeploymentStatus": _RAY_DEPLOYMENT[summary.phase],
+        "rayClusterName": ray_cluster_name(summary.name),
+        "startTime": rfc3339(summary.created),
+        "failed": summary.restart_attempt + int(failed),
+        "succeeded": int(summary.phase == JobPhase.COMPLETE),
+    }
+    if failed:  # a reason of the cockpit's own (DriverLost) is told in the message
+        status["reason"] = summary.reason if summary.reason in _RAY_FAILED_REASONS else "AppFailed"
+    if summary.message:
+        status["message"] = summary.message
+    if summary.finished:
+        status["endTime"] = rfc3339(summary.finished)
     return status
 
 

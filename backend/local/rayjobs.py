@@ -51,7 +51,7 @@ from backend.raytrain.groups import WorkerGroups
 from backend.raytrain.tempdir import prune_sessions, ray_temp_dir
 from training.logfmt import parse_line
 
-LABEL_RAY_ROLE = "kfcockpit.io/ray-role"  # "driver" or "worker"
+LABEL_RAY_ROLE = "kfcockpit.io/ray-role"  # "driver" or "worker"; KubeRay's own labels too (rayplan.kuberay_labels)
 # `(RayTrainWorker pid=4242) text` or `(pid=4242, ip=10.0.0.2) text`: who printed a forwarded line
 _PREFIX = re.compile(rb"^\((?:[^()]*? )?pid=(\d+)(?:, ip=[^)]*)?\) ")
 _ERROR_LINE = re.compile(rb"^[\w.-]+: error: ")
@@ -147,7 +147,8 @@ class RayJobRunner(Runner):
         name = rayplan.driver_pod_name(self.name)
         pod = Pod(name=name, job=self.name, rank=DRIVER_RANK, node=socket.gethostname(), created=time.time(),
                   image=self.plan.image, labels={LABEL_JOB: self.name, LABEL_RANK: "driver",
-                                                 LABEL_RESTART_ATTEMPT: "0", LABEL_RAY_ROLE: "driver"})
+                                                 LABEL_RESTART_ATTEMPT: "0", LABEL_RAY_ROLE: "driver",
+                                                 **rayplan.kuberay_labels(self.job, "driver")})
         self.driver = self.runs[name] = PodRun(pod)
         self.log_index.append([name, DRIVER_RANK])
         self._publish_pod(pod, "ADDED")
@@ -247,7 +248,7 @@ class RayJobRunner(Runner):
         pod = Pod(name=name, job=self.name, rank=rank, restart_attempt=attempt, phase=PodPhase.RUNNING,
                   node=socket.gethostname(), created=now, started=now, image=self.plan.image,
                   labels={LABEL_JOB: self.name, LABEL_RANK: str(rank), LABEL_RESTART_ATTEMPT: str(attempt),
-                          LABEL_RAY_ROLE: "worker"})
+                          LABEL_RAY_ROLE: "worker", **rayplan.kuberay_labels(self.job, "worker")})
         run = WorkerRun(pod, pid, PodLog(self.ctl.layout.pod_log(self.name, name), name, rank, self._on_lines))
         self.by_pid[pid] = self.group[rank] = self.runs[name] = run
         self.log_index.append([name, rank])

@@ -22,10 +22,17 @@ from pathlib import Path
 
 from backend.cluster import InvalidResource
 from backend.local import podspec
-from backend.models import RayJob
+from backend.raytrain.entrypoint import option_value, ray_train_args
+from backend.models import (
+    RAY_LABEL_CLUSTER,
+    RAY_LABEL_GROUP,
+    RAY_LABEL_NODE_TYPE,
+    RAY_LABEL_ORIGINATED_CRD,
+    RAY_LABEL_ORIGINATED_NAME,
+    RayJob,
+)
 from training.ray_train import DEFAULT_MAX_FAILURES, DEFAULT_NUM_WORKERS
 
-RAY_TRAIN_MODULE = "training.ray_train"
 # How the controller reads a driver's output: each forwarded worker line prefixed with the pid
 # that printed it, `(RayTrainWorker pid=42) step=3 ...`, without colour, every line kept.
 LOG_FORMAT_ENV = {
@@ -95,30 +102,53 @@ def split_entrypoint(job: str, entrypoint: str) -> list[str]:
 
 def _ray_train_counts(job: str, argv: list[str]) -> tuple[int, int]:
     """(workers, max failures) of a `python -m training.ray_train ...` entrypoint; (0, 0) otherwise."""
-    try:
-        at = argv.index("-m")
-    except ValueError:
+    args = ray_train_args(argv)
+    if args is None:
         return 0, 0
-    if argv[at + 1:at + 2] != [RAY_TRAIN_MODULE]:
-        return 0, 0
-    args = argv[at + 2:]
     return (_int_option(job, args, "--num-workers", DEFAULT_NUM_WORKERS),
             _int_option(job, args, "--max-failures", DEFAULT_MAX_FAILURES))
 
 
 def _int_option(job: str, args: list[str], option: str, default: int) -> int:
-    value = None
-    for i, word in enumerate(args):
-        if word == option and i + 1 < len(args):
-            value = args[i + 1]
-        elif word.startswith(option + "="):
-            value = word.split("=", 1)[1]
+    value = option_value(args, option)
     if value is None:
         return default
     try:
         return int(value)
     except ValueError:
         raise InvalidResource(f"RayJob {job}: entrypoint {option} {value!r} is not a whole number") from None
+
+
+def ray_cluster_name(job: str) -> str:
+    """The job's Ray cluster, as status.rayClusterName and label ray.io/cluster name it. KubeRay
+    makes `<job>-<5 random chars>` (utils.GenerateRayClusterName); the embedded cluster keeps no
+    RayCluster object, so a fixed suffix keeps the name stable across controller restarts."""
+    return f"{job}-raycluster"
+
+
+def kuberay_labels(job: RayJob, role: str) -> dict[str, str]:
+    """The labels KubeRay v1.7.0 puts on a RayJob's pods, for a pod of `role` "driver" or "worker".
+
+    Cluster pods (ray-operator/controllers/ray/common/pod.go labelPod): is-ray-node, cluster,
+    node-type, group, identifier, app.kubernetes.io/name and created-by. The submitter Job's pod
+    (rayjob_controller.go getSubmitterTemplate, createNewK8sJob: a Job named after the RayJob)
+    names the RayJob in ray.io/originated-from-*. The driver pod plays both the head (where KubeRay
+    runs the entrypoint) and the submitter (whose log carries the driver's output), so it has both.
+    """
+    name = job.metadata.name
+    cluster = ray_cluster_name(name)
+    if role == "driver":
+        node_type, group = "head", "headgroup"
+    else:
+        groups = job.spec.ray_cluster_spec.worker_group_specs if job.spec.ray_cluster_spec else []
+        node_type, group = "worker", (groups[0].group_name if groups else "workers")
+    labels = {"ray.io/is-ray-node": "yes", RAY_LABEL_CLUSTER: cluster, RAY_LABEL_NODE_TYPE: node_type,
+              RAY_LABEL_GROUP: group, "ray.io/identifier": f"{cluster}-{node_type}",
+              "app.kubernetes.io/name": "kuberay", "app.kubernetes.io/created-by": "kuberay-operator"}
+    if role == "driver":
+        labels.update({RAY_LABEL_ORIGINATED_NAME: name, RAY_LABEL_ORIGINATED_CRD: "RayJob",
+                       "batch.kubernetes.io/job-name": name, "job-name": name})
+    return labels
 
 
 def driver_pod_name(job: str, suffix: str | None = None) -> str:

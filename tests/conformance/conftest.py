@@ -9,7 +9,9 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -50,24 +52,32 @@ class Kubectl:
                                 text=True)
 
 
-@pytest.fixture(scope="session")
-def embedded(tmp_path_factory):
-    """(state root, kubeconfig path) of a running embedded cluster, stopped at the end."""
-    home = tmp_path_factory.mktemp("conformance") / "home"
+@contextmanager
+def embedded_cluster(home: Path) -> Iterator[tuple[Path, Path]]:
+    """(state root, kubeconfig path) of an embedded cluster started on `home`, stopped after."""
     env = dict(os.environ, KFCOCKPIT_HOME=str(home), PYTHONPATH=str(REPO))
     done = subprocess.run([str(BIN / "kfcockpit"), "cluster", "kubeconfig"], env=env, capture_output=True,
                           text=True, timeout=WAIT)
     assert done.returncode == 0, done.stderr
     kubeconfig = Path(done.stdout.strip())
-    yield home, kubeconfig
-    subprocess.run([str(BIN / "kfcockpit"), "cluster", "down"], env=env, capture_output=True, timeout=WAIT)
-    pid_text = Layout(home).lock.read_text().strip() if Layout(home).lock.exists() else ""
-    if pid_text.isdigit():
-        try:
-            os.kill(int(pid_text), signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    sweep({ENV_CLUSTER: str(Layout(home).root)})
+    try:
+        yield home, kubeconfig
+    finally:
+        subprocess.run([str(BIN / "kfcockpit"), "cluster", "down"], env=env, capture_output=True, timeout=WAIT)
+        pid_text = Layout(home).lock.read_text().strip() if Layout(home).lock.exists() else ""
+        if pid_text.isdigit():
+            try:
+                os.kill(int(pid_text), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        sweep({ENV_CLUSTER: str(Layout(home).root)})
+
+
+@pytest.fixture(scope="session")
+def embedded(tmp_path_factory):
+    """(state root, kubeconfig path) of a running embedded cluster, stopped at the end."""
+    with embedded_cluster(tmp_path_factory.mktemp("conformance") / "home") as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -42,6 +42,7 @@ SERVED = {
     ("apis/trainer.kubeflow.org/v1alpha1", "trainingruntimes"): ("TrainingRuntime", True),
     ("apis/trainer.kubeflow.org/v1alpha1", "clustertrainingruntimes"): ("ClusterTrainingRuntime", False),
     ("apis/jobset.x-k8s.io/v1alpha2", "jobsets"): ("JobSet", True),
+    ("apis/ray.io/v1", "rayjobs"): ("RayJob", True),
     ("apis/snapshot.storage.k8s.io/v1", "volumesnapshots"): ("VolumeSnapshot", True),
     ("apis/snapshot.storage.k8s.io/v1", "volumesnapshotclasses"): ("VolumeSnapshotClass", False),
     ("apis/snapshot.storage.k8s.io/v1", "volumesnapshotcontents"): ("VolumeSnapshotContent", False),
@@ -623,8 +624,12 @@ class _Handler(BaseHTTPRequestHandler):
             statuses = (pod.get("status") or {}).get("containerStatuses") or []
             started = any((s.get("state") or {}).get("running") or (s.get("state") or {}).get("terminated")
                           for s in statuses)
+            container = query.get("container", "node")
+            names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+            if names and container not in names:
+                self._send_json(400, _status(400, "BadRequest", f"container {container} is not valid for pod {name}"))
+                return
             if not started:
-                container = query.get("container", "node")
                 self._send_json(400, _status(400, "BadRequest", f'container "{container}" in pod "{name}" '
                                              "is waiting to start: ContainerCreating"))
                 return

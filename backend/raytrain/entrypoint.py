@@ -1,0 +1,32 @@
+"""What an entrypoint running the cockpit's Ray Train variant (`python -m training.ray_train ...`)
+asks for, read from its words: the embedded cluster plans a RayJob's worker pods and restarts from
+it (local/rayplan.py, strict: a bad number is refused at apply), the kube backend shows them in a
+RayJob's summary (kube/rayjobs.py, lenient: a job it did not write is shown as it is).
+No processes, no imports of Ray.
+"""
+
+from __future__ import annotations
+
+RAY_TRAIN_MODULE = "training.ray_train"
+
+
+def ray_train_args(argv: list[str]) -> list[str] | None:
+    """The arguments after `-m training.ray_train`; None when argv runs anything else."""
+    try:
+        at = argv.index("-m")
+    except ValueError:
+        return None
+    if argv[at + 1:at + 2] != [RAY_TRAIN_MODULE]:
+        return None
+    return argv[at + 2:]
+
+
+def option_value(args: list[str], option: str) -> str | None:
+    """The value of `--option V` or `--option=V` (the last one given, as argparse takes it)."""
+    value = None
+    for i, word in enumerate(args):
+        if word == option and i + 1 < len(args):
+            value = args[i + 1]
+        elif word.startswith(option + "="):
+            value = word.split("=", 1)[1]
+    return value
