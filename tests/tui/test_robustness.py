@@ -56,14 +56,14 @@ async def test_a_killed_controller_does_not_stop_the_cockpit_and_new_jobs_still_
         screen = app.screen
         await connected(screen)
         cluster = screen.session.cluster
-        status = await cluster.status()
+        status = await cluster.embedded.status()
         await kill_and_wait(status["pid"])
         await apply_runtime_and_volume(cluster)  # starts a new controller
         await cluster.apply(lesson_trainjob("after-crash", 1, 3, ckpt_every=5, step_delay=0.0))
         await wait_until(screen, lambda: screen.followed == "after-crash",
                          "the cockpit's watch to see a job applied after the crash")
         assert app.is_running
-        assert (await cluster.status())["pid"] != status["pid"]
+        assert (await cluster.embedded.status())["pid"] != status["pid"]
 
 
 async def test_a_lost_cluster_shows_disconnected_then_reconnects(home):
@@ -75,7 +75,7 @@ async def test_a_lost_cluster_shows_disconnected_then_reconnects(home):
         screen = app.screen
         await connected(screen)
         cluster = screen.session.cluster
-        pid = (await cluster.status())["pid"]
+        pid = (await cluster.embedded.status())["pid"]
         state = home / "cluster"
         state.rename(home / "cluster.away")
         state.write_text("not a directory\n")

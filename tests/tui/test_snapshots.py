@@ -80,9 +80,14 @@ def cockpit(home: Path, theme: str = "dark") -> CockpitApp:
 
 
 async def ready(pilot) -> None:
+    """Connected, and the volume, its checkpoints and its runs' metrics shown: on the one client
+    path they come from a reader pod, after the lesson, and they are all in the picture."""
     screen = pilot.app.screen
     await connected(screen)
     await wait_until(screen, lambda: screen.ckpt_panel.volume == "checkpoints", "the volume list")
+    await pilot.app.workers.wait_for_complete(
+        [w for w in pilot.app.workers if w.group in ("storage", "volume")])
+    await pilot.pause()
 
 
 async def checkpoints_tab(pilot) -> None:
