@@ -73,8 +73,11 @@ class KubeCluster:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "KubeCluster":
-        """Reads the kubeconfig (no network yet); Unavailable in one line if it cannot."""
-        return cls(Connection.open(settings), kfp_host=settings.kfp_host)
+        """Reads the kubeconfig (no network yet); Unavailable in one line if it cannot. The
+        Pipelines endpoint is the one runs are submitted to; none on the embedded cluster, whose
+        pipelines run with kfp.local (backend/pipelines/runs.py)."""
+        kfp_host = (settings.kfp_host or setup.DEFAULT_KFP_HOST) if settings.backend == "kube" else None
+        return cls(Connection.open(settings), kfp_host=kfp_host)
 
     @property
     def namespace(self) -> str:
