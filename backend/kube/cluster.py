@@ -84,11 +84,14 @@ class KubeCluster:
     @classmethod
     def from_settings(cls, settings: Settings, embedded: "Embedded | None" = None) -> "KubeCluster":
         """Reads the kubeconfig (no network yet); Unavailable in one line if it cannot. On the
-        embedded cluster a connection that loses the API server starts it again."""
+        embedded cluster a connection that loses the API server starts it again. The Pipelines
+        endpoint is the one runs are submitted to; none on the embedded cluster, whose pipelines
+        run with kfp.local (backend/pipelines/runs.py)."""
         conn = Connection.open(settings)
         if embedded is not None:
             conn.revive = embedded.revive
-        return cls(conn, kfp_host=settings.kfp_host, embedded=embedded)
+        kfp_host = (settings.kfp_host or setup.DEFAULT_KFP_HOST) if settings.backend == "kube" else None
+        return cls(conn, kfp_host=kfp_host, embedded=embedded)
 
     @property
     def namespace(self) -> str:

@@ -96,12 +96,17 @@ def _healthz(url: str) -> str:
 
 
 async def check_pipelines(kfp_host: str | None) -> Check:
-    host = (kfp_host or DEFAULT_KFP_HOST).rstrip("/")
+    """`kfp_host` is where pipelines are submitted; None when they run on this machine with
+    kfp.local (the embedded cluster's way: backend/pipelines/runs.py), which needs no endpoint."""
+    if kfp_host is None:
+        return Check(name="Pipelines endpoint", ok=True,
+                     detail="none needed: pipelines run on this machine with kfp.local")
+    host = kfp_host.rstrip("/")
     url = f"{host}/apis/v2beta1/healthz"
     problem = await asyncio.to_thread(_healthz, url)
     if not problem:
         return Check(name="Pipelines endpoint", ok=True, detail=f"Kubeflow Pipelines answers at {host}")
-    fix = PORT_FORWARD_KFP if kfp_host in (None, DEFAULT_KFP_HOST) else f"check that {host} is the Pipelines API"
+    fix = PORT_FORWARD_KFP if host == DEFAULT_KFP_HOST else f"check that {host} is the Pipelines API"
     return Check(name="Pipelines endpoint", ok=False, detail=f"{url}: {problem}",
                  fix=f"{fix} (not installed? manifests/install/install.sh pipelines)")
 

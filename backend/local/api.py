@@ -4,7 +4,8 @@
 ties them to the controller:
 - admission: upstream defaults and rules (admission.py), then the cockpit's models;
 - written / deleting: what an object declares is done by the controller (a TrainJob runs, a
-  PVC gets its directory, a VolumeSnapshot is taken, a pod is killed);
+  PVC gets its directory, filled from its dataSource by provisioner.py, a VolumeSnapshot is
+  taken and bound to its VolumeSnapshotContent, a pod is killed);
 - the mirror: every pod and job change a runner publishes becomes the Pod, TrainJob status and
   JobSet objects clients read and watch (objects.py);
 - pods/log from the pods' log files, followed on the runners' log events.
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
+import secrets
 import socket
 import ssl
 import time
@@ -23,13 +26,14 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from aiohttp import web
 
 from backend.errors import ClusterError
-from backend.local import admission, barepods, objects, pod_log
+from backend.local import admission, barepods, objects, pod_log, provisioner
 from backend.local.apiserver import credentials, schemas
 from backend.local.apiserver.kinds import Kind, Registry
 from backend.local.apiserver.server import ApiServer, Hooks
 from backend.local.apiserver.status import ApiError, bad_request, conflict, invalid, refused
 from backend.local.apiserver.store import Store
 from backend.local.mirror import Mirror
+from backend.local.scheduler import quantity
 
 if TYPE_CHECKING:
     from backend.local.controller import Controller
@@ -46,6 +50,7 @@ _MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 INSTALLED = (_MANIFESTS / "embedded" / "torch-distributed.yaml", _MANIFESTS / "runtime.yaml")
 # Kinds only the controllers create: a client's Pod or JobSet would never run, so it is refused.
 _RUN_BY_CONTROLLERS = ("JobSet", "Node")
+SNAPSHOT_GROUP = provisioner.SNAPSHOT_GROUP
 
 
 class ClusterApi(Hooks):
@@ -60,6 +65,7 @@ class ClusterApi(Hooks):
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.mirror = Mirror(self)
+        self.controller_pod = ""
 
     # ------------------------------------------------------------------ start / stop
 
@@ -73,6 +79,14 @@ class ClusterApi(Hooks):
                                                             "spec": {"finalizers": ["kubernetes"]},
                                                             "status": {"phase": "Active"}})
         self.store.create(self.kinds["Node"], objects.node_object(self.capacity["cpu"], self.capacity["memory"]))
+        # What installing the Trainer gives (its namespace and controller-manager pod): this
+        # process is that controller. Pods are not kept across restarts, so it is made each start.
+        if self.store.find(self.kinds["Namespace"], None, objects.TRAINER_NAMESPACE) is None:
+            self.store.create(self.kinds["Namespace"], {"metadata": {"name": objects.TRAINER_NAMESPACE},
+                                                        "spec": {"finalizers": ["kubernetes"]},
+                                                        "status": {"phase": "Active"}})
+        self.controller_pod = f"kubeflow-trainer-controller-manager-{secrets.token_hex(3)[:5]}"
+        self.store.create(self.kinds["Pod"], objects.controller_pod(self.controller_pod, os.getpid(), time.time()))
         if not self.store.list(self.kinds["StorageClass"]):
             self.store.create(self.kinds["StorageClass"], {
                 "metadata": {"name": STORAGE_CLASS,
@@ -167,6 +181,12 @@ class ClusterApi(Hooks):
                           f"run {kind.plural} created through the API: apply a TrainJob instead")
         if kind.kind == "Namespace" and operation == "CREATE":
             obj.setdefault("status", {"phase": "Active"})
+        if kind.kind == "VolumeSnapshotContent" and operation == "CREATE":
+            raise refused("the embedded cluster makes a VolumeSnapshotContent for each VolumeSnapshot it takes; "
+                          "pre-provisioned snapshot contents are not supported: create a VolumeSnapshot instead")
+        if kind.kind == "PersistentVolumeClaim" and operation == "CREATE":
+            admission.normalize_data_sources(obj.setdefault("spec", {}))
+            admission.validate_claim_data_source(kind, obj)
         warnings = []
         if kind.kind == "Pod" and operation == "CREATE":
             self._default_pod(kind, obj)
@@ -283,20 +303,9 @@ class ClusterApi(Hooks):
         if kind.kind in ("TrainingRuntime", "ClusterTrainingRuntime"):
             self.ctl.runtime_applied(admission.check_model(kind, obj))
         elif kind.kind == "PersistentVolumeClaim" and operation == "CREATE":
-            self.ctl.claim_applied(admission.check_model(kind, obj))
-            spec = obj.get("spec") or {}
-            self._set_status(kind, obj, {"phase": "Bound", "accessModes": spec.get("accessModes", ["ReadWriteOnce"]),
-                                         "capacity": {"storage": ((spec.get("resources") or {}).get("requests") or {})
-                                                      .get("storage", "1Gi")}},
-                             spec_extra={"volumeName": f"pvc-{obj['metadata']['uid']}",
-                                         "storageClassName": spec.get("storageClassName") or STORAGE_CLASS})
+            self._provision(kind, obj)
         elif kind.kind == "VolumeSnapshot" and operation == "CREATE":
-            snap = self.ctl.take_snapshot(admission.check_model(kind, obj))
-            self._set_status(kind, obj, {"readyToUse": True, "creationTime": objects.rfc3339(snap["created"]),
-                                         "restoreSize": str(snap.get("size_bytes", 0)),
-                                         "boundVolumeSnapshotContentName": f"snapcontent-{obj['metadata']['uid']}"},
-                             spec_extra={"volumeSnapshotClassName": (obj.get("spec") or {}).get(
-                                 "volumeSnapshotClassName") or SNAPSHOT_CLASS})
+            self._take_snapshot(kind, obj)
         elif kind.kind in ("TrainJob", "RayJob"):
             suspended = bool((obj.get("spec") or {}).get("suspend"))
             was_suspended = bool(((old or {}).get("spec") or {}).get("suspend"))
@@ -315,6 +324,70 @@ class ClusterApi(Hooks):
                 self._set_status(kind, obj, objects.trainjob_status(self.ctl.idle_summary(obj), suspended=True))
         elif kind.kind == "Pod" and operation == "CREATE":
             self.ctl.start_bare_pod(obj)
+
+    def _provision(self, kind: Kind, obj: dict[str, Any]) -> None:
+        """The claim's volume, Bound; or Pending with the provisioner's ProvisioningFailed event
+        while its dataSource cannot be used (provisioner.py)."""
+        spec = obj.get("spec") or {}
+        storage_class = spec.get("storageClassName") or STORAGE_CLASS
+        restoring = provisioner.data_source(obj) is not None
+        meta = obj["metadata"]
+        if restoring:
+            self.mirror.event(obj, "Normal", "Provisioning", "External provisioner is provisioning volume for claim "
+                              f'"{meta.get("namespace")}/{meta["name"]}"', DRIVER)
+        claim = admission.check_model(kind, obj)
+        try:
+            self.ctl.claim_applied(claim, provisioner.contents(self, obj))
+        except provisioner.NotProvisionable as exc:
+            problem = provisioner.failure(obj, storage_class, exc)
+        except ClusterError as exc:  # the copy failed (no space left, say)
+            problem = f'failed to provision volume with StorageClass "{storage_class}": {exc}'
+        else:
+            problem = ""
+        if problem:
+            self.mirror.event(obj, "Warning", "ProvisioningFailed", problem, DRIVER)
+            self._set_status(kind, obj, {"phase": "Pending"}, spec_extra={"storageClassName": storage_class})
+            return
+        volume = f"pvc-{meta['uid']}"
+        self._set_status(kind, obj, {"phase": "Bound", "accessModes": spec.get("accessModes", ["ReadWriteOnce"]),
+                                     "capacity": {"storage": ((spec.get("resources") or {}).get("requests") or {})
+                                                  .get("storage", "1Gi")}},
+                         spec_extra={"volumeName": volume, "storageClassName": storage_class})
+        if restoring:
+            self.mirror.event(obj, "Normal", "ProvisioningSucceeded", f"Successfully provisioned volume {volume}", DRIVER)
+
+    def _take_snapshot(self, kind: Kind, obj: dict[str, Any]) -> None:
+        """Taken at once (volumes.create_snapshot), so ready when the create returns; bound to its
+        VolumeSnapshotContent as the snapshot controller binds them; then the claims that were
+        waiting for it are provisioned. Its restoreSize is the source volume's capacity, as a CSI
+        driver reports it (csi-hostpath: the volume's size): a claim of the source's size restores
+        it, however full the volume (capacity is not enforced here)."""
+        meta = obj["metadata"]
+        snap = self.ctl.take_snapshot(admission.check_model(kind, obj))
+        class_name = (obj.get("spec") or {}).get("volumeSnapshotClassName") or SNAPSHOT_CLASS
+        content = f"snapcontent-{meta['uid']}"
+        claim = self.store.find(self.kinds["PersistentVolumeClaim"], meta.get("namespace"),
+                                obj["spec"]["source"]["persistentVolumeClaimName"]) or {}
+        capacity = (((claim.get("status") or {}).get("capacity") or {}).get("storage")
+                    or (((claim.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
+                    or "1Gi")
+        self.store.create(self.kinds["VolumeSnapshotContent"], {
+            "metadata": {"name": content},
+            "spec": {"deletionPolicy": "Delete", "driver": DRIVER, "volumeSnapshotClassName": class_name,
+                     "source": {"volumeHandle": (claim.get("spec") or {}).get("volumeName") or ""},
+                     "sourceVolumeMode": "Filesystem",
+                     "volumeSnapshotRef": {"apiVersion": kind.api_version, "kind": kind.kind, "name": meta["name"],
+                                           "namespace": meta.get("namespace"), "uid": meta.get("uid")}},
+            "status": {"readyToUse": True, "restoreSize": int(quantity(capacity)),
+                       "creationTime": int(snap["created"] * 1e9), "snapshotHandle": meta["name"]}})
+        self._set_status(kind, obj, {"readyToUse": True, "creationTime": objects.rfc3339(snap["created"]),
+                                     "restoreSize": capacity, "boundVolumeSnapshotContentName": content},
+                         spec_extra={"volumeSnapshotClassName": class_name})
+        claims = self.kinds["PersistentVolumeClaim"]
+        for waiting in self.store.list(claims, meta.get("namespace")):
+            if ((waiting.get("status") or {}).get("phase") == "Pending"
+                    and provisioner.names(waiting, kind.kind, meta["name"])):
+                self._provision(claims, waiting)
 
     def _set_status(self, kind: Kind, obj: dict[str, Any], status: dict[str, Any],
                     spec_extra: dict[str, Any] | None = None) -> None:
@@ -338,6 +411,12 @@ class ClusterApi(Hooks):
             self.ctl.runtimes.pop((kind.kind, name), None)
         elif kind.kind == "VolumeSnapshot":
             self.ctl.delete_snapshot(name)
+            content = ((obj.get("status") or {}).get("boundVolumeSnapshotContentName")) or ""
+            if content and self.store.find(self.kinds["VolumeSnapshotContent"], None, content) is not None:
+                self.store.delete(self.kinds["VolumeSnapshotContent"], None, content)
+        elif kind.kind == "VolumeSnapshotContent":
+            raise ApiError(403, "Forbidden", f'volumesnapshotcontents.{SNAPSHOT_GROUP} "{name}" is forbidden: it goes '
+                                             "with its VolumeSnapshot (delete that instead)")
         elif kind.kind == "Namespace":
             if name in SYSTEM_NAMESPACES:
                 raise ApiError(403, "Forbidden", f'namespaces "{name}" is forbidden: this namespace may not be deleted')
@@ -370,6 +449,9 @@ class ClusterApi(Hooks):
         pod is Terminating (deletionTimestamp) while it gets SIGTERM, SIGKILL after the grace
         period, and the object goes when its process has ended. Either way its group restarts."""
         name = obj["metadata"]["name"]
+        if name == self.controller_pod and obj["metadata"].get("namespace") == objects.TRAINER_NAMESPACE:
+            raise ApiError(403, "Forbidden", f'pods "{name}" is forbidden: it is the embedded cluster\'s controller '
+                                             "process (kfcockpit cluster down stops it)")
         if grace is None:
             grace = int((obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
         bare = self.ctl.bare_pods.get(f"{obj['metadata']['namespace']}.{name}")

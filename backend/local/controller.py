@@ -175,7 +175,8 @@ class Controller:
                 if isinstance(resource, TrainingRuntime):
                     self.runtimes[(resource.kind, resource.metadata.name)] = resource
                 elif isinstance(resource, PersistentVolumeClaim):
-                    self.claims[resource.metadata.name] = resource
+                    if (obj.get("status") or {}).get("phase") != "Pending":  # Pending: its dataSource was not usable
+                        self.claims[resource.metadata.name] = resource
                 else:
                     self.snapshot_specs[resource.metadata.name] = resource
         for kind_name in ("TrainJob", "RayJob"):
@@ -243,8 +244,18 @@ class Controller:
         self.runtimes[(runtime.kind, runtime.metadata.name)] = runtime
         self.prewarm(runtime)  # a job usually follows its runtime: have the workers warm by then
 
-    def claim_applied(self, claim: PersistentVolumeClaim) -> None:
-        self.layout.volume_dir(claim.metadata.name).mkdir(parents=True, exist_ok=True)
+    def claim_applied(self, claim: PersistentVolumeClaim, contents: Path | None = None) -> None:
+        """The claim's volume: an empty directory, or one that starts with a copy of `contents`
+        (a snapshot's data or another volume: its dataSource, checked by api.py)."""
+        directory = self.layout.volume_dir(claim.metadata.name)
+        if contents is None:
+            directory.mkdir(parents=True, exist_ok=True)
+        elif not directory.exists():
+            try:
+                volumes.restore_volume(contents, directory)
+            except OSError as exc:
+                raise InvalidResource(f"volume {claim.metadata.name!r} could not be filled from its dataSource: "
+                                      f"{exc.strerror or exc}") from None
         self.claims[claim.metadata.name] = claim
 
     def take_snapshot(self, spec: VolumeSnapshot) -> dict:

@@ -234,6 +234,32 @@ def node_object(cpu: float, memory: float) -> dict[str, Any]:
                                     "kubeProxyVersion": "", "machineID": "", "systemUUID": "", "bootID": ""}}}
 
 
+TRAINER_NAMESPACE = "kubeflow-system"
+# The labels of the Trainer's controller-manager Deployment's pods (kubeflow/trainer
+# manifests/base/manager/manager.yaml), by which `kubectl get pods -l` and preflights find it.
+TRAINER_MANAGER_LABELS = {"app.kubernetes.io/name": "trainer", "app.kubernetes.io/component": "manager",
+                          "app.kubernetes.io/part-of": "kubeflow"}
+
+
+def controller_pod(name: str, pid: int, started: float) -> dict[str, Any]:
+    """The Trainer controller as a Pod: on the embedded cluster it is the controller process
+    itself (pid), Running and Ready for as long as the API that shows it answers."""
+    since = rfc3339(started)
+    container = {"name": "manager", "image": "kfcockpit.io/embedded-controller:local", "imageID": "",
+                 "ready": True, "started": True, "restartCount": 0, "state": {"running": {"startedAt": since}}}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": TRAINER_NAMESPACE, "labels": dict(TRAINER_MANAGER_LABELS),
+                         "annotations": {"kfcockpit.io/pid": str(pid)}},
+            "spec": {"containers": [{"name": "manager", "image": container["image"],
+                                     "command": ["python", "-m", "backend.local.controller"]}],
+                     "nodeName": socket.gethostname(), "restartPolicy": "Always",
+                     "serviceAccountName": "default", "schedulerName": "default-scheduler"},
+            "status": {"phase": "Running", "hostIP": "127.0.0.1", "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}],
+                       "startTime": since, "qosClass": "BestEffort", "containerStatuses": [container],
+                       "conditions": [{"type": kind, "status": "True", "lastTransitionTime": since}
+                                      for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready")]}}
+
+
 def pod_spec(runner) -> dict:
     """The container a runner's pods run, as a PodSpec fragment (command, args, env, image)."""
     plan = getattr(runner, "plan", None)

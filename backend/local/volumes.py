@@ -6,10 +6,15 @@ training core writes everything (checkpoints and metrics.json are written to a t
 renamed over; pruning unlinks, leaving the snapshot's link intact). Temp files of writes in
 flight are left out. The tree is built under a temp name and renamed into place, so a snapshot
 either exists complete, with its snapshot.json, or not at all.
+
+A volume restored from a snapshot (or cloned from another volume) starts with copies of its
+files, reflinked where the filesystem shares extents (btrfs, xfs): a restored volume is for
+anyone to write to, in place too, and such writes must never reach the snapshot.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import stat
@@ -52,8 +57,10 @@ def tree_size(root: Path) -> tuple[int, int]:
     return files, size
 
 
-def link_tree(source: Path, target: Path) -> tuple[int, int]:
-    """Recreate `source` under `target` with hard links; (files, bytes) linked."""
+def _recreate(source: Path, target: Path, place) -> tuple[int, int]:
+    """Recreate `source` under `target`, each regular file put there by `place(src, dst)`;
+    symlinks copied as links, never followed out of the volume; in-flight temp files left out.
+    (files, bytes) placed."""
     files = size = 0
     target.mkdir(parents=True)
     for dirpath, dirnames, filenames in os.walk(source):
@@ -61,7 +68,7 @@ def link_tree(source: Path, target: Path) -> tuple[int, int]:
         out = target if rel == "." else target / rel
         for name in list(dirnames):
             src = os.path.join(dirpath, name)
-            if os.path.islink(src):  # copied as a link, never followed out of the volume
+            if os.path.islink(src):
                 os.symlink(os.readlink(src), out / name)
                 dirnames.remove(name)
             else:
@@ -74,10 +81,50 @@ def link_tree(source: Path, target: Path) -> tuple[int, int]:
             if stat.S_ISLNK(st.st_mode):
                 os.symlink(os.readlink(src), out / name)
             elif stat.S_ISREG(st.st_mode):
-                os.link(src, out / name)
+                place(src, out / name)
                 files += 1
                 size += st.st_size
     return files, size
+
+
+def link_tree(source: Path, target: Path) -> tuple[int, int]:
+    """Recreate `source` under `target` with hard links; (files, bytes) linked."""
+    return _recreate(source, target, os.link)
+
+
+_FICLONE = 0x40049409  # linux/fs.h: the copy shares the source's extents until either is written
+
+
+def _clone_or_copy(src: str, dst: Path) -> None:
+    with open(src, "rb") as fin, open(dst, "xb") as fout:
+        try:
+            fcntl.ioctl(fout.fileno(), _FICLONE, fin.fileno())
+            cloned = True
+        except OSError:  # ext4, tmpfs, another filesystem: bytes are copied
+            cloned = False
+    if not cloned:
+        shutil.copyfile(src, dst)
+    shutil.copystat(src, dst)
+
+
+def copy_tree(source: Path, target: Path) -> tuple[int, int]:
+    """Recreate `source` under `target` with copies (reflinks where possible); (files, bytes)."""
+    return _recreate(source, target, _clone_or_copy)
+
+
+def restore_volume(source: Path, volume_dir: Path) -> tuple[int, int]:
+    """A new volume directory that starts with a copy of `source` (a snapshot's data, another
+    volume). Built under a temp name and renamed into place: the volume appears whole or not
+    at all. OSError when it cannot be made (no space, say)."""
+    tmp = volume_dir.with_name(f".{volume_dir.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        copied = copy_tree(source, tmp)
+        os.rename(tmp, volume_dir)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return copied
 
 
 def create_snapshot(volume_dir: Path, volume: str, snapshot_dir: Path) -> Snapshot:

@@ -99,6 +99,16 @@ TRAINER = [
          ("vsclass", "vsclasses"),
          columns=(Column("Driver", "string", ".driver"), Column("DeletionPolicy", "string", ".deletionPolicy"),
                   AGE)),
+    # external-snapshotter client/config/crd/snapshot.storage.k8s.io_volumesnapshotcontents.yaml
+    Kind("snapshot.storage.k8s.io", "v1", "VolumeSnapshotContent", "volumesnapshotcontents", False,
+         ("vsc", "vscs"), subresources=("status",),
+         columns=(Column("ReadyToUse", "boolean", ".status.readyToUse"),
+                  Column("RestoreSize", "integer", ".status.restoreSize"),
+                  Column("DeletionPolicy", "string", ".spec.deletionPolicy"),
+                  Column("Driver", "string", ".spec.driver"),
+                  Column("VolumeSnapshotClass", "string", ".spec.volumeSnapshotClassName"),
+                  Column("VolumeSnapshot", "string", ".spec.volumeSnapshotRef.name"),
+                  Column("VolumeSnapshotNamespace", "string", ".spec.volumeSnapshotRef.namespace"), AGE)),
 ]
 
 METRICS = [
