@@ -103,7 +103,7 @@ async def cluster():
     from backend.connect import connect
 
     kube = await asyncio.to_thread(connect, settings())
-    failing = [c for c in await kube.preflight() if not c.ok and c.name not in ("Pipelines endpoint", "Trainer controller", "Snapshot CRDs")]
+    failing = [c for c in await kube.preflight() if not c.ok and c.name != "Pipelines endpoint"]
     assert not failing, "; ".join(f"{c.name}: {c.detail} (fix: {c.fix})" for c in failing)
     for resource in parse_manifests((MANIFESTS / "runtime.yaml").read_text()):
         await kube.apply(resource)
