@@ -15,7 +15,6 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
 from textual.widgets import Button, Log, Static, TextArea
 
-from tui import format as fmt
 from tui.format import STATUS_LOOK
 from tui.widgets.checklist import status_of
 from tui.widgets.message import WidgetMessage
@@ -31,8 +30,11 @@ OUTPUT_LINES = 500  # per step; a run prints progress, not training logs (those 
 def evidence_content(evidence: "Evidence | None", now: float) -> Content:
     if evidence is None:
         return Content.styled("not checked yet · press v to check", "dim")
+    from backend.lesson.evidence import clock
+
     mark = ("✔ passed", "bold $success") if evidence.ok else ("✘ not yet", "bold $error")
-    when = f" · {fmt.age(now - evidence.at)} ago" if evidence.at else ""
+    # The clock time, not "3m ago": the card is drawn when the step is shown and would go stale.
+    when = f" at {clock(evidence.at, now)}" if evidence.at else ""
     parts: list = [mark, (when, "dim"), "\n", ("checked ", "bold"), evidence.checked, "\n",
                    ("seen ", "bold"), evidence.seen]
     for detail in evidence.details:
