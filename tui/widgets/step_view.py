@@ -42,6 +42,12 @@ def evidence_content(evidence: "Evidence | None", now: float) -> Content:
     return Content.assemble(*parts)
 
 
+def note_prompt_content(prompt: str | None) -> Content:
+    return Content.assemble(("Your note: ", "bold $accent"), prompt or "Write what the step asks.", "\n",
+                            ("Everything you type counts, on any line, headings too; the template's "
+                             "headings, quoted '>' lines and <placeholders> do not.", "dim"))
+
+
 def _last(text: str, most: int = 60) -> str:
     """The newest run line in the card's border: a long step shows where it is, always."""
     return text if len(text) <= most else text[: most - 1] + "…"
@@ -68,6 +74,7 @@ class StepView(VerticalScroll):
     StepView > Static { margin-bottom: 1; }
     #step-actions { height: 1; margin-bottom: 1; }
     #step-actions Button { margin-right: 2; }
+    #step-note-prompt { margin-bottom: 0; }
     #step-note { height: 8; min-height: 5; border: round $accent; margin-bottom: 1; }
     #step-output-title { margin-bottom: 0; }
     #step-output { height: 8; border: round $secondary; overflow: auto auto; scrollbar-size: 1 1; }
@@ -115,6 +122,7 @@ class StepView(VerticalScroll):
             yield Button("Run ⏎", id="step-run", compact=True, variant="primary")
             yield Button("Verify v", id="step-verify", compact=True)
             yield Button("Save note ^s", id="step-save", compact=True)
+        yield Static(id="step-note-prompt")
         yield TextArea(id="step-note", soft_wrap=True, show_line_numbers=False)
         yield Static("run output", id="step-output-title", classes="subtitle")
         yield Log(id="step-output", max_lines=OUTPUT_LINES)
@@ -139,12 +147,15 @@ class StepView(VerticalScroll):
         self.query_one("#step-save", Button).display = reading
         note_area = self.query_one("#step-note", TextArea)
         note_area.display = reading
+        self.query_one("#step-note-prompt").display = reading
         self.query_one("#step-output-title").display = not reading  # a note has no run
         self.query_one("#step-output").display = not reading
         if changed:
             self.keep_note()  # what was typed for the previous step is kept before it is replaced
         if reading:
-            note_area.border_title = step.note_prompt or "your note"
+            # The prompt above the box, wrapped: as the box's border title it was cut at every width.
+            self.query_one("#step-note-prompt", Static).update(note_prompt_content(step.note_prompt))
+            note_area.border_title = "your note · ctrl+s saves and checks"
             if changed or note_area.text != note:
                 self._note_loaded = note
                 note_area.load_text(note)
