@@ -62,6 +62,11 @@ def _line(workers: int, i: int, now: float):
 async def _feed(app, report_fd: int, args, ingest) -> None:
     """Lines at a steady rate; tells the parent when the measured window starts and ends."""
     rate, loop = args.rate, asyncio.get_running_loop()
+    profiler = None
+    if args.profile_to:  # the measured window only, not the start-up
+        import cProfile
+
+        profiler = cProfile.Profile()
     start = time.perf_counter()
     fed = 0
     window = None  # (wall, cpu) at its start
@@ -70,12 +75,17 @@ async def _feed(app, report_fd: int, args, ingest) -> None:
         if window is None and now - start >= SETTLE_SECONDS:
             window = (now, time.process_time())
             os.write(report_fd, b"start\n")
+            if profiler is not None:
+                profiler.enable()
         due = int((now - start) * rate) - fed
         if rate and due > 0:
             ingest([_line(args.workers, fed + k, time.time()) for k in range(due)])
             fed += due
         await asyncio.sleep(TICK if rate else 0.1)
     wall, cpu = time.perf_counter() - window[0], time.process_time() - window[1]
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(args.profile_to)
     os.write(report_fd, (json.dumps({"wall": wall, "cpu": cpu, "fed": fed}) + "\n").encode())
     loop.call_later(0.05, app.exit)
 
@@ -122,18 +132,9 @@ def run_child(args) -> None:
 
     with tempfile.TemporaryDirectory(prefix="kfc-bench-") as home:
         app = Fed(Launch.of(Settings(home=Path(home)), CockpitConfig()))
-        profiler = None
-        if args.profile_to:
-            import cProfile
-
-            profiler = cProfile.Profile()
-            profiler.enable()
         try:
             app.run()
         finally:
-            if profiler is not None:
-                profiler.disable()
-                profiler.dump_stats(args.profile_to)
             from backend.local.cluster import LocalCluster
 
             asyncio.run(LocalCluster(Path(home)).down())
@@ -226,6 +227,7 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--report-fd", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--profile-to", help=argparse.SUPPRESS)
+    parser.add_argument("--profile-out", help="keep the profile in this file")
     args = parser.parse_args()
     if args.child:
         run_child(args)
@@ -265,7 +267,7 @@ def profile(args, size: tuple[int, int]) -> int:
     import pstats
 
     with tempfile.TemporaryDirectory(prefix="kfc-prof-") as tmp:
-        out = str(Path(tmp) / "cockpit.prof")
+        out = args.profile_out or str(Path(tmp) / "cockpit.prof")
         result = measure("cockpit", size, args.profile, args, profile_to=out)
         print(f"cockpit at {args.profile} lines/s, {size[0]}x{size[1]}: {result['cpu'] * 100:.1f}% of a core, "
               f"{result['bytes_per_s'] / 1000:.1f} kB/s (under cProfile: slower than without)")

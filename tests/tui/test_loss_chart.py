@@ -63,3 +63,21 @@ async def test_a_restart_from_scratch_is_marked_and_a_replayed_stream_is_not():
 def legend_below_plot(chart: LossChart) -> bool:
     plot, legend = chart.query_one("#loss-plot").region, chart.query_one("#loss-legend").region
     return legend.height >= 1 and legend.y >= plot.bottom
+
+
+async def test_a_redraw_with_the_same_legend_does_not_lay_out_the_screen():
+    app = ChartApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        chart = app.query_one(LossChart)
+        chart.follow_run("job")
+        chart.add_lines([step(POD0, 100.0 + n, n) for n in range(1, 6)])
+        chart.redraw()
+        await pilot.pause()
+        layouts = []
+        refresh_layout = app.screen._refresh_layout
+        app.screen._refresh_layout = lambda *a, **k: (layouts.append(1), refresh_layout(*a, **k))[1]
+        for n in range(6, 9):  # new points, the same runs and restarts: the plot changes, the legend not
+            chart.add_lines([step(POD0, 100.0 + n, n)])
+            chart.redraw()
+            await pilot.pause()
+        assert layouts == []

@@ -58,6 +58,7 @@ class LossChart(Vertical, can_focus=True):
         self.restarts: dict[str, set[int]] = {}  # run → steps a restarted group resumed from
         self._last: dict[str, tuple[float, int]] = {}  # run → (time, step) of its newest rank-0 line
         self._dirty = False
+        self._legend: list = []
 
     def compose(self) -> ComposeResult:
         yield Static("no loss yet: run a training step", id="loss-empty")
@@ -150,7 +151,9 @@ class LossChart(Vertical, can_focus=True):
             plt.vline(step)
         if restarts:
             keys += [(RESTART_GLYPH, "bold"), f" restart, resumed from step {', '.join(map(str, restarts))}"]
-        legend.update(Content.assemble(*keys))
+        if keys != self._legend:  # an update lays the screen out: only when the legend changed
+            self._legend = keys
+            legend.update(Content.assemble(*keys))
         plt.xlabel("step")
         plt.ylabel("loss")
         plot.refresh()
