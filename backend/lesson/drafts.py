@@ -1,27 +1,35 @@
-"""Starting text for a note the learner has not written yet. Headings ('#'), quoted measurements
-('>') and placeholders in angle brackets do not count towards a note's check (see notes.py), so an
-untouched draft never passes, while the measured numbers are there to cite."""
+"""Starting text for a note the learner has not written yet. The template's headings and record
+lines, quoted measurements ('>') and placeholders in angle brackets do not count towards a note's
+check (see notes.py), so an untouched draft never passes, while the measured numbers are there to
+cite."""
 
 from __future__ import annotations
 
 from backend.lesson.context import StepContext
+from backend.lesson.notes import MEASURE_FIRST, MEASURED, PLATFORM_RECORD, SECTION_HEADINGS
 from backend.lesson.reading import platform_record
 
+# What each section asks, under its heading (notes.SECTION_HEADINGS), as a placeholder.
+PLACEHOLDERS = {
+    "Install method": "standalone components, raw manifests or a packaged distribution? on kind or minikube?",
+    "Subprojects on the cluster": "which Kubeflow projects, and why only those?",
+    "Launch model": "a declared TrainJob the controller reconciles, or a Python driver with Ray Train?",
+    "Failure recovery": "who notices a dead worker, who restarts the group, where does it resume from?",
+    "Who owns the job definition": "platform team or ML team?",
+}
 
-def _sections(*pairs: tuple[str, str]) -> str:
-    return "".join(f"## {heading}\n<{placeholder}>\n\n" for heading, placeholder in pairs)
+
+def _sections(step_id: str) -> str:
+    return "".join(f"## {heading}\n<{PLACEHOLDERS.get(heading, '…')}>\n\n"
+                   for heading in SECTION_HEADINGS[step_id])
 
 
 def _setup_1(ctx: StepContext) -> str:
-    return f"# Platform in the cockpit: {platform_record(ctx)}\n\n" + _sections(
-        ("Install method", "standalone components, raw manifests or a packaged distribution? "
-                           "on kind or minikube?"),
-        ("Subprojects on the cluster", "which Kubeflow projects, and why only those?"),
-    )
+    return f"# {PLATFORM_RECORD} {platform_record(ctx)}\n\n" + _sections("setup-1")
 
 
 def _step_2(ctx: StepContext) -> str:
-    return _sections(("What the Trainer does for a job", "…"), ("What it leaves to PyTorch", "…"))
+    return _sections("2")
 
 
 def _measured(ctx: StepContext) -> str:
@@ -30,18 +38,13 @@ def _measured(ctx: StepContext) -> str:
 
     comparison = latest_comparison(ctx.settings)
     if comparison is None:
-        return "# Measure both first: kfcockpit compare (its table is quoted here)\n\n"
+        return f"# {MEASURE_FIRST}\n\n"
     quoted = "".join(f"> {text}".rstrip() + "\n" for text in comparison.as_note().splitlines())
-    return "# Measured by kfcockpit compare\n\n" + quoted + "\n"
+    return f"# {MEASURED}\n\n" + quoted + "\n"
 
 
 def _step_10(ctx: StepContext) -> str:
-    return _measured(ctx) + _sections(
-        ("Launch model", "a declared TrainJob the controller reconciles, or a Python driver with Ray Train?"),
-        ("Failure recovery", "who notices a dead worker, who restarts the group, where does it resume from?"),
-        ("Who owns the job definition", "platform team or ML team?"),
-        ("Which I would give to which team", "…"),
-    )
+    return _measured(ctx) + _sections("10")
 
 
 def _step_7(ctx: StepContext) -> str:

@@ -10,6 +10,18 @@ from backend.models import Evidence
 from training.logfmt import parse_line
 
 
+def clock(epoch: float | None, now: float | None = None) -> str:
+    """How evidence spells a moment: "14:03:12" (local time) that day, "Nov 29 14:03:12" before,
+    never raw epoch seconds or a long ISO stamp; "-" when it was not recorded."""
+    if epoch is None:
+        return "-"
+    when = time.localtime(epoch)
+    today = time.localtime(time.time() if now is None else now)
+    if (when.tm_year, when.tm_yday) == (today.tm_year, today.tm_yday):
+        return time.strftime("%H:%M:%S", when)
+    return time.strftime("%b %d %H:%M:%S", when)
+
+
 def _int(value: str | None) -> int | None:
     try:
         return int(value) if value is not None else None

@@ -2,9 +2,10 @@
 
 A note passes when it touches every topic the step's "done when" names. Each topic is one or more
 groups of words; the topic is covered when every group has at least one of its words in the note.
-Headings (lines starting with '#'), quoted lines ('>': measurements the cockpit pre-filled, which
-you cite but did not write) and text in angle brackets belong to a pre-filled template and do not
-count.
+What the cockpit pre-filled does not count: the template's section headings ("## Launch model"),
+its record lines ("# Platform in the cockpit: …"), quoted lines ('>': measurements you cite but did
+not write) and text in angle brackets. Everything the learner types counts, on any line, headings
+included: "## Launch model: a declared TrainJob" counts from "a declared".
 """
 
 from __future__ import annotations
@@ -67,11 +68,45 @@ TOPICS: dict[str, list[Topic]] = {
     ],
 }
 
+# The headings drafts.py writes into a step's template. On a heading line, these words are the
+# template's and what follows them is the learner's.
+SECTION_HEADINGS: dict[str, tuple[str, ...]] = {
+    "setup-1": ("Install method", "Subprojects on the cluster"),
+    "2": ("What the Trainer does for a job", "What it leaves to PyTorch"),
+    "10": ("Launch model", "Failure recovery", "Who owns the job definition",
+           "Which I would give to which team"),
+}
+# The cockpit's own record lines (the platform it is connected to, where the measurement is): the
+# whole line is the cockpit's, like a quote.
+PLATFORM_RECORD = "Platform in the cockpit:"
+MEASURED = "Measured by kfcockpit compare"
+MEASURE_FIRST = "Measure both first: kfcockpit compare (its table is quoted here)"
+RECORD_HEADINGS = (PLATFORM_RECORD, MEASURED, MEASURE_FIRST)
+
 _PLACEHOLDER = re.compile(r"<[^<>\n]*>")
+_TEMPLATE_HEADINGS = tuple(sorted({h.lower() for hs in SECTION_HEADINGS.values() for h in hs}, key=len,
+                                  reverse=True))  # the longest first: one heading may start another
+
+
+def _own_part(line: str) -> str:
+    """What of one line the learner wrote (see the module's docstring)."""
+    text = line.lstrip()
+    if text.startswith(">"):
+        return ""
+    if not text.startswith("#"):
+        return line
+    heading = text.lstrip("#").strip()
+    if heading.startswith(RECORD_HEADINGS):
+        return ""
+    lowered = heading.lower()
+    for template in _TEMPLATE_HEADINGS:
+        if lowered.startswith(template):
+            return heading[len(template):].lstrip(" :-–—")
+    return heading
 
 
 def covered_text(note: str) -> str:
-    own = [text for text in note.splitlines() if not text.lstrip().startswith(("#", ">"))]
+    own = [_own_part(line) for line in note.splitlines()]
     return _PLACEHOLDER.sub(" ", "\n".join(own)).lower()
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from backend.cluster import NotFound
 from backend.lesson.context import Handler, StepContext, line, needs_cluster
-from backend.lesson.evidence import same_loss_every_step
+from backend.lesson.evidence import clock, same_loss_every_step
 from backend.lesson.jobs import apply_runtime_and_volume
 from backend.lesson.pipeline_runs import find_task, load_run, run_pipeline
 from backend.models import Evidence, JobPhase, PodPhase
@@ -106,8 +106,8 @@ async def verify_trainjob(ctx: StepContext) -> Evidence:
     if job.phase is not JobPhase.COMPLETE:
         return ctx.evidence(False, f"TrainJob {name} is {job.phase.value}, not Complete", details)
     pods = sorted(await cluster.list_pods(name), key=lambda p: p.rank)
-    details += [f"pod {p.name}: rank {p.rank}, {p.phase.value}, started {p.started}, finished {p.finished}"
-                for p in pods]
+    details += [f"pod {p.name}: rank {p.rank}, {p.phase.value}, started {clock(p.started)}, "
+                f"finished {clock(p.finished)}" for p in pods]
     if sorted(p.rank for p in pods) != [0, 1]:
         return ctx.evidence(False, f"TrainJob {name} has pods of ranks {[p.rank for p in pods]}, not 0 and 1",
                             details)

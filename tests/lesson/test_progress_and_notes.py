@@ -131,6 +131,24 @@ async def test_an_untouched_draft_never_passes(settings):
     assert "embedded local cluster" in await lesson.draft_note("setup-1")
 
 
+async def test_text_typed_on_a_heading_line_counts_and_the_template_heading_does_not(settings):
+    lesson = Lesson(None, settings)
+    draft = await lesson.draft_note("setup-1")
+    typed = (draft.replace("## Install method\n", "## Install method: standalone, kustomize on kind\n")
+                  .replace("## Subprojects on the cluster\n",
+                           "## Subprojects on the cluster - the Trainer and Kubeflow Pipelines\n"))
+    assert covered_text(typed).split() == ["standalone,", "kustomize", "on", "kind", "the", "trainer",
+                                           "and", "kubeflow", "pipelines"]
+    lesson.save_note("setup-1", typed)
+    evidence = await lesson.verify("setup-1")
+    assert evidence.ok and evidence.seen.startswith("a 9-word note"), evidence.seen
+    # A heading of the learner's own counts whole; the cockpit's record line counts not at all
+    # (on kube it names the "Pipelines endpoint", which must not cover the Pipelines topic).
+    assert covered_text("## Trainer and pipelines, standalone\n").split() == ["trainer", "and", "pipelines,",
+                                                                               "standalone"]
+    assert covered_text("# Platform in the cockpit: Kubernetes, Pipelines endpoint http://x\n").strip() == ""
+
+
 async def test_a_verify_or_run_that_cannot_reach_a_cluster_keeps_what_was_saved(settings):
     lesson = Lesson(None, settings, unreachable="the API server does not answer")
     lesson._record(lesson.step("6"), Evidence(ok=True, checked="resumed", seen="resumed from step 5"))

@@ -1,4 +1,11 @@
+import time
+
+import pytest
+
+from backend.lesson.evidence import clock
+from backend.models import Evidence
 from tui import format as fmt
+from tui.widgets.step_view import evidence_content
 from tui.widgets.pods_table import short_name
 
 
@@ -18,3 +25,23 @@ def test_pod_names_shorten_to_what_tells_them_apart():
     assert short_name("lesson-ddp-node-0-1-x7k2p", "lesson-ddp") == "1-x7k2p"
     assert short_name("lesson-ddp-weird", "lesson-ddp") == "weird"
     assert short_name("other-pod", "lesson-ddp") == "other-pod"
+
+
+@pytest.fixture
+def utc(monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+NOW = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
+
+
+def test_evidence_moments_read_as_clock_times_never_epoch_seconds(utc):
+    assert clock(NOW - 90, NOW) == "07:58:30"
+    assert clock(NOW - 86_400, NOW) == "Jan 14 08:00:00"  # another day says which
+    assert clock(None, NOW) == "-"
+    shown = evidence_content(Evidence(ok=False, checked="c", seen="s", at=NOW - 90), NOW).plain
+    assert shown.startswith("✘ not yet at 07:58:30\n") and "1799999" not in shown

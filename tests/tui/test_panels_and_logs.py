@@ -68,7 +68,7 @@ async def test_a_long_line_wraps_instead_of_being_cut_and_separators_pass_every_
         view = app.query_one(LogView)
         view.ingest(lines(3))
         view.mark("✘ pod 0-abcde (rank 0, attempt 0) Killed, exit 137")
-        await pilot.pause(0.1)
+        await flushed(app, pilot)
         width = view.log_widget.scrollable_content_region.width
         rows = list(view.log_widget.lines)
         assert all(len(row) <= width for row in rows)
@@ -78,6 +78,35 @@ async def test_a_long_line_wraps_instead_of_being_cut_and_separators_pass_every_
         view.set_filter(LogFilter(text="step=2 "))
         await pilot.pause()
         assert any("Killed" in row for row in view.log_widget.lines)  # the separator stays
+
+
+async def test_following_lines_scrolls_the_log_without_laying_out_the_screen():
+    """A flush grows the Log's virtual size; that must not reflow every widget on the screen (it was
+    the biggest cost of following a job), yet the log still scrolls to its newest line."""
+    app = LogApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(LogView)
+        log = view.log_widget
+        view.ingest(lines(100))
+        await flushed(app, pilot)
+        layouts = []
+        refresh_layout = app.screen._refresh_layout
+        app.screen._refresh_layout = lambda *a, **k: (layouts.append(1), refresh_layout(*a, **k))[1]
+        for first in range(100, 400, 100):
+            before = log.max_scroll_y
+            view.ingest(lines(first + 100)[first + first // 50:])  # the next 100 step lines
+            await flushed(app, pilot)
+            assert log.max_scroll_y > before and log.scroll_y == log.max_scroll_y  # followed to the end
+        assert layouts == []
+        assert log.vertical_scrollbar.window_virtual_size == log.virtual_size.height == len(log.lines)
+
+
+async def flushed(app, pilot) -> None:
+    """Until the view's pending lines reached the Log (its flush runs on a timer)."""
+    view = app.query_one(LogView)
+    while view._flush_timer is not None or view._pending:
+        await pilot.pause(0.05)
+    await pilot.pause()
 
 
 def test_wrap_line_breaks_between_fields():

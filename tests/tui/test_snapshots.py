@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -66,11 +67,15 @@ def prepare(home: Path) -> None:
 
 
 @pytest.fixture
-def prepared_home(tmp_path: Path):
+def prepared_home(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")  # evidence shows clock times: the same on every machine
+    time.tzset()
     home = tmp_path / "home"
     prepare(home)
     yield home
     asyncio.run(Embedded(home).down())
+    monkeypatch.undo()
+    time.tzset()
 
 
 def cockpit(home: Path, theme: str = "dark") -> CockpitApp:

@@ -104,3 +104,27 @@ async def test_the_palette_lists_every_action_and_runs_them(home):
         await pilot.press("enter")
         await wait_until(screen, lambda: screen.checklist.step_id == "6", "the palette to select step 6")
         assert not isinstance(app.screen, CommandPalette)
+
+
+async def test_the_note_prompt_is_shown_whole_above_the_note_at_80x24():
+    from textual.app import App
+
+    from backend.lesson.steps import STEPS
+    from tui.widgets.step_view import StepView
+
+    class StepApp(App):
+        def compose(self):
+            yield StepView()
+
+    step = next(s for s in STEPS if s.id == "setup-1")
+    app = StepApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(StepView)
+        view.show(step, None, "")
+        await pilot.pause()
+        prompt = view.query_one("#step-note-prompt")
+        shown = " ".join(strip.text.strip() for strip in
+                         prompt.render_lines(prompt.region.reset_offset)).split()
+        assert " ".join(shown).startswith("Your note: " + step.note_prompt)  # nothing cut
+        assert "headings too" in " ".join(shown)
+        assert "ctrl+s" in str(view.query_one("#step-note").border_title)

@@ -5,9 +5,11 @@ wraps (at a space between logfmt fields) rather than being cut: `bytes=9150|06` 
 a wrong number, not a shorter one. A width change re-wraps from the buffer.
 
 Lines arrive from the screen's stream worker through `ingest` (a method call down). They are kept
-in a bounded LogBuffer and written to the Log widget in one `write_lines` per flush, at most
-`FLUSH_SECONDS` apart: one write per worker line would cap at a few thousand lines a second and
-freeze the UI; batched, the cost per line is a list append.
+in a bounded LogBuffer and written to the Log widget in one `write_lines` per flush, at most one
+flush every `FLUSH_SECONDS`: one write per worker line would cap at a few thousand lines a second
+and freeze the UI; batched, the cost per line is a list append. Each flush scrolls, and a scroll
+repaints the whole panel (in the process and on the terminal's wire), so the flush rate is what
+following a job costs, whatever the line rate (bench/tui_bytes.py).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.reactive import reactive
+from textual.geometry import Size
+from textual.reactive import Reactive, reactive
 from textual.widgets import Input, Log, Select
 
 from tui.format import rank_colour
@@ -30,7 +33,7 @@ from tui.log_buffer import MARK_LEAD, LogBuffer, LogFilter, rank_of_display, wra
 if TYPE_CHECKING:
     from backend.models import LogLine
 
-FLUSH_SECONDS = 1 / 30
+FLUSH_SECONDS = 0.2  # 5 repaints a second, a line waits 0.2 s at most (1/30 s: up to 30 full repaints a second)
 DEFAULT_CAPACITY = 20_000
 
 
@@ -71,6 +74,16 @@ class FollowLog(Log):
         super().__init__(highlight=True, max_lines=max_lines, **kwargs)
         self.highlighter = RankHighlighter()
         self._at_end = True
+
+    # Log sets virtual_size on every write and Widget declares it a layout reactive, so each flush
+    # laid out the whole screen: the biggest cost of following a job (a third of a core at 10
+    # lines/s). This box's size never depends on its lines, so a new virtual size needs only the
+    # scrollbars brought up to date; a scrollbar appearing or going still lays out (its own
+    # reactive asks for it).
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+
+    def watch_virtual_size(self, size: Size) -> None:
+        self._scroll_update(size)
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)

@@ -1,6 +1,11 @@
 """Loss curves, one per run: the followed job live (from its rank-0 step lines) and finished runs
 (from their metrics.json). Redraws at most a few times a second, and only when it is on screen:
-plotting is the slowest thing this screen draws."""
+plotting is the slowest thing this screen draws.
+
+A restart of the followed job is a vertical line at the step its new group resumed from (the
+workers' `event=resumed from_step=N`, or a step that comes again without one: a restart from
+scratch), so the curve is seen to continue past it. The legend is a line of its own under the
+plot, never drawn on the data: plotext puts its legend in a corner of the canvas, over the curve."""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.content import Content
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
@@ -18,12 +24,30 @@ REDRAW_SECONDS = 0.5
 MAX_POINTS = 4000  # per run; beyond it every other point goes (the curve's shape stays, memory is bounded)
 # Distinct markers keep runs apart where colour is gone (NO_COLOR, a washed-out projector).
 MARKERS = ("braille", "dot", "+", "x", "o")
+# How each marker reads in the legend line (plotext draws "dot" as •, braille as dots in a cell).
+MARKER_GLYPHS = {"braille": "⠒", "dot": "•"}
+RESTART_GLYPH = "│"
+
+
+# Curve colours given explicitly (textual-plotext's own sequence) so the legend line can show them.
+CURVE_COLOURS = ((0, 130, 200), (60, 180, 75), (230, 25, 75), (245, 130, 48), (145, 30, 180),
+                 (70, 240, 240), (240, 50, 230), (128, 128, 128))
+
+
+def _from_step(text: str) -> int | None:
+    from training.logfmt import parse_line
+
+    try:
+        return int(parse_line(text)["from_step"])
+    except (KeyError, ValueError):
+        return None
 
 
 class LossChart(Vertical, can_focus=True):
     DEFAULT_CSS = """
     #loss-empty { padding: 1; color: $text-muted; }
     #loss-plot { height: 1fr; }
+    #loss-legend { height: auto; max-height: 3; padding: 0 1; color: $text-muted; }
     """
     BORDER_TITLE = "loss"
 
@@ -31,14 +55,19 @@ class LossChart(Vertical, can_focus=True):
         super().__init__(**kwargs)
         self.series: dict[str, dict[int, float]] = {}  # run → step → loss (a resumed step overwrites)
         self.live_run: str | None = None
+        self.restarts: dict[str, set[int]] = {}  # run → steps a restarted group resumed from
+        self._last: dict[str, tuple[float, int]] = {}  # run → (time, step) of its newest rank-0 line
         self._dirty = False
+        self._legend: list = []
 
     def compose(self) -> ComposeResult:
         yield Static("no loss yet: run a training step", id="loss-empty")
         yield PlotextPlot(id="loss-plot")
+        yield Static(id="loss-legend")
 
     def on_mount(self) -> None:
         self.query_one("#loss-plot").display = False
+        self.query_one("#loss-legend").display = False
         self.set_interval(REDRAW_SECONDS, self._redraw_if_needed)
 
     # ------------------------------------------------------------------ method calls down
@@ -47,6 +76,7 @@ class LossChart(Vertical, can_focus=True):
         self.live_run = run
         if run is not None:
             self.series.setdefault(run, {})
+            self.restarts.setdefault(run, set())
         self._dirty = True
 
     def add_lines(self, batch: Iterable["LogLine"]) -> None:
@@ -55,10 +85,28 @@ class LossChart(Vertical, can_focus=True):
         if run is None:
             return
         points = self.series.setdefault(run, {})
+        restarts = self.restarts.setdefault(run, set())
+        # (time, step) of the newest rank-0 line: a step that comes again later in time is a new
+        # group; a stream reopened from the start replays older lines, which are no restart.
+        last = self._last.get(run)
         for line in batch:
-            if line.loss is not None and line.rank == 0 and line.step is not None:
+            if line.rank != 0 or (last is not None and line.time <= last[0]):
+                if line.rank == 0 and line.step is not None and line.loss is not None:
+                    points[line.step] = line.loss  # a replayed line: the curve, never a marker
+                    self._dirty = True
+                continue
+            if line.step is not None and line.loss is not None:
+                if last is not None and line.step <= last[1]:  # back without event=resumed: from scratch
+                    restarts.add(line.step - 1)
+                last = (line.time, line.step)
                 points[line.step] = line.loss
                 self._dirty = True
+            elif "event=resumed" in line.text and (from_step := _from_step(line.text)) is not None:
+                restarts.add(from_step)
+                last = (line.time, from_step)
+                self._dirty = True
+        if last is not None:
+            self._last[run] = last
         if len(points) > MAX_POINTS:
             self.series[run] = {s: points[s] for s in sorted(points)[::2]}
 
@@ -82,17 +130,30 @@ class LossChart(Vertical, can_focus=True):
         self._dirty = False
         runs = {run: points for run, points in self.series.items() if points}
         plot = self.query_one("#loss-plot", PlotextPlot)
+        legend = self.query_one("#loss-legend", Static)
         self.query_one("#loss-empty").display = not runs
-        plot.display = bool(runs)
+        plot.display = legend.display = bool(runs)
         if not runs:
             return
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
+        keys: list = []
         for i, (run, points) in enumerate(sorted(runs.items(), key=lambda kv: kv[0] != self.live_run)):
             steps = sorted(points)
+            marker = MARKERS[i % len(MARKERS)]
+            colour = CURVE_COLOURS[i % len(CURVE_COLOURS)]
+            plt.plot(steps, [points[s] for s in steps], marker=marker, color=colour)  # no label: no legend on the data
             label = f"{run} (followed)" if run == self.live_run else run
-            plt.plot(steps, [points[s] for s in steps], label=label, marker=MARKERS[i % len(MARKERS)])
+            keys += [(MARKER_GLYPHS.get(marker, marker), f"bold rgb{colour}"), f" {label}   "]
+        restarts = sorted(self.restarts.get(self.live_run, ())) if self.live_run in runs else []
+        for step in restarts:
+            plt.vline(step)
+        if restarts:
+            keys += [(RESTART_GLYPH, "bold"), f" restart, resumed from step {', '.join(map(str, restarts))}"]
+        if keys != self._legend:  # an update lays the screen out: only when the legend changed
+            self._legend = keys
+            legend.update(Content.assemble(*keys))
         plt.xlabel("step")
         plt.ylabel("loss")
         plot.refresh()

@@ -15,7 +15,6 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
 from textual.widgets import Button, Log, Static, TextArea
 
-from tui import format as fmt
 from tui.format import STATUS_LOOK
 from tui.widgets.checklist import status_of
 from tui.widgets.message import WidgetMessage
@@ -31,13 +30,22 @@ OUTPUT_LINES = 500  # per step; a run prints progress, not training logs (those 
 def evidence_content(evidence: "Evidence | None", now: float) -> Content:
     if evidence is None:
         return Content.styled("not checked yet · press v to check", "dim")
+    from backend.lesson.evidence import clock
+
     mark = ("✔ passed", "bold $success") if evidence.ok else ("✘ not yet", "bold $error")
-    when = f" · {fmt.age(now - evidence.at)} ago" if evidence.at else ""
+    # The clock time, not "3m ago": the card is drawn when the step is shown and would go stale.
+    when = f" at {clock(evidence.at, now)}" if evidence.at else ""
     parts: list = [mark, (when, "dim"), "\n", ("checked ", "bold"), evidence.checked, "\n",
                    ("seen ", "bold"), evidence.seen]
     for detail in evidence.details:
         parts += ["\n  · ", detail]
     return Content.assemble(*parts)
+
+
+def note_prompt_content(prompt: str | None) -> Content:
+    return Content.assemble(("Your note: ", "bold $accent"), prompt or "Write what the step asks.", "\n",
+                            ("Everything you type counts, on any line, headings too; the template's "
+                             "headings, quoted '>' lines and <placeholders> do not.", "dim"))
 
 
 def _last(text: str, most: int = 60) -> str:
@@ -66,6 +74,7 @@ class StepView(VerticalScroll):
     StepView > Static { margin-bottom: 1; }
     #step-actions { height: 1; margin-bottom: 1; }
     #step-actions Button { margin-right: 2; }
+    #step-note-prompt { margin-bottom: 0; }
     #step-note { height: 8; min-height: 5; border: round $accent; margin-bottom: 1; }
     #step-output-title { margin-bottom: 0; }
     #step-output { height: 8; border: round $secondary; overflow: auto auto; scrollbar-size: 1 1; }
@@ -113,6 +122,7 @@ class StepView(VerticalScroll):
             yield Button("Run ⏎", id="step-run", compact=True, variant="primary")
             yield Button("Verify v", id="step-verify", compact=True)
             yield Button("Save note ^s", id="step-save", compact=True)
+        yield Static(id="step-note-prompt")
         yield TextArea(id="step-note", soft_wrap=True, show_line_numbers=False)
         yield Static("run output", id="step-output-title", classes="subtitle")
         yield Log(id="step-output", max_lines=OUTPUT_LINES)
@@ -137,12 +147,15 @@ class StepView(VerticalScroll):
         self.query_one("#step-save", Button).display = reading
         note_area = self.query_one("#step-note", TextArea)
         note_area.display = reading
+        self.query_one("#step-note-prompt").display = reading
         self.query_one("#step-output-title").display = not reading  # a note has no run
         self.query_one("#step-output").display = not reading
         if changed:
             self.keep_note()  # what was typed for the previous step is kept before it is replaced
         if reading:
-            note_area.border_title = step.note_prompt or "your note"
+            # The prompt above the box, wrapped: as the box's border title it was cut at every width.
+            self.query_one("#step-note-prompt", Static).update(note_prompt_content(step.note_prompt))
+            note_area.border_title = "your note · ctrl+s saves and checks"
             if changed or note_area.text != note:
                 self._note_loaded = note
                 note_area.load_text(note)

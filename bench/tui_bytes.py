@@ -1,0 +1,281 @@
+"""How many bytes a second the cockpit writes to its terminal, and how much CPU it burns, while it
+follows a job's logs at a steady line rate.
+
+Each subject runs as a child on a pseudo-terminal of the given size, with Textual's real Linux
+driver (what an SSH session or a projector's terminal receives), fed synthetic step lines of N
+workers at a steady rate through the same method the log stream worker calls. The parent reads
+the pty and counts the bytes of a measured window that starts once the feed has settled; the child
+reports the CPU seconds it spent in that window (every thread of the UI process; the embedded
+cluster's controller is another process and is not counted).
+
+Subjects, in the same run:
+- baseline: a bare Textual app whose only widget is a full-screen `Log` fed the same lines — the
+  least any app pays to show them;
+- idle: the cockpit following the job with no lines arriving (clocks, spinners, tables);
+- cockpit: the cockpit following the job, lines arriving.
+
+Goal (issue 14): <= 40 kB/s at 100 lines/s at 120x40.
+
+    .venv/bin/python bench/tui_bytes.py [--rates 10,100] [--sizes 120x40,80x24] [--seconds 5]
+    .venv/bin/python bench/tui_bytes.py --profile 10 --sizes 120x40   # cProfile of the cockpit child
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import fcntl
+import json
+import os
+import pty
+import re
+import selectors
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TICK = 0.01  # the feeder delivers a batch every 10 ms at most, like a log stream does
+SETTLE_SECONDS = 2.0  # after the feed starts: the first screens of lines, the first chart
+GOAL_BYTES_PER_SECOND = 40_000
+GOAL_RATE, GOAL_SIZE = 100, (120, 40)
+
+
+# ------------------------------------------------------------------ the child (on the pty)
+
+
+def _line(workers: int, i: int, now: float):
+    from backend.models import LogLine
+
+    rank, step = i % workers, i // workers
+    loss = 1.0 / (1 + step * 0.01)
+    return LogLine(pod=f"bench-node-0-{rank}-abcde", rank=rank, time=now,
+                   text=f"step={step} loss={loss:.6f} rank={rank} world={workers}", step=step, loss=loss)
+
+
+async def _feed(app, report_fd: int, args, ingest) -> None:
+    """Lines at a steady rate; tells the parent when the measured window starts and ends."""
+    rate, loop = args.rate, asyncio.get_running_loop()
+    profiler = None
+    if args.profile_to:  # the measured window only, not the start-up
+        import cProfile
+
+        profiler = cProfile.Profile()
+    start = time.perf_counter()
+    fed = 0
+    window = None  # (wall, cpu) at its start
+    end = start + SETTLE_SECONDS + args.seconds
+    while (now := time.perf_counter()) < end:
+        if window is None and now - start >= SETTLE_SECONDS:
+            window = (now, time.process_time())
+            os.write(report_fd, b"start\n")
+            if profiler is not None:
+                profiler.enable()
+        due = int((now - start) * rate) - fed
+        if rate and due > 0:
+            ingest([_line(args.workers, fed + k, time.time()) for k in range(due)])
+            fed += due
+        await asyncio.sleep(TICK if rate else 0.1)
+    wall, cpu = time.perf_counter() - window[0], time.process_time() - window[1]
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(args.profile_to)
+    os.write(report_fd, (json.dumps({"wall": wall, "cpu": cpu, "fed": fed}) + "\n").encode())
+    loop.call_later(0.05, app.exit)
+
+
+def run_child(args) -> None:
+    report_fd = args.report_fd
+    if args.child == "baseline":
+        from textual.app import App
+        from textual.widgets import Log
+
+        from tui.format import rank_label
+
+        class Bare(App):
+            def compose(self):
+                yield Log(id="log")
+
+            def on_ready(self) -> None:
+                log = self.query_one(Log)
+
+                def ingest(batch) -> None:
+                    log.write_lines([f"{rank_label(l.rank)} {l.text}" for l in batch])
+
+                self.run_worker(_feed(self, report_fd, args, ingest))
+
+        Bare().run()
+        return
+
+    from backend.settings import Settings
+    from bench.tui_logs import panels_mounted
+    from tui.app import CockpitApp
+    from tui.config import CockpitConfig
+    from tui.launch import Launch
+
+    class Fed(CockpitApp):
+        async def on_ready(self) -> None:
+            screen = self.screen
+            await panels_mounted(screen)
+            # Following a job as the log stream worker would, without one (no job "bench" runs).
+            screen.log_view.reset("bench")
+            screen.loss_chart.follow_run("bench")
+            screen.timeline.reset("bench")
+            screen.action_show_tab("logs")  # the costly tab at 80x24; at 120x40 all is on one screen
+            self.run_worker(_feed(self, report_fd, args, screen._log_batch))
+
+    with tempfile.TemporaryDirectory(prefix="kfc-bench-") as home:
+        app = Fed(Launch.of(Settings(home=Path(home)), CockpitConfig()))
+        try:
+            app.run()
+        finally:
+            from backend.local.cluster import LocalCluster
+
+            asyncio.run(LocalCluster(Path(home)).down())
+
+
+# ------------------------------------------------------------------ the parent
+
+
+def measure(subject: str, size: tuple[int, int], rate: int, args, profile_to: str | None = None) -> dict:
+    """Runs one child on a fresh pty; returns bytes/s and CPU of its measured window."""
+    master, slave = pty.openpty()
+    cols, rows = size
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    report_r, report_w = os.pipe()
+    env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor", PYTHONPATH=str(ROOT))
+    env.pop("NO_COLOR", None)
+    command = [sys.executable, __file__, "--child", subject, "--rate", str(rate), "--seconds",
+               str(args.seconds), "--workers", str(args.workers), "--report-fd", str(report_w)]
+    if profile_to:
+        command += ["--profile-to", profile_to]
+    child = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env,
+                             pass_fds=(report_w,), start_new_session=True, cwd=ROOT)
+    os.close(slave)
+    os.close(report_w)
+    selector = selectors.DefaultSelector()
+    selector.register(master, selectors.EVENT_READ, "pty")
+    selector.register(report_r, selectors.EVENT_READ, "report")
+    counting, total, report, pending, seen = False, 0, None, b"", b""
+    deadline = time.monotonic() + 60 + args.seconds
+    try:
+        while report is None and time.monotonic() < deadline:
+            for key, _ in selector.select(timeout=1.0):
+                if key.data == "pty":
+                    try:
+                        data = os.read(master, 65536)
+                    except OSError:  # the child closed the terminal
+                        data = b""
+                    if counting:
+                        total += len(data)
+                    seen = (seen + data)[-20_000:]
+                    if not data:
+                        selector.unregister(master)
+                else:
+                    chunk = os.read(report_r, 4096)
+                    if not chunk:
+                        selector.unregister(report_r)
+                        deadline = min(deadline, time.monotonic() + 2)  # ended: its last output, then out
+                        continue
+                    pending += chunk
+                    while b"\n" in pending:
+                        message, pending = pending.split(b"\n", 1)
+                        if message == b"start":
+                            counting = True
+                        else:
+                            report = json.loads(message)
+        if report is None:
+            tail = re.sub(rb"\x1b\[[0-9;?<>=$]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b[=>]", b"", seen)
+            raise RuntimeError(f"{subject}: no report (exit {child.poll()}); its terminal ended with:\n"
+                               + tail.decode(errors="replace")[-3000:])
+        # Drain until the child exits: it must not block on a full pty while tearing down.
+        end = time.monotonic() + 30
+        while child.poll() is None and time.monotonic() < end:
+            if selector.select(timeout=0.2):
+                try:
+                    os.read(master, 65536)
+                except OSError:
+                    break
+    finally:
+        if child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        os.close(master)
+        os.close(report_r)
+    return {"bytes_per_s": total / report["wall"], "cpu": report["cpu"] / report["wall"],
+            "lines_per_s": report["fed"] / (SETTLE_SECONDS + report["wall"])}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", default="10,100", help="lines/s, comma-separated")
+    parser.add_argument("--sizes", default="120x40,80x24")
+    parser.add_argument("--seconds", type=float, default=5.0, help="the measured window")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--profile", type=int, metavar="RATE",
+                        help="only profile the cockpit at this rate (cProfile, top functions printed)")
+    parser.add_argument("--child", choices=("baseline", "idle", "cockpit"), help=argparse.SUPPRESS)
+    parser.add_argument("--rate", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--report-fd", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--profile-to", help=argparse.SUPPRESS)
+    parser.add_argument("--profile-out", help="keep the profile in this file")
+    args = parser.parse_args()
+    if args.child:
+        run_child(args)
+        return 0
+    sizes = [tuple(int(n) for n in s.split("x")) for s in args.sizes.split(",")]
+    if args.profile:
+        return profile(args, sizes[0])
+    rates = [int(r) for r in args.rates.split(",")]
+    print(f"terminal bytes and CPU while following logs: {args.workers} workers, {args.seconds:.0f} s "
+          f"window after {SETTLE_SECONDS:.0f} s settling, Textual's Linux driver on a pty")
+    print(f"{'size':>7} {'subject':>9} {'lines/s':>8} {'kB/s':>8} {'x base':>7} {'CPU %':>6}")
+    results = {}
+    for size in sizes:
+        idle = measure("cockpit", size, 0, args)
+        label = f"{size[0]}x{size[1]}"
+        print(f"{label:>7} {'idle':>9} {0:>8} {idle['bytes_per_s'] / 1000:>8.1f} {'':>7} {idle['cpu'] * 100:>6.1f}")
+        for rate in rates:
+            base = measure("baseline", size, rate, args)
+            ours = measure("cockpit", size, rate, args)
+            results[(size, rate)] = ours
+            ratio = ours["bytes_per_s"] / base["bytes_per_s"] if base["bytes_per_s"] else float("nan")
+            print(f"{label:>7} {'baseline':>9} {rate:>8} {base['bytes_per_s'] / 1000:>8.1f} {'':>7} "
+                  f"{base['cpu'] * 100:>6.1f}")
+            print(f"{label:>7} {'cockpit':>9} {rate:>8} {ours['bytes_per_s'] / 1000:>8.1f} {ratio:>7.2f} "
+                  f"{ours['cpu'] * 100:>6.1f}")
+    goal = results.get((GOAL_SIZE, GOAL_RATE))
+    if goal is None:
+        print(f"  (the goal is measured at {GOAL_RATE} lines/s, {GOAL_SIZE[0]}x{GOAL_SIZE[1]})")
+        return 0
+    ok = goal["bytes_per_s"] <= GOAL_BYTES_PER_SECOND
+    print(f"  {'PASS' if ok else 'FAIL'}  <= {GOAL_BYTES_PER_SECOND // 1000} kB/s at {GOAL_RATE} lines/s, "
+          f"{GOAL_SIZE[0]}x{GOAL_SIZE[1]} ({goal['bytes_per_s'] / 1000:.1f} kB/s)")
+    return 0 if ok else 1
+
+
+def profile(args, size: tuple[int, int]) -> int:
+    import pstats
+
+    with tempfile.TemporaryDirectory(prefix="kfc-prof-") as tmp:
+        out = args.profile_out or str(Path(tmp) / "cockpit.prof")
+        result = measure("cockpit", size, args.profile, args, profile_to=out)
+        print(f"cockpit at {args.profile} lines/s, {size[0]}x{size[1]}: {result['cpu'] * 100:.1f}% of a core, "
+              f"{result['bytes_per_s'] / 1000:.1f} kB/s (under cProfile: slower than without)")
+        stats = pstats.Stats(out)
+        stats.sort_stats("cumulative").print_stats(40)
+        stats.sort_stats("tottime").print_stats(25)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The loss chart on its own (no cluster): a marker where a restarted group resumed, none for a
+replayed stream, and the legend in a line of its own under the plot, never drawn on the curve."""
+
+from __future__ import annotations
+
+from textual.app import App, ComposeResult
+from textual_plotext import PlotextPlot
+
+from backend.models import LogLine
+from tui.widgets.loss_chart import LossChart
+
+POD0, POD0_AGAIN = "job-node-0-0-aaaaa", "job-node-0-0-ccccc"
+
+
+def step(pod: str, at: float, n: int, rank: int = 0) -> LogLine:
+    return LogLine.parsed(pod, rank, at, f"step={n} loss={1 / n:.6f} rank={rank} world=2")
+
+
+class ChartApp(App):
+    def compose(self) -> ComposeResult:
+        yield LossChart()
+
+
+def killed_at_8_resumed_from_5() -> list[LogLine]:
+    first = [step(POD0, 100.0 + n, n) for n in range(1, 9)] + [step("job-node-0-1-bbbbb", 100.0 + n, n, 1)
+                                                               for n in range(1, 9)]
+    resumed = LogLine.parsed(POD0_AGAIN, 0, 120.0, "event=resumed from_step=5 rank=0 world=2 checkpoint_world=2")
+    return first + [resumed] + [step(POD0_AGAIN, 120.0 + n, n) for n in range(6, 12)]
+
+
+async def test_a_restart_is_marked_where_the_group_resumed_and_the_legend_is_off_the_plot():
+    app = ChartApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        chart = app.query_one(LossChart)
+        chart.follow_run("job")
+        chart.add_lines(killed_at_8_resumed_from_5())
+        chart.redraw()
+        await pilot.pause()
+        assert chart.restarts["job"] == {5}
+        assert sorted(chart.series["job"]) == list(range(1, 12))  # the curve goes on past the marker
+        plot = chart.query_one("#loss-plot", PlotextPlot)
+        assert plot.plt._active.monitor.vcoord[0] == [5]  # one vertical line, at the resumed step
+        legend = chart.query_one("#loss-legend").render()
+        assert "job (followed)" in str(legend) and "restart, resumed from step 5" in str(legend)
+        drawn = plot.plt.build()
+        assert "job" not in drawn and "followed" not in drawn  # no legend over the data
+        assert legend_below_plot(chart)
+
+
+async def test_a_restart_from_scratch_is_marked_and_a_replayed_stream_is_not():
+    app = ChartApp()
+    async with app.run_test(size=(100, 30)):
+        chart = app.query_one(LossChart)
+        chart.follow_run("job")
+        first = [step(POD0, 100.0 + n, n) for n in range(1, 6)]
+        chart.add_lines(first)
+        chart.add_lines(first)  # the log stream reopened and sent the job's lines again
+        assert chart.restarts["job"] == set()
+        chart.add_lines([step(POD0_AGAIN, 200.0 + n, n) for n in range(1, 4)])  # no checkpoint: step 1 again
+        assert chart.restarts["job"] == {0}
+
+
+def legend_below_plot(chart: LossChart) -> bool:
+    plot, legend = chart.query_one("#loss-plot").region, chart.query_one("#loss-legend").region
+    return legend.height >= 1 and legend.y >= plot.bottom
+
+
+async def test_a_redraw_with_the_same_legend_does_not_lay_out_the_screen():
+    app = ChartApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        chart = app.query_one(LossChart)
+        chart.follow_run("job")
+        chart.add_lines([step(POD0, 100.0 + n, n) for n in range(1, 6)])
+        chart.redraw()
+        await pilot.pause()
+        layouts = []
+        refresh_layout = app.screen._refresh_layout
+        app.screen._refresh_layout = lambda *a, **k: (layouts.append(1), refresh_layout(*a, **k))[1]
+        for n in range(6, 9):  # new points, the same runs and restarts: the plot changes, the legend not
+            chart.add_lines([step(POD0, 100.0 + n, n)])
+            chart.redraw()
+            await pilot.pause()
+        assert layouts == []
