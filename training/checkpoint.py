@@ -84,6 +84,19 @@ def write_files(directory: Path, state: dict, reason: str, rank: int) -> Path:
     return final
 
 
+def save_once(directory: Path, state: dict, reason: str, rank: int) -> bool:
+    """A survivor's save: write `state` unless its step is committed already or another writer
+    still alive claimed it. True if this process wrote it."""
+    committed = fmt.sidecar_path(directory / fmt.file_name(int(state["step"]))).exists
+    if committed():
+        return False
+    # A claim taken over from a dead holder: it may have committed the step just before dying.
+    if fmt.claim(directory, int(state["step"])) and not committed():
+        write_files(directory, state, reason, rank)
+        return True
+    return False
+
+
 def newest_valid(directory: Path, rank: int) -> Path | None:
     """The newest checkpoint whose size and checksum hold; one line per checkpoint skipped."""
     for path in reversed(fmt.list_files(directory)):
@@ -166,12 +179,7 @@ class FileCheckpoints:
             self.wait()
         except Exception as exc:  # that save failed; this one may still succeed
             emit(event="checkpoint_failed", reason=str(exc), rank=self.rank)
-        step = int(state["step"])
-        if fmt.sidecar_path(self.directory / fmt.file_name(step)).exists():
-            return
-        # A claim taken over from a dead holder: it may have committed the step just before dying.
-        if fmt.claim(self.directory, step) and not fmt.sidecar_path(self.directory / fmt.file_name(step)).exists():
-            write_files(self.directory, state, reason, self.rank)
+        if save_once(self.directory, state, reason, self.rank):
             self._prune()
 
     def wait(self) -> None:
