@@ -218,14 +218,15 @@ class RayCheckpoints:
         reported = {"step": step, "epoch": epoch, "loss": loss, "rank": self.rank, "pid": os.getpid(),
                     "mean_loss": sum(self._losses) / len(self._losses)}
         name = ""
-        self.in_report = True
         if self._pending is None:
+            self.in_report = True
             ray.train.report(reported)
         else:
             from training.checkpoint import write_files
 
             with tempfile.TemporaryDirectory(dir=self.staging) as directory:
                 name = write_files(Path(directory), self._pending, "periodic", self.rank).name
+                self.in_report = True
                 ray.train.report(reported, checkpoint=ray.train.Checkpoint.from_directory(directory),
                                  checkpoint_dir_name=name.removesuffix(".pt"))
             for older in _survivor_dirs(self.run_dir):  # superseded: Ray prunes only its own

@@ -20,13 +20,17 @@ from training.ray_train import SURVIVOR_REASONS
 
 ARGS = ["--steps", "30", "--ckpt-every", "5", "--samples", "640"]
 KILL_AFTER_STEP = 12
+# Longer than Ray takes to see the dead worker and tear the group down (a 0.2 s health-check
+# poll here): the survivor, pausing between steps when the kill lands, only reaches its save
+# because the teardown waits for it.
+STEP_DELAY = "0.5"
 
 
 def _run_ray_and_kill_rank_1(storage: Path, name: str) -> tuple[int, list[dict[str, str]]]:
     """training.ray_train, 2 workers; SIGKILL rank 1 once the first group printed the kill step."""
     temp = Path(tempfile.mkdtemp(prefix="kfr-", dir="/tmp"))  # Ray's socket paths must stay short
     cmd = [sys.executable, "-m", "training.ray_train", "--num-workers", "2", "--storage", str(storage),
-           "--name", name, "--temp-dir", str(temp), "--max-failures", "1", "--step-delay", "0.1", *ARGS]
+           "--name", name, "--temp-dir", str(temp), "--max-failures", "1", "--step-delay", STEP_DELAY, *ARGS]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True)
     records, starts, victim = [], 0, None
@@ -66,6 +70,8 @@ def test_a_killed_ray_worker_leaves_its_step_to_the_survivor_and_resume_is_bitwi
     assert from_steps == {last_step}, (from_steps, last_step)
     saved = [r for r in first_group if r.get("event") == "checkpoint_saved" and r["reason"] in SURVIVOR_REASONS]
     assert [(r["rank"], int(r["step"])) for r in saved] == [("0", last_step)]
+    holds = [r for r in first_group if r.get("event") == "shutdown_hold"]
+    assert [(r["rank"], r["left"]) for r in holds] == [("0", "True")]
 
     run_dir = storage / name
     # Once the restarted group reported newer checkpoints, the survivor's save is gone; Ray kept
