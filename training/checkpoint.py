@@ -31,7 +31,8 @@ from training import checkpoint_format as fmt
 from training.loop import emit
 
 # Fault injection for tests of the crash window: "crash_before_rename@15" makes the process die
-# after the temp file of step 15 is written and before it is renamed into place.
+# after the temp file of step 15 is written and before it is renamed into place;
+# "crash_before_rename@15:periodic" only in the periodic save (a rank killed mid-save).
 FAULT_ENV = "KFCOCKPIT_FAULT"
 
 # The sidecar's sha256 is the checksum; torch's own zip CRC32 would be a second pass over the same
@@ -72,7 +73,7 @@ def write_files(directory: Path, state: dict, reason: str, rank: int) -> Path:
         torch.save(state, hashed)
         f.flush()
         os.fsync(f.fileno())
-    if os.environ.get(FAULT_ENV) == f"crash_before_rename@{step}":
+    if os.environ.get(FAULT_ENV) in (f"crash_before_rename@{step}", f"crash_before_rename@{step}:{reason}"):
         os._exit(137)
     fmt.sidecar_path(final).unlink(missing_ok=True)  # re-saving a step: the old sidecar no longer applies
     os.replace(tmp, final)
@@ -81,6 +82,19 @@ def write_files(directory: Path, state: dict, reason: str, rank: int) -> Path:
     emit(event="checkpoint_saved", step=step, reason=reason, file=final.name, bytes=hashed.size,
          seconds=time.perf_counter() - started, rank=rank)
     return final
+
+
+def save_once(directory: Path, state: dict, reason: str, rank: int) -> bool:
+    """A survivor's save: write `state` unless its step is committed already or another writer
+    still alive claimed it. True if this process wrote it."""
+    committed = fmt.sidecar_path(directory / fmt.file_name(int(state["step"]))).exists
+    if committed():
+        return False
+    # A claim taken over from a dead holder: it may have committed the step just before dying.
+    if fmt.claim(directory, int(state["step"])) and not committed():
+        write_files(directory, state, reason, rank)
+        return True
+    return False
 
 
 def newest_valid(directory: Path, rank: int) -> Path | None:
@@ -165,11 +179,7 @@ class FileCheckpoints:
             self.wait()
         except Exception as exc:  # that save failed; this one may still succeed
             emit(event="checkpoint_failed", reason=str(exc), rank=self.rank)
-        step = int(state["step"])
-        if fmt.sidecar_path(self.directory / fmt.file_name(step)).exists():
-            return
-        if fmt.claim(self.directory, step):
-            write_files(self.directory, state, reason, self.rank)
+        if save_once(self.directory, state, reason, self.rank):
             self._prune()
 
     def wait(self) -> None:
@@ -189,9 +199,14 @@ class FileCheckpoints:
             return
         finally:
             self._staged.set()  # never leave the loop waiting
+        step = int(state["step"])
         try:
-            if fmt.claim(self.directory, int(state["step"])):
-                write_files(self.directory, staged, "periodic", self.rank)
+            if fmt.claim(self.directory, step):
+                try:
+                    write_files(self.directory, staged, "periodic", self.rank)
+                except BaseException:
+                    fmt.release(self.directory, step)  # a survivor may still save this step
+                    raise
                 self._prune()
         except BaseException as exc:
             self._failure = exc
@@ -216,4 +231,4 @@ class FileCheckpoints:
             if int(step) < int(oldest_kept):
                 fmt.sidecar_path(path).unlink(missing_ok=True)  # uncommit first
                 path.unlink(missing_ok=True)
-                (self.directory / fmt.claim_name(int(step))).unlink(missing_ok=True)
+                fmt.release(self.directory, int(step))

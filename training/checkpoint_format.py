@@ -13,6 +13,8 @@ are written to a temp name (`.ckpt-step-000015.pt.tmp-<pid>`), fsynced and renam
 sidecar last: the sidecar is the commit mark, so a data file without one is an unfinished save and
 never a checkpoint. One writer per step: a writer first claims the step by creating
 `.ckpt-step-000015.claim` exclusively (survivors of a failed group may race to save the same step).
+The claim names its holder; a claim whose holder died (a rank killed mid-save) is taken over by
+the next generation, `.ckpt-step-000015.claim.1`, created exclusively too (see `claim`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,13 +46,19 @@ def temp_name(step: int, pid: int) -> str:
     return f".{file_name(step)}.tmp-{pid}"
 
 
-def claim_name(step: int) -> str:
-    return f".ckpt-step-{step:06d}.claim"
+def claim_name(step: int, generation: int = 0) -> str:
+    name = f".ckpt-step-{step:06d}.claim"
+    return f"{name}.{generation}" if generation else name
+
+
+def claim_names(directory: Path, step: int) -> list[Path]:
+    """Every generation of the claim of `step` present in `directory`."""
+    return list(directory.glob(f"{claim_name(step)}*"))
 
 
 def is_leftover(name: str) -> bool:
     """A temp file or claim of a save that did not finish (safe to remove when no writer runs)."""
-    return name.startswith(".ckpt-step-") and (".tmp-" in name or name.endswith(".claim"))
+    return name.startswith(".ckpt-step-") and (".tmp-" in name or ".claim" in name)
 
 
 class InvalidCheckpoint(Exception):
@@ -69,12 +78,86 @@ class CheckpointInfo:
 
 
 def claim(directory: Path, step: int) -> bool:
-    """True if this process is now the only writer of `step` (none claimed it before)."""
+    """True if this process is now the only writer of `step`: it created the step's claim, or
+    took over from a holder that is dead.
+
+    Whoever creates a claim file exclusively holds it; the file names the holder. A holder killed
+    mid-save (a rank dying while its writer thread streams a periodic checkpoint) would otherwise
+    block the survivors from saving that step. Liveness is decided only where it can be: for a
+    holder in this machine's process table (same host name, boot and pid namespace: the ranks of
+    one torchrun, or the Ray workers of one node); its pid must still run the process that started
+    when the claim was made (start time checked, so a reused pid is not taken for it). A holder in
+    another pod or host is assumed alive: its volume is shared, its process table is not, and a
+    lease would need heartbeats and a wait longer than survivors get. Taking over creates the next
+    generation's file exclusively, so of several survivors that find the same dead holder, one wins.
+    """
+    me = json.dumps(_this_process()).encode()
+    generation = 0
+    while True:
+        path = directory / claim_name(step, generation)
+        if _create_exclusive(path, me):
+            return True
+        if _holder_alive(path):
+            return False
+        generation += 1
+
+
+def release(directory: Path, step: int) -> None:
+    """Drop every claim of `step` (after its save failed, or when the step is pruned)."""
+    for path in claim_names(directory, step):
+        path.unlink(missing_ok=True)
+
+
+def _create_exclusive(path: Path, content: bytes) -> bool:
+    """Create `path` holding `content`, atomically and only if it does not exist.
+
+    The content goes to a temp file that is then hard-linked to the name: link fails if the name
+    exists (on NFS too, unlike O_EXCL on old servers), and a reader never sees a claim half written."""
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    tmp.write_bytes(content)
     try:
-        os.close(os.open(directory / claim_name(step), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        os.link(tmp, path)
     except FileExistsError:
         return False
+    finally:
+        tmp.unlink(missing_ok=True)
     return True
+
+
+def _proc_start_time(pid: int) -> str | None:
+    """The start time of process `pid` (clock ticks since boot), None if it is gone or a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def _machine() -> dict:
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        pidns = os.readlink("/proc/self/ns/pid")
+    except OSError:  # not Linux: no liveness check, every holder counts as alive
+        boot = pidns = ""
+    return {"host": socket.gethostname(), "boot": boot, "pidns": pidns}
+
+
+def _this_process() -> dict:
+    return dict(_machine(), pid=os.getpid(), start=_proc_start_time(os.getpid()))
+
+
+def _holder_alive(path: Path) -> bool:
+    """False only for a holder known dead: on this machine, its process gone. A claim file that
+    vanished (pruned) or cannot be read counts as held."""
+    try:
+        holder = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return True
+    here = _machine()
+    if not isinstance(holder, dict) or not here["boot"] or any(holder.get(k) != here[k] for k in here):
+        return True
+    return _proc_start_time(int(holder["pid"])) == holder.get("start")
 
 
 def write_sidecar(data: Path, meta: dict) -> None:

@@ -17,8 +17,21 @@ silently resumes a run whose name it finds in the storage, so reusing one is ref
 On the storage, under <storage>/<run>/:
     ckpt-step-000015/ckpt-step-000015.pt   the checkpoint in training.checkpoint_format: a plain
     ckpt-step-000015/ckpt-step-000015.json torch.save file and its JSON sidecar
+    ckpt-step-000017/...                   a survivor's save (below), same layout, not Ray's
     reports.jsonl                          what every worker passed to each ray.train.report
     metrics.json                           written by rank 0 at the end (launcher "ray")
+
+Survivor saves, as with torchrun: when a worker dies, Ray Train's controller notices at its next
+poll and tears the group down, calling each worker actor's `shutdown` and then `ray.kill`ing it
+(a forced exit: no SIGTERM, no atexit) once those calls return or after 5 s (`_shutdown_workers`,
+ray/train/v2/_internal/execution/worker_group/state.py). `shutdown` only runs the workers'
+`before_worker_shutdown` callbacks and returns, so without help a survivor lives about one poll
+interval after the kill. `SurvivorSave` is such a callback: it asks the loop to stop (as SIGTERM
+does under torchrun) and holds the teardown until the loop has left, by a save of the newest
+complete step or a failed collective's, at most Ray's 5 s. A save cannot go through
+`ray.train.report` (a barrier the dead worker never reaches), so it is written straight into the
+run's directory in Ray's layout, and a new group's rank 0 resumes from the newest valid of Ray's
+latest checkpoint and such saves; a survivor save is removed once a newer checkpoint is reported.
 """
 
 from __future__ import annotations
@@ -27,13 +40,16 @@ import argparse
 import json
 import os
 import secrets
+import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
 
+from training import checkpoint_format as fmt
 from training import metrics
 from training.options import (
     EXIT_USAGE,
@@ -67,6 +83,10 @@ _SOCKET_SUFFIX = "/session_2000-01-01_00-00-00_000000_4194304/sockets/plasma_sto
 MAX_TEMP_DIR = 107 - len(_SOCKET_SUFFIX)
 DEFAULT_NUM_WORKERS = 2
 DEFAULT_MAX_FAILURES = 3
+# Ray kills a worker 5 s after asking it to shut down (_shutdown_workers' patience): a survivor's
+# save must end before then, or it is lost half written (and never chosen: no sidecar).
+SHUTDOWN_PATIENCE_S = 5.0
+SURVIVOR_REASONS = ("peer_failure", "sigterm")
 
 def new_run_name() -> str:
     return time.strftime("ray-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
@@ -127,25 +147,59 @@ class RayCheckpoints:
     and a user opens it with torch.load.
     """
 
-    def __init__(self, rank: int, world: int, report_every: int, staging: Path):
+    def __init__(self, rank: int, world: int, report_every: int, staging: Path, run_dir: Path):
         self.rank, self.world = rank, world
         self.report_every = report_every
         self.staging = staging
+        self.run_dir = run_dir
         self._pending: dict | None = None
         self._checkpoint_due = False
         self._losses: list[float] = []  # since the last report
+        self.in_report = False  # inside ray.train.report: a barrier a dead peer never reaches
 
     def load_latest(self) -> dict | None:
+        """Ray's latest reported checkpoint, or a newer survivor save. Rank 0 chooses (after the
+        checksum) and the others load what it names: a survivor of the last group may still be
+        committing a save while this group starts, and ranks must not resume from different steps."""
         import ray.train
+        import torch.distributed as dist
 
         from training.checkpoint import load_state, newest_valid
 
         checkpoint = ray.train.get_checkpoint()
+        chosen = [self._newer_survivor_save(checkpoint) if self.rank == 0 else ""]
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            dist.broadcast_object_list(chosen, src=0)
+        if chosen[0]:
+            return load_state(Path(chosen[0]))
         if checkpoint is None:
             return None
         with checkpoint.as_directory() as directory:
             found = newest_valid(Path(directory), self.rank)
             return load_state(found) if found else None
+
+    def _newer_survivor_save(self, checkpoint) -> str:
+        """The newest valid survivor save newer than Ray's `checkpoint` (a path), or ""."""
+        from training.checkpoint import newest_valid
+
+        match = fmt.NAME_RE.match(f"{Path(checkpoint.path).name}.pt") if checkpoint else None
+        reported = int(match.group(1)) if match else -1
+        for directory in reversed(_survivor_dirs(self.run_dir)):
+            step = int(fmt.NAME_RE.match(f"{directory.name}.pt").group(1))
+            if step <= reported:
+                break
+            found = newest_valid(directory, self.rank)
+            if found is not None:
+                return str(found)
+        return ""
+
+    def save_now(self, state: dict, reason: str) -> None:
+        """A survivor's save, straight into the run's directory (see the module's docstring)."""
+        from training.checkpoint import save_once
+
+        directory = self.run_dir / fmt.file_name(int(state["step"])).removesuffix(".pt")
+        directory.mkdir(parents=True, exist_ok=True)
+        save_once(directory, state, reason, self.rank)
 
     def save(self, state: dict) -> None:
         self._checkpoint_due = True  # every rank: all must report at this step
@@ -165,18 +219,72 @@ class RayCheckpoints:
                     "mean_loss": sum(self._losses) / len(self._losses)}
         name = ""
         if self._pending is None:
+            self.in_report = True
             ray.train.report(reported)
         else:
             from training.checkpoint import write_files
 
             with tempfile.TemporaryDirectory(dir=self.staging) as directory:
                 name = write_files(Path(directory), self._pending, "periodic", self.rank).name
+                self.in_report = True
                 ray.train.report(reported, checkpoint=ray.train.Checkpoint.from_directory(directory),
                                  checkpoint_dir_name=name.removesuffix(".pt"))
+            for older in _survivor_dirs(self.run_dir):  # superseded: Ray prunes only its own
+                if int(fmt.NAME_RE.match(f"{older.name}.pt").group(1)) < step:
+                    shutil.rmtree(older, ignore_errors=True)
+        self.in_report = False
         # No "loss=" key: the cockpit takes lines with step= and loss= for step lines.
         emit(event="reported", step=step, epoch=epoch, mean_loss=reported["mean_loss"],
              rank=self.rank, world=self.world, checkpoint=name)
         self._pending, self._checkpoint_due, self._losses = None, False, []
+
+
+def _survivor_dirs(run_dir: Path) -> list[Path]:
+    """Checkpoint directories of the run written by survivors, oldest step first."""
+    found = []
+    for directory in run_dir.glob("ckpt-step-*"):
+        data = directory / f"{directory.name}.pt"
+        if not (directory.is_dir() and fmt.NAME_RE.match(data.name)):
+            continue
+        try:
+            reason = fmt.read_meta(data).get("reason")
+        except (fmt.InvalidCheckpoint, OSError):
+            reason = None  # not committed (yet): a survivor's claim says whose it is
+            if not fmt.claim_names(directory, int(fmt.NAME_RE.match(data.name).group(1))):
+                continue
+        if reason is None or reason in SURVIVOR_REASONS:
+            found.append(directory)
+    return sorted(found, key=lambda d: d.name)
+
+
+class _Worker:
+    """This worker process's loop, as the shutdown callback sees it (one group per process)."""
+
+    stop = threading.Event()  # the group is being torn down: stop at the next step boundary
+    left = threading.Event()  # the loop has returned or raised (after any survivor save)
+    store: RayCheckpoints | None = None
+
+
+def _survivor_save_callback():
+    """A WorkerCallback (see the module's docstring). Ray's RunConfig takes callbacks other than
+    UserCallbacks as they are ("custom workarounds built on top of internal callbacks")."""
+    from ray.train.v2._internal.execution.callback import WorkerCallback
+
+    class SurvivorSave(WorkerCallback):
+        def before_worker_shutdown(self):
+            from training.loop import emit
+
+            _Worker.stop.set()
+            store = _Worker.store
+            if store is None or _Worker.left.is_set():
+                return  # never started, or finished
+            began = time.perf_counter()
+            if not store.in_report:  # in Ray's report barrier the dead peer holds it for good
+                _Worker.left.wait(SHUTDOWN_PATIENCE_S - 0.5)
+            emit(event="shutdown_hold", rank=store.rank, seconds=time.perf_counter() - began,
+                 left=_Worker.left.is_set())
+
+    return SurvivorSave()
 
 
 def train_per_worker(config: dict) -> None:
@@ -191,10 +299,16 @@ def train_per_worker(config: dict) -> None:
     torch.set_num_threads(config["threads"])
     cfg = TrainConfig(**config["train"])
     emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps, launcher="ray")
-    store = RayCheckpoints(rank, world, config["report_every"], Path(config["staging"]))
-    training = run(cfg, rank, world, store, on_step=store.report_step)
+    run_dir = Path(config["run_dir"])
+    _Worker.stop.clear()
+    _Worker.left.clear()
+    store = _Worker.store = RayCheckpoints(rank, world, config["report_every"], Path(config["staging"]), run_dir)
+    try:
+        training = run(cfg, rank, world, store, on_step=store.report_step, stop_requested=_Worker.stop.is_set)
+    finally:
+        _Worker.left.set()
     if rank == 0:
-        metrics.write_atomic(Path(config["run_dir"]) / metrics.FILE_NAME, training.final_metrics("ray"))
+        metrics.write_atomic(run_dir / metrics.FILE_NAME, training.final_metrics("ray"))
 
 
 # ---------------------------------------------------------------- in the Ray Train controller
@@ -274,8 +388,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         ray.shutdown()
         if owned_temp:
-            import shutil
-
             shutil.rmtree(temp_dir, ignore_errors=True)
 
 
@@ -300,7 +412,8 @@ def _fit(args: argparse.Namespace, cfg, run_dir: Path, temp_dir: Path) -> int:
             storage_path=str(args.storage),
             failure_config=FailureConfig(max_failures=args.max_failures),
             checkpoint_config=CheckpointConfig(num_to_keep=cfg.keep),
-            callbacks=[ray_train._report_log_callback(run_dir / REPORTS_FILE)],
+            callbacks=[ray_train._report_log_callback(run_dir / REPORTS_FILE),
+                       ray_train._survivor_save_callback()],
         ),
     )
     try:

@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from tests.training.conftest import run, torchrun_cmd
+from tests.training.conftest import REPO, env, run, torchrun_cmd
 from training import checkpoint_format as fmt
 from training.checkpoint import FileCheckpoints, newest_valid
 from training.loop import Training
@@ -62,6 +62,37 @@ def test_survivors_racing_for_one_step_write_it_once(tmp_path, capsys):
     saved = [line for line in capsys.readouterr().out.splitlines() if "event=checkpoint_saved" in line]
     assert [line.split()[1:3] for line in saved] == [["step=4", "reason=peer_failure"]]
     assert fmt.verify_file(tmp_path / fmt.file_name(4))["rank"] == 1
+
+
+# A rank that claims step 3 for its writer, then holds the claim until its stdin closes and exits
+# without releasing it, as a rank killed mid-save does.
+CLAIM_AND_HOLD = """
+import sys
+from pathlib import Path
+from training import checkpoint_format as fmt
+assert fmt.claim(Path(sys.argv[1]), 3)
+print("claimed", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_claim_held_by_a_dead_rank_does_not_block_the_survivors_save(tmp_path, capsys):
+    training = _training()
+    rank0, rank1 = FileCheckpoints(tmp_path, keep=3, rank=0), FileCheckpoints(tmp_path, keep=3, rank=1)
+    holder = subprocess.Popen([sys.executable, "-c", CLAIM_AND_HOLD, str(tmp_path)], cwd=REPO,
+                              env=env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "claimed\n"
+    rank1.save_now(training.state(), "peer_failure")  # the holder is alive: it is writing step 3
+    assert fmt.list_files(tmp_path) == []
+
+    holder.stdin.close()
+    assert holder.wait(timeout=60) == 0  # died holding the claim
+    rank1.save_now(training.state(), "peer_failure")
+    rank0.save_now(training.state(), "sigterm")  # a second survivor finds the step committed
+    saved = [line for line in capsys.readouterr().out.splitlines() if "event=checkpoint_saved" in line]
+    assert [line.split()[1:3] for line in saved] == [["step=3", "reason=peer_failure"]]
+    assert fmt.verify_file(tmp_path / fmt.file_name(3))["rank"] == 1
+    assert sorted(p.name for p in fmt.claim_names(tmp_path, 3)) == [fmt.claim_name(3), fmt.claim_name(3, 1)]
 
 
 def test_resume_skips_unfinished_and_torn_checkpoints_and_prunes_to_keep(tmp_path):

@@ -91,6 +91,29 @@ def test_sigkill_of_rank_1_survivor_saves_the_interrupted_step_and_resume_is_bit
         assert torch.equal(pa[name], pb[name]), name
 
 
+def test_rank_0_killed_mid_periodic_save_leaves_the_step_to_the_survivor(tmp_path):
+    # Rank 0 dies holding the claim of step 15 (its writer thread is between write and rename),
+    # during the pause after step 15, so the survivor's newest complete step is 15 too.
+    args = ["--steps", "20", "--ckpt-every", "5"]
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    reference = run(torchrun_cmd(2, *args, "--ckpt-dir", str(straight)))
+    assert reference.returncode == 0, reference.stderr[-2000:]
+
+    crashed = run(torchrun_cmd(2, *args, "--step-delay", "0.5", "--ckpt-dir", str(killed)),
+                  KFCOCKPIT_FAULT="crash_before_rename@15:periodic")
+    assert crashed.returncode != 0
+    assert list(killed.glob(".ckpt-step-000015.pt.tmp-*")), "rank 0 did not die mid-save"
+    (survivor,) = [e for e in crashed.events("checkpoint_saved") if e["reason"] != "periodic"]
+    assert (survivor["rank"], survivor["step"]) == ("1", "15")
+
+    relaunch = run(torchrun_cmd(2, *args, "--ckpt-dir", str(killed)))
+    assert relaunch.returncode == 0, relaunch.stderr[-2000:]
+    assert [e["from_step"] for e in relaunch.events("resumed")] == ["15", "15"]
+    a = json.loads((straight / "metrics.json").read_text())
+    b = json.loads((killed / "metrics.json").read_text())
+    assert a["params_sha256"] == b["params_sha256"] and a["loss_history"] == b["loss_history"]
+
+
 def test_truncated_newest_checkpoint_falls_back_to_the_previous_one(ckpt_dir):
     first = run(plain_cmd("--steps", "10", "--ckpt-every", "5", "--ckpt-dir", str(ckpt_dir)))
     assert first.returncode == 0, first.stderr
