@@ -1,6 +1,7 @@
 """The Ray Train side of the comparison: a RayJob on the embedded cluster whose entrypoint runs the
 loop under TorchTrainer on a private Ray; one worker pod (a Ray Train worker) killed mid-run, Ray
-Train's FailureConfig restarting the group from the last reported checkpoint."""
+Train's FailureConfig restarting the group from the survivors' save of the interrupted step (or
+the last reported checkpoint when there is none)."""
 
 from __future__ import annotations
 
