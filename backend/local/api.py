@@ -50,7 +50,6 @@ _MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 INSTALLED = (_MANIFESTS / "embedded" / "torch-distributed.yaml", _MANIFESTS / "runtime.yaml")
 # Kinds only the controllers create: a client's Pod or JobSet would never run, so it is refused.
 _RUN_BY_CONTROLLERS = ("JobSet", "Node")
-SNAPSHOT_GROUP = provisioner.SNAPSHOT_GROUP
 
 
 class ClusterApi(Hooks):
@@ -73,18 +72,14 @@ class ClusterApi(Hooks):
         """Stored objects, and what every cluster has from its first start."""
         first_start = not self.store.directory.exists()
         self.store.load()
-        for name in SYSTEM_NAMESPACES:
+        for name in (*SYSTEM_NAMESPACES, objects.TRAINER_NAMESPACE):
             if self.store.find(self.kinds["Namespace"], None, name) is None:
                 self.store.create(self.kinds["Namespace"], {"metadata": {"name": name},
                                                             "spec": {"finalizers": ["kubernetes"]},
                                                             "status": {"phase": "Active"}})
         self.store.create(self.kinds["Node"], objects.node_object(self.capacity["cpu"], self.capacity["memory"]))
-        # What installing the Trainer gives (its namespace and controller-manager pod): this
-        # process is that controller. Pods are not kept across restarts, so it is made each start.
-        if self.store.find(self.kinds["Namespace"], None, objects.TRAINER_NAMESPACE) is None:
-            self.store.create(self.kinds["Namespace"], {"metadata": {"name": objects.TRAINER_NAMESPACE},
-                                                        "spec": {"finalizers": ["kubernetes"]},
-                                                        "status": {"phase": "Active"}})
+        # What installing the Trainer gives, its controller-manager pod: this process is that
+        # controller. Pods are not kept across restarts, so it is made at each start.
         self.controller_pod = f"kubeflow-trainer-controller-manager-{secrets.token_hex(3)[:5]}"
         self.store.create(self.kinds["Pod"], objects.controller_pod(self.controller_pod, os.getpid(), time.time()))
         if not self.store.list(self.kinds["StorageClass"]):
@@ -415,7 +410,7 @@ class ClusterApi(Hooks):
             if content and self.store.find(self.kinds["VolumeSnapshotContent"], None, content) is not None:
                 self.store.delete(self.kinds["VolumeSnapshotContent"], None, content)
         elif kind.kind == "VolumeSnapshotContent":
-            raise ApiError(403, "Forbidden", f'volumesnapshotcontents.{SNAPSHOT_GROUP} "{name}" is forbidden: it goes '
+            raise ApiError(403, "Forbidden", f'volumesnapshotcontents.{provisioner.SNAPSHOT_GROUP} "{name}" is forbidden: it goes '
                                              "with its VolumeSnapshot (delete that instead)")
         elif kind.kind == "Namespace":
             if name in SYSTEM_NAMESPACES:
