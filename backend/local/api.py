@@ -13,10 +13,12 @@ ties them to the controller:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import os
 import secrets
+import shutil
 import socket
 import ssl
 import time
@@ -50,7 +52,6 @@ _MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 INSTALLED = (_MANIFESTS / "embedded" / "torch-distributed.yaml", _MANIFESTS / "runtime.yaml")
 # Kinds only the controllers create: a client's Pod or JobSet would never run, so it is refused.
 _RUN_BY_CONTROLLERS = ("JobSet", "Node")
-SNAPSHOT_GROUP = provisioner.SNAPSHOT_GROUP
 
 
 class ClusterApi(Hooks):
@@ -66,6 +67,7 @@ class ClusterApi(Hooks):
         self.port = 0
         self.mirror = Mirror(self)
         self.controller_pod = ""
+        self._provisioning: dict[tuple[str | None, str], asyncio.Task] = {}  # claims whose volume is being copied
 
     # ------------------------------------------------------------------ start / stop
 
@@ -73,18 +75,14 @@ class ClusterApi(Hooks):
         """Stored objects, and what every cluster has from its first start."""
         first_start = not self.store.directory.exists()
         self.store.load()
-        for name in SYSTEM_NAMESPACES:
+        for name in (*SYSTEM_NAMESPACES, objects.TRAINER_NAMESPACE):
             if self.store.find(self.kinds["Namespace"], None, name) is None:
                 self.store.create(self.kinds["Namespace"], {"metadata": {"name": name},
                                                             "spec": {"finalizers": ["kubernetes"]},
                                                             "status": {"phase": "Active"}})
         self.store.create(self.kinds["Node"], objects.node_object(self.capacity["cpu"], self.capacity["memory"]))
-        # What installing the Trainer gives (its namespace and controller-manager pod): this
-        # process is that controller. Pods are not kept across restarts, so it is made each start.
-        if self.store.find(self.kinds["Namespace"], None, objects.TRAINER_NAMESPACE) is None:
-            self.store.create(self.kinds["Namespace"], {"metadata": {"name": objects.TRAINER_NAMESPACE},
-                                                        "spec": {"finalizers": ["kubernetes"]},
-                                                        "status": {"phase": "Active"}})
+        # What installing the Trainer gives, its controller-manager pod: this process is that
+        # controller. Pods are not kept across restarts, so it is made at each start.
         self.controller_pod = f"kubeflow-trainer-controller-manager-{secrets.token_hex(3)[:5]}"
         self.store.create(self.kinds["Pod"], objects.controller_pod(self.controller_pod, os.getpid(), time.time()))
         if not self.store.list(self.kinds["StorageClass"]):
@@ -253,6 +251,18 @@ class ClusterApi(Hooks):
             spec.setdefault(key, value)
         obj["status"] = {"phase": "Pending", "qosClass": objects.qos(spec)}
 
+    def bare_pod_unschedulable(self, namespace: str, name: str, why: str) -> None:
+        """A bare pod the scheduler cannot place yet: Pending, PodScheduled False, FailedScheduling."""
+        kind = self.kinds["Pod"]
+        live = self.store.find(kind, namespace, name)
+        if live is None:
+            return
+        status = {**(live.get("status") or {}), "phase": "Pending",
+                  "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                  "message": why, "lastTransitionTime": objects.rfc3339(time.time())}]}
+        self.store.update(kind, {**live, "status": status})
+        self.mirror.event(live, "Warning", "FailedScheduling", why, "default-scheduler")
+
     def bare_pod_status(self, namespace: str, name: str, phase: str, container: dict[str, Any],
                         reason: str = "") -> None:
         """A bare pod's status as its kubelet (barepods.py) sees it."""
@@ -326,35 +336,80 @@ class ClusterApi(Hooks):
             self.ctl.start_bare_pod(obj)
 
     def _provision(self, kind: Kind, obj: dict[str, Any]) -> None:
-        """The claim's volume, Bound; or Pending with the provisioner's ProvisioningFailed event
-        while its dataSource cannot be used (provisioner.py)."""
-        spec = obj.get("spec") or {}
-        storage_class = spec.get("storageClassName") or STORAGE_CLASS
-        restoring = provisioner.data_source(obj) is not None
+        """The claim's volume, then Bound. One with a dataSource stays Pending with the
+        provisioner's ProvisioningFailed event while its source cannot be used (provisioner.py),
+        else is Pending while the source's files are copied in the background (a pod mounting it
+        waits, Controller.wait_for_volumes), as a create on a real cluster returns before the
+        provisioner has made the volume."""
         meta = obj["metadata"]
-        if restoring:
-            self.mirror.event(obj, "Normal", "Provisioning", "External provisioner is provisioning volume for claim "
-                              f'"{meta.get("namespace")}/{meta["name"]}"', DRIVER)
+        storage_class = (obj.get("spec") or {}).get("storageClassName") or STORAGE_CLASS
         claim = admission.check_model(kind, obj)
+        if provisioner.data_source(obj) is None:
+            self.ctl.claim_applied(claim)
+            self._bound(kind, obj, storage_class)
+            return
+        key = (meta.get("namespace"), meta["name"])
+        if key in self._provisioning:
+            return  # its copy is under way
+        self.mirror.event(obj, "Normal", "Provisioning", "External provisioner is provisioning volume for claim "
+                          f'"{meta.get("namespace")}/{meta["name"]}"', DRIVER)
         try:
-            self.ctl.claim_applied(claim, provisioner.contents(self, obj))
+            contents, source = provisioner.contents(self, obj)
+            if self.ctl.layout.volume_dir(meta["name"]).exists():
+                raise ClusterError(f"volume {meta['name']!r} exists on this node already (PersistentVolumeClaims "
+                                   "share one set of names across namespaces on the embedded cluster)")
+        except provisioner.NotProvisionable as exc:
+            self._not_provisioned(kind, obj, provisioner.failure(obj, storage_class, exc))
+            return
+        except ClusterError as exc:
+            self._not_provisioned(kind, obj, f'failed to provision volume with StorageClass "{storage_class}": {exc}')
+            return
+        self._set_status(kind, obj, {"phase": "Pending"}, spec_extra={"storageClassName": storage_class})
+        self._provisioning[key] = asyncio.get_running_loop().create_task(
+            self._fill(kind, obj, claim, contents, source, storage_class), name=f"provision {key}")
+
+    async def _fill(self, kind: Kind, obj: dict[str, Any], claim: Any, contents: Path, source: dict[str, Any],
+                    storage_class: str) -> None:
+        """The copy of a claim's source, then Bound; or the ProvisioningFailed event when the copy
+        fails or the source was deleted meanwhile (the copy may be partial: it is dropped)."""
+        meta = obj["metadata"]
+        directory = self.ctl.layout.volume_dir(meta["name"])
+        filled, problem = False, ""
+        try:
+            await self.ctl.fill_volume(meta["name"], contents)
+            filled = True
+            provisioner.check_kept(self, source)
         except provisioner.NotProvisionable as exc:
             problem = provisioner.failure(obj, storage_class, exc)
         except ClusterError as exc:  # the copy failed (no space left, say)
             problem = f'failed to provision volume with StorageClass "{storage_class}": {exc}'
-        else:
-            problem = ""
-        if problem:
-            self.mirror.event(obj, "Warning", "ProvisioningFailed", problem, DRIVER)
-            self._set_status(kind, obj, {"phase": "Pending"}, spec_extra={"storageClassName": storage_class})
+        finally:
+            self._provisioning.pop((meta.get("namespace"), meta["name"]), None)
+        live = self.store.find(kind, meta.get("namespace"), meta["name"])
+        if problem or live is None or live["metadata"].get("uid") != meta.get("uid"):
+            if filled:
+                shutil.rmtree(directory, ignore_errors=True)
+            if problem and live is not None:
+                self._not_provisioned(kind, live, problem)
             return
-        volume = f"pvc-{meta['uid']}"
+        self.ctl.claim_applied(claim)
+        self._bound(kind, live, storage_class)
+        self.mirror.event(live, "Normal", "ProvisioningSucceeded",
+                          f"Successfully provisioned volume pvc-{meta['uid']}", DRIVER)
+
+    def _bound(self, kind: Kind, obj: dict[str, Any], storage_class: str) -> None:
+        spec = obj.get("spec") or {}
         self._set_status(kind, obj, {"phase": "Bound", "accessModes": spec.get("accessModes", ["ReadWriteOnce"]),
                                      "capacity": {"storage": ((spec.get("resources") or {}).get("requests") or {})
                                                   .get("storage", "1Gi")}},
-                         spec_extra={"volumeName": volume, "storageClassName": storage_class})
-        if restoring:
-            self.mirror.event(obj, "Normal", "ProvisioningSucceeded", f"Successfully provisioned volume {volume}", DRIVER)
+                         spec_extra={"volumeName": f"pvc-{obj['metadata']['uid']}", "storageClassName": storage_class})
+
+    def _not_provisioned(self, kind: Kind, obj: dict[str, Any], problem: str) -> None:
+        self.mirror.event(obj, "Warning", "ProvisioningFailed", problem, DRIVER)
+        self._set_status(kind, obj, {"phase": "Pending"},
+                         spec_extra={"storageClassName": (obj.get("spec") or {}).get("storageClassName")
+                                     or STORAGE_CLASS})
+        self.ctl.volume_changed()  # pods waiting for it say why now
 
     def _take_snapshot(self, kind: Kind, obj: dict[str, Any]) -> None:
         """Taken at once (volumes.create_snapshot), so ready when the create returns; bound to its
@@ -415,7 +470,7 @@ class ClusterApi(Hooks):
             if content and self.store.find(self.kinds["VolumeSnapshotContent"], None, content) is not None:
                 self.store.delete(self.kinds["VolumeSnapshotContent"], None, content)
         elif kind.kind == "VolumeSnapshotContent":
-            raise ApiError(403, "Forbidden", f'volumesnapshotcontents.{SNAPSHOT_GROUP} "{name}" is forbidden: it goes '
+            raise ApiError(403, "Forbidden", f'volumesnapshotcontents.{provisioner.SNAPSHOT_GROUP} "{name}" is forbidden: it goes '
                                              "with its VolumeSnapshot (delete that instead)")
         elif kind.kind == "Namespace":
             if name in SYSTEM_NAMESPACES:

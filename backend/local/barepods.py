@@ -87,6 +87,9 @@ class BarePod:
     async def _life(self) -> None:
         scheduler = self.ctl.scheduler
         requests = Requests.of((self.container.get("resources") or {}).get("requests"))
+        claims = [v["persistentVolumeClaim"].get("claimName", "") for v in self.spec.get("volumes") or []
+                  if "persistentVolumeClaim" in v]
+        await self.ctl.wait_for_volumes(self.namespace, claims, self._unschedulable)
         await scheduler.bind(self.key, requests)
         deadline = self.spec.get("activeDeadlineSeconds")
         timer = asyncio.get_running_loop().call_later(float(deadline), self._deadline) if deadline else None
@@ -203,6 +206,9 @@ class BarePod:
         if last is not None:
             container["lastState"] = {"terminated": _terminated(*last)}
         self.ctl.api.bare_pod_status(self.namespace, self.name, phase, container, reason)
+
+    def _unschedulable(self, why: str) -> None:
+        self.ctl.api.bare_pod_unschedulable(self.namespace, self.name, why)
 
     def terminate(self, grace: float) -> None:
         self.deleting = True

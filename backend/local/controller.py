@@ -27,6 +27,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
@@ -95,6 +96,7 @@ class Controller:
         self.scheduler = Scheduler(capacity["cpu"], capacity["memory"], objects.MAX_PODS, self._unschedulable)
         self.api = ClusterApi(self, capacity)
         self.bare_pods: dict[str, BarePod] = {}  # "<namespace>.<name>" -> pods created through the API
+        self._volume_waiters: list[asyncio.Future] = []  # pods waiting for a claim's volume
         self.events.listeners.append(self._mirror)
 
     # ------------------------------------------------------------------ processes
@@ -106,17 +108,17 @@ class Controller:
             future = self._exits[pid] = asyncio.get_running_loop().create_future()
         return future
 
-    async def run_child(self, argv: list[str]) -> int:
+    async def run_child(self, argv: list[str], output: Path | None = None) -> int:
         """Run a helper program of the controller's own (not a pod) and return its exit code;
-        reaped by our SIGCHLD handler like every child."""
-        null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        reaped by our SIGCHLD handler like every child. Its output goes to `output`, else nowhere."""
+        fd = os.open(output or os.devnull, os.O_WRONLY | os.O_CLOEXEC | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            pid = spawn(argv, podspec.base_env(), podspec.PROJECT_ROOT, null)
+            pid = spawn(argv, podspec.base_env(), podspec.PROJECT_ROOT, fd)
         except SpawnError as exc:
             log.warning("cannot run %s: %s", argv[0], exc)
             return 127
         finally:
-            os.close(null)
+            os.close(fd)
         return os.waitstatus_to_exitcode(await self.watch_exit(pid))
 
     def _reap(self) -> None:
@@ -244,19 +246,55 @@ class Controller:
         self.runtimes[(runtime.kind, runtime.metadata.name)] = runtime
         self.prewarm(runtime)  # a job usually follows its runtime: have the workers warm by then
 
-    def claim_applied(self, claim: PersistentVolumeClaim, contents: Path | None = None) -> None:
-        """The claim's volume: an empty directory, or one that starts with a copy of `contents`
-        (a snapshot's data or another volume: its dataSource, checked by api.py)."""
-        directory = self.layout.volume_dir(claim.metadata.name)
-        if contents is None:
-            directory.mkdir(parents=True, exist_ok=True)
-        elif not directory.exists():
-            try:
-                volumes.restore_volume(contents, directory)
-            except OSError as exc:
-                raise InvalidResource(f"volume {claim.metadata.name!r} could not be filled from its dataSource: "
-                                      f"{exc.strerror or exc}") from None
+    def claim_applied(self, claim: PersistentVolumeClaim) -> None:
+        self.layout.volume_dir(claim.metadata.name).mkdir(parents=True, exist_ok=True)
         self.claims[claim.metadata.name] = claim
+        self.volume_changed()
+
+    def volume_changed(self) -> None:
+        """A claim got its volume (or will not get it for now): the pods waiting look again."""
+        waiters, self._volume_waiters = self._volume_waiters, []
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+
+    async def wait_for_volumes(self, namespace: str, claims: list[str], waiting: Callable[[str], None]) -> None:
+        """Return once every claim has its volume; until then `waiting(why)`, in the words of
+        kube-scheduler's VolumeBinding plugin, which keeps such a pod Pending (a restore is
+        being copied, its snapshot is not there yet, the claim does not exist)."""
+        kind = self.api.kinds["PersistentVolumeClaim"]
+        while missing := [c for c in claims if c not in self.claims]:
+            unknown = [c for c in missing if self.api.store.find(kind, namespace, c) is None]
+            why = f'persistentvolumeclaim "{unknown[0]}" not found' if unknown else \
+                "pod has unbound immediate PersistentVolumeClaims"
+            waiting(f"0/1 nodes are available: {why}. preemption: 0/1 nodes are available: "
+                    "1 Preemption is not helpful for scheduling.")
+            future = asyncio.get_running_loop().create_future()
+            self._volume_waiters.append(future)
+            await future
+
+    async def fill_volume(self, name: str, source: Path) -> None:
+        """The new volume `name` as a copy of `source` (a snapshot's data, another volume: its
+        claim's dataSource). The copy is a child process (volumes.copy_command), so gigabytes
+        never hold up this loop, into a temp directory renamed into place: the volume appears
+        whole or not at all. InvalidResource in one line when the copy fails."""
+        directory = self.layout.volume_dir(name)
+        tmp = directory.with_name(f".{name}.tmp-{os.getpid()}")
+        errors = tmp.with_name(f"{tmp.name}.err")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            tmp.mkdir(parents=True)
+            code = await self.run_child(volumes.copy_command(source, tmp), output=errors)
+            if code != 0:
+                last = (errors.read_text(errors="replace").strip().splitlines() or [f"cp exited with {code}"])[-1]
+                raise InvalidResource(f"copying its data source failed: {last}")
+            volumes.drop_in_flight(tmp)
+            os.rename(tmp, directory)
+        except OSError as exc:
+            raise InvalidResource(f"copying its data source failed: {exc.strerror or exc}") from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+            errors.unlink(missing_ok=True)
 
     def take_snapshot(self, spec: VolumeSnapshot) -> dict:
         name, claim = spec.metadata.name, spec.spec.source.persistent_volume_claim_name
@@ -334,6 +372,7 @@ class Controller:
                                             f"{', '.join(users)}; delete those first")
         shutil.rmtree(self.layout.volume_dir(name), ignore_errors=True)
         self.claims.pop(name, None)
+        self.volume_changed()
 
     def delete_snapshot(self, name: str) -> None:
         self.snapshot_specs.pop(name, None)

@@ -7,7 +7,8 @@ PersistentVolumeClaim with a clone of that volume, any other claim empty. A sour
 missing, not bound, not ready or larger than the request is refused with upstream's message;
 the claim stays Pending with a Warning ProvisioningFailed event (api.py), and is provisioned
 when the snapshot it waits for is taken (upstream retries with a back-off; here that snapshot's
-creation sets it off). The copy itself is volumes.restore_volume.
+creation sets it off). The copy itself is Controller.fill_volume; a source deleted while it was
+being copied fails the provisioning (the copy may be partial) instead of leaving it unnoticed.
 """
 
 from __future__ import annotations
@@ -58,12 +59,10 @@ def failure(claim: dict[str, Any], storage_class: str, problem: NotProvisionable
             f"Type {source.get('kind')} by Name {source.get('name')}: {problem}")
 
 
-def contents(api: "ClusterApi", claim: dict[str, Any]) -> Path | None:
-    """The directory the claim's volume starts as a copy of, None for an empty volume;
-    NotProvisionable when its source is not usable (yet)."""
-    source = data_source(claim)
-    if source is None:
-        return None
+def contents(api: "ClusterApi", claim: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
+    """(the directory the claim's volume starts as a copy of, the source object) for a claim
+    with a data source; NotProvisionable when its source is not usable (yet)."""
+    source = data_source(claim) or {}
     group, kind = source.get("apiGroup") or "", source.get("kind")
     namespace = claim["metadata"].get("namespace") or "default"
     if group == SNAPSHOT_GROUP and kind == "VolumeSnapshot":
@@ -75,7 +74,8 @@ def contents(api: "ClusterApi", claim: dict[str, Any]) -> Path | None:
                            "embedded cluster (VolumeSnapshot and PersistentVolumeClaim sources are supported)")
 
 
-def _snapshot_contents(api: "ClusterApi", claim: dict[str, Any], namespace: str, name: str) -> Path:
+def _snapshot_contents(api: "ClusterApi", claim: dict[str, Any], namespace: str,
+                       name: str) -> tuple[Path, dict[str, Any]]:
     """getSnapshotSource's checks, in its order and words."""
     snapshot = api.store.find(api.kinds["VolumeSnapshot"], namespace, name)
     if snapshot is None:
@@ -96,10 +96,11 @@ def _snapshot_contents(api: "ClusterApi", claim: dict[str, Any], namespace: str,
         if requested < size:
             raise NotProvisionable(f"requested volume size {requested} is less than the size {size} for the "
                                    f"source snapshot {name}")
-    return data
+    return data, snapshot
 
 
-def _clone_contents(api: "ClusterApi", claim: dict[str, Any], namespace: str, name: str) -> Path:
+def _clone_contents(api: "ClusterApi", claim: dict[str, Any], namespace: str,
+                    name: str) -> tuple[Path, dict[str, Any]]:
     """getPVCSource's checks, in its order and words."""
     source = api.store.find(api.kinds["PersistentVolumeClaim"], namespace, name)
     if source is None:
@@ -115,4 +116,16 @@ def _clone_contents(api: "ClusterApi", claim: dict[str, Any], namespace: str, na
     directory = api.ctl.layout.volume_dir(name)
     if not directory.is_dir():
         raise NotProvisionable("claim in dataSource not bound or invalid")
-    return directory
+    return directory, source
+
+
+def check_kept(api: "ClusterApi", source: dict[str, Any]) -> None:
+    """NotProvisionable if `source` was deleted while its contents were being copied; in the
+    words upstream uses for a source being deleted when provisioning starts."""
+    meta = source["metadata"]
+    live = api.store.find(api.kinds[source["kind"]], meta.get("namespace"), meta["name"])
+    if live is not None and live["metadata"].get("uid") == meta.get("uid"):
+        return
+    if source["kind"] == "VolumeSnapshot":
+        raise NotProvisionable(f"snapshot {meta['name']} is being deleted")
+    raise NotProvisionable(f"the PVC DataSource {meta['name']} is currently being deleted")

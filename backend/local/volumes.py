@@ -8,13 +8,13 @@ flight are left out. The tree is built under a temp name and renamed into place,
 either exists complete, with its snapshot.json, or not at all.
 
 A volume restored from a snapshot (or cloned from another volume) starts with copies of its
-files, reflinked where the filesystem shares extents (btrfs, xfs): a restored volume is for
-anyone to write to, in place too, and such writes must never reach the snapshot.
+files, not links: a restored volume is anyone's to write, in place too, and such writes must
+never reach the snapshot. `cp --reflink=auto` makes them (shared extents on btrfs and xfs, bytes
+copied elsewhere), in a child process of the controller (Controller.fill_volume).
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import stat
@@ -57,10 +57,8 @@ def tree_size(root: Path) -> tuple[int, int]:
     return files, size
 
 
-def _recreate(source: Path, target: Path, place) -> tuple[int, int]:
-    """Recreate `source` under `target`, each regular file put there by `place(src, dst)`;
-    symlinks copied as links, never followed out of the volume; in-flight temp files left out.
-    (files, bytes) placed."""
+def link_tree(source: Path, target: Path) -> tuple[int, int]:
+    """Recreate `source` under `target` with hard links; (files, bytes) linked."""
     files = size = 0
     target.mkdir(parents=True)
     for dirpath, dirnames, filenames in os.walk(source):
@@ -68,7 +66,7 @@ def _recreate(source: Path, target: Path, place) -> tuple[int, int]:
         out = target if rel == "." else target / rel
         for name in list(dirnames):
             src = os.path.join(dirpath, name)
-            if os.path.islink(src):
+            if os.path.islink(src):  # copied as a link, never followed out of the volume
                 os.symlink(os.readlink(src), out / name)
                 dirnames.remove(name)
             else:
@@ -81,50 +79,25 @@ def _recreate(source: Path, target: Path, place) -> tuple[int, int]:
             if stat.S_ISLNK(st.st_mode):
                 os.symlink(os.readlink(src), out / name)
             elif stat.S_ISREG(st.st_mode):
-                place(src, out / name)
+                os.link(src, out / name)
                 files += 1
                 size += st.st_size
     return files, size
 
 
-def link_tree(source: Path, target: Path) -> tuple[int, int]:
-    """Recreate `source` under `target` with hard links; (files, bytes) linked."""
-    return _recreate(source, target, os.link)
+def copy_command(source: Path, target: Path) -> list[str]:
+    """The command that fills the existing, empty directory `target` with a copy of `source`'s
+    tree: symlinks copied as links, modes and times kept, reflinks where the filesystem allows."""
+    return ["cp", "-a", "--reflink=auto", "--", f"{source}{os.sep}.", str(target)]
 
 
-_FICLONE = 0x40049409  # linux/fs.h: the copy shares the source's extents until either is written
-
-
-def _clone_or_copy(src: str, dst: Path) -> None:
-    with open(src, "rb") as fin, open(dst, "xb") as fout:
-        try:
-            fcntl.ioctl(fout.fileno(), _FICLONE, fin.fileno())
-            cloned = True
-        except OSError:  # ext4, tmpfs, another filesystem: bytes are copied
-            cloned = False
-    if not cloned:
-        shutil.copyfile(src, dst)
-    shutil.copystat(src, dst)
-
-
-def copy_tree(source: Path, target: Path) -> tuple[int, int]:
-    """Recreate `source` under `target` with copies (reflinks where possible); (files, bytes)."""
-    return _recreate(source, target, _clone_or_copy)
-
-
-def restore_volume(source: Path, volume_dir: Path) -> tuple[int, int]:
-    """A new volume directory that starts with a copy of `source` (a snapshot's data, another
-    volume). Built under a temp name and renamed into place: the volume appears whole or not
-    at all. OSError when it cannot be made (no space, say)."""
-    tmp = volume_dir.with_name(f".{volume_dir.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        copied = copy_tree(source, tmp)
-        os.rename(tmp, volume_dir)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return copied
+def drop_in_flight(root: Path) -> None:
+    """Remove the temp files of writes that were in flight when a volume was copied: what a
+    snapshot leaves out, a clone leaves out too."""
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            if _in_flight(name):
+                os.unlink(os.path.join(dirpath, name))
 
 
 def create_snapshot(volume_dir: Path, volume: str, snapshot_dir: Path) -> Snapshot:

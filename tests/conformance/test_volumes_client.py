@@ -54,6 +54,12 @@ def events(kubectl, name: str) -> list[tuple[str, str, str]]:
     return [(e["type"], e["reason"], e["message"]) for e in found["items"]]
 
 
+def bound(kubectl, name: str) -> dict:
+    """The claim once Bound (a restore is Pending while its files are copied)."""
+    kubectl("wait", "--for=jsonpath={.status.phase}=Bound", f"pvc/{name}", "--timeout=300s")
+    return get(kubectl, "pvc", name)
+
+
 def replace_file(path, text: str) -> None:
     """As the training core writes: a new file renamed over the old one."""
     tmp = path.with_name(f".{path.name}.tmp-test")
@@ -81,8 +87,7 @@ def test_a_claim_restored_from_a_snapshot_starts_with_the_snapshots_files(embedd
     kubectl("apply", "-f", "-", input=claim_yaml("vr-restored", storage=snapshot["status"]["restoreSize"],
                                                  source=from_snapshot("vr-snap")))
 
-    claim = get(kubectl, "pvc", "vr-restored")
-    assert claim["status"]["phase"] == "Bound"
+    claim = bound(kubectl, "vr-restored")
     assert claim["spec"]["dataSourceRef"] == from_snapshot("vr-snap")  # NormalizeDataSources
     restored = layout.volume_dir("vr-restored")
     assert sorted(str(p.relative_to(restored)) for p in restored.rglob("*")) == ["keep.txt", "run", "run/a.txt"]
@@ -114,8 +119,8 @@ def test_a_claim_naming_a_missing_snapshot_stays_pending_until_it_is_taken(embed
     kubectl("apply", "-f", "-", input=claim_yaml("vr-later-src"))
     (Layout(embedded[0]).volume_dir("vr-later-src") / "x.txt").write_text("x")
     kubectl("apply", "-f", "-", input=snapshot_yaml("vr-later", "vr-later-src"))
-    # The snapshot is taken as its create returns, and the waiting claim provisioned with it.
-    assert get(kubectl, "pvc", "vr-early")["status"]["phase"] == "Bound"
+    # The snapshot is taken as its create returns, and the waiting claim provisioned from it.
+    bound(kubectl, "vr-early")
     assert (Layout(embedded[0]).volume_dir("vr-early") / "x.txt").read_text() == "x"
     kubectl("delete", "pvc", "vr-early", "vr-later-src")
     kubectl("delete", "volumesnapshot", "vr-later")
@@ -135,6 +140,30 @@ def test_a_restore_smaller_than_the_snapshot_stays_pending(embedded, kubectl):
         "for the source snapshot vr-big-snap")
     kubectl("delete", "pvc", "vr-small", "vr-big")
     kubectl("delete", "volumesnapshot", "vr-big-snap")
+
+
+def test_a_pod_waits_for_its_claim_to_be_provisioned(embedded, kubectl):
+    """As kube-scheduler's VolumeBinding: Pending (Unschedulable) while its claim is unbound."""
+    kubectl("apply", "-f", "-", input=claim_yaml("vr-awaited", source=from_snapshot("vr-awaited-snap")))
+    kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "vr-waiting"},
+        "spec": {"restartPolicy": "Never", "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "vr-awaited"}}],
+                 "containers": [{"name": "c", "image": "local", "volumeMounts": [{"name": "d", "mountPath": "/data"}],
+                                 "command": ["cat", "/data/x.txt"]}]}}))
+    kubectl("wait", "--for=condition=PodScheduled=false", "pod/vr-waiting", "--timeout=300s")
+    pod = get(kubectl, "pod", "vr-waiting")
+    assert pod["status"]["phase"] == "Pending"
+    assert pod["status"]["conditions"][0]["message"].startswith(
+        "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims.")
+
+    kubectl("apply", "-f", "-", input=claim_yaml("vr-awaited-src"))
+    (Layout(embedded[0]).volume_dir("vr-awaited-src") / "x.txt").write_text("restored")
+    kubectl("apply", "-f", "-", input=snapshot_yaml("vr-awaited-snap", "vr-awaited-src"))
+    kubectl("wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/vr-waiting", "--timeout=300s")
+    assert kubectl("logs", "vr-waiting") == "restored\n"
+    kubectl("delete", "pod", "vr-waiting")
+    kubectl("delete", "pvc", "vr-awaited", "vr-awaited-src")
+    kubectl("delete", "volumesnapshot", "vr-awaited-snap")
 
 
 def test_data_source_rules_of_the_api_server(kubectl):
@@ -157,8 +186,8 @@ def test_a_claim_cloned_from_another_claim(embedded, kubectl):
     (layout.volume_dir("vr-origin") / "ckpt").write_text("weights")
     clone = {"kind": "PersistentVolumeClaim", "name": "vr-origin"}
     kubectl("apply", "-f", "-", input=claim_yaml("vr-clone", source_ref=clone))
-    claim = get(kubectl, "pvc", "vr-clone")
-    assert claim["status"]["phase"] == "Bound" and claim["spec"]["dataSource"] == clone
+    claim = bound(kubectl, "vr-clone")
+    assert claim["spec"]["dataSource"] == clone
     replace_file(layout.volume_dir("vr-origin") / "ckpt", "newer")
     assert (layout.volume_dir("vr-clone") / "ckpt").read_text() == "weights"
 
