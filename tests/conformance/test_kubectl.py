@@ -127,3 +127,16 @@ def test_force_delete_kills_at_once(kubectl):
     kubectl("wait", "--for=jsonpath={.status.restarts}=1", f"jobset/{name}", "--timeout=300s")
     assert victim not in kubectl("get", "pods", "-l", selector, "-o", "name")
     kubectl("delete", "trainjob", name)
+
+
+def test_kfcockpit_leaves_to_kubectl_what_kubectl_does(tmp_path):
+    """apply, get, delete, wait, kill: one line naming the kubectl command, exit 2, nothing started."""
+    listed = kfcockpit(tmp_path, "--help").stdout.split("commands:")[1]
+    for verb, instead in (("apply", "kubectl apply"), ("get", "kubectl get"), ("delete", "kubectl delete"),
+                          ("wait", "kubectl wait"), ("kill", "kubectl delete pod")):
+        assert f"\n    {verb} " not in listed
+        done = kfcockpit(tmp_path, verb, "-f", "manifests/trainjob.yaml", "pods")
+        assert done.returncode == 2 and done.stdout == ""
+        assert done.stderr.splitlines() == [f"kfcockpit: {verb}: use {instead} (export KUBECONFIG=$(kfcockpit "
+                                            "cluster kubeconfig) points kubectl at the embedded cluster)"]
+    assert not (tmp_path / "cluster").exists()
