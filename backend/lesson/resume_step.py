@@ -100,9 +100,16 @@ async def verify_resumed(ctx: StepContext) -> Evidence:
         if evidence.ok:
             return evidence
         first = first or evidence
-    return first or ctx.evidence(
-        False, "no run yet: kfcockpit lesson run 6 kills a worker of a fresh job; or do it with "
-               "kubectl (apply manifests/trainjob.yaml, delete one of its worker pods mid-training)")
+    if first is not None:
+        return first
+    never = [j.name for j in jobs if j.launcher == "torchrun"]
+    if never:
+        return ctx.evidence(False, f"no TrainJob's worker group restarted ({', '.join(never[:3])}: restart "
+                                   "attempt 0): delete a worker pod while it trains (kubectl delete pod), or "
+                                   "kfcockpit lesson run 6")
+    return ctx.evidence(False, "no run yet: kfcockpit lesson run 6 kills a worker of a fresh job; or do it "
+                               "with kubectl (apply manifests/trainjob.yaml, delete one of its worker pods "
+                               "mid-training)")
 
 
 async def _resumed(ctx: StepContext, cluster: Cluster, name: str) -> Evidence:
