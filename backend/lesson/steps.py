@@ -175,7 +175,7 @@ STEPS: list[Step] = [
         "one worker next to two shows what scaling out actually bought you. `kfcockpit snapshot "
         "create checkpoints NAME` takes one (`kubectl apply -f manifests/snapshots/volumesnapshot.yaml` "
         "declares the same), `kubectl get volumesnapshots` lists them and `kfcockpit snapshot list` "
-        "shows the runs' metrics inside.",
+        "shows the runs' metrics inside; the check finds snapshots you took either way.",
         MANIPULATE_RESOURCES,
         "Two snapshots exist and you have a side-by-side note of final loss and wall time for "
         "both runs.",
