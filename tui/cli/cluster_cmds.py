@@ -25,7 +25,8 @@ from tui.cli.common import (
 CLUSTER_DESCRIPTION = """\
 The embedded local cluster's controller: one detached process per state root that runs the
 worker pods and serves the API. Other commands start it on demand; `up` starts it now (and warms
-the workers: torch imported once), `down` stops it and every pod, `status` shows what runs."""
+the workers: torch imported once), `down` stops it and every pod, `status` shows what runs and
+`kubeconfig` prints the file kubectl needs: export KUBECONFIG=$(kfcockpit cluster kubeconfig)."""
 
 
 # What kfcockpit once did and kubectl does on every cluster: the kubectl command that replaces it.
