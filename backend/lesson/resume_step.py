@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from backend.cluster import Cluster, ClusterError
+from backend.cluster import Cluster, ClusterError, NotFound
 from backend.lesson.context import Handler, StepContext, job_started, line, needs_cluster
 from backend.lesson.jobs import (JobRecord, apply_runtime_and_volume, fresh_name, job_logs,
                                  lesson_trainjob, step_of)
@@ -83,11 +83,36 @@ async def run_kill_and_resume(ctx: StepContext):
 
 
 async def verify_resumed(ctx: StepContext) -> Evidence:
+    """The job this step's run started, else any TrainJob whose group restarted: a learner who
+    applied manifests/trainjob.yaml and deleted a worker pod with kubectl did the step too."""
     cluster = ctx.require_cluster()
     record = JobRecord.load(ctx)
-    if record is None:
-        return ctx.evidence(False, "no run yet: kfcockpit lesson run 6 kills a worker of a fresh job")
-    name = record.jobs[0]
+    recorded = record.jobs[:1] if record else []
+    jobs = sorted(await cluster.list_jobs(), key=lambda j: j.created, reverse=True)
+    restarted = [j.name for j in jobs if j.launcher == "torchrun" and j.restart_attempt >= 1
+                 and j.name not in recorded]
+    first: Evidence | None = None
+    for name in recorded + restarted:
+        try:
+            evidence = await _resumed(ctx, cluster, name)
+        except NotFound:
+            continue  # deleted since: another candidate may still show it
+        if evidence.ok:
+            return evidence
+        first = first or evidence
+    if first is not None:
+        return first
+    never = [j.name for j in jobs if j.launcher == "torchrun"]
+    if never:
+        return ctx.evidence(False, f"no TrainJob's worker group restarted ({', '.join(never[:3])}: restart "
+                                   "attempt 0): delete a worker pod while it trains (kubectl delete pod), or "
+                                   "kfcockpit lesson run 6")
+    return ctx.evidence(False, "no run yet: kfcockpit lesson run 6 kills a worker of a fresh job; or do it "
+                               "with kubectl (apply manifests/trainjob.yaml, delete one of its worker pods "
+                               "mid-training)")
+
+
+async def _resumed(ctx: StepContext, cluster: Cluster, name: str) -> Evidence:
     summary = await cluster.get_job(name)
     pods = {p.name: p for p in await cluster.list_pods(name)}
     lines = await job_logs(cluster, name)

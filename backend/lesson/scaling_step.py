@@ -13,7 +13,7 @@ from backend.lesson.context import Handler, StepContext, job_started, line, need
 from backend.lesson.jobs import VOLUME, apply_runtime_and_volume, fresh_name, lesson_trainjob
 from backend.lesson.notes import check_note
 from backend.lesson.progress import write_atomic
-from backend.models import Evidence, JobPhase, RunMetrics
+from backend.models import Evidence, JobPhase, RunMetrics, Snapshot
 
 WORKER_COUNTS = (1, 2)
 STEPS = 40
@@ -79,13 +79,38 @@ async def run_two_sizes(ctx: StepContext):
         yield line(f"your step-7 note was kept; the new table is in {ctx.run_dir / PREFILL}")
 
 
+def runs_in_snapshots(snapshots: list[Snapshot]) -> list[dict]:
+    """Runs a learner snapshotted by hand (kfcockpit snapshot create, or a VolumeSnapshot applied
+    with kubectl): the newest two ready snapshots of which one holds a one-worker run and the
+    other a two-worker run, in the shape of step 7's own record; [] when there are none."""
+    newest = sorted((s for s in snapshots if s.ready), key=lambda s: s.created, reverse=True)
+
+    def run_of(snap: Snapshot, workers: int, other: Snapshot) -> str | None:
+        # The run a snapshot was taken after is the one the other snapshot lacks (the volume
+        # keeps every run), so that one first.
+        older = {m.run for m in other.metrics}
+        runs = [m.run for m in snap.metrics if m.world_size == workers and m.launcher == "torchrun"]
+        return next((r for r in runs if r not in older), runs[0] if runs else None)
+
+    for two in newest:
+        for one in newest:
+            if one.name != two.name and run_of(two, 2, one) and run_of(one, 1, two):
+                return [{"job": run_of(one, 1, two), "workers": 1, "snapshot": one.name},
+                        {"job": run_of(two, 2, one), "workers": 2, "snapshot": two.name}]
+    return []
+
+
 async def verify_snapshots(ctx: StepContext) -> Evidence:
     cluster = ctx.require_cluster()
+    found = await cluster.snapshots()
+    snapshots = {s.name: s for s in found}
     try:
         runs = json.loads((ctx.run_dir / RECORD).read_text())
     except (OSError, ValueError):
-        return ctx.evidence(False, "no runs yet: kfcockpit lesson run 7 makes both runs and snapshots")
-    snapshots = {s.name: s for s in await cluster.snapshots()}
+        runs = runs_in_snapshots(found)
+    if not runs:
+        return ctx.evidence(False, "no runs yet: kfcockpit lesson run 7 makes both runs and snapshots (or "
+                                   "snapshot the volume yourself after a one-worker and a two-worker run)")
     seen, details = [], []
     for workers in WORKER_COUNTS:
         run = next((r for r in runs if r["workers"] == workers), None)

@@ -2,7 +2,10 @@
 
 Titles and explanations are the project's own words. The structure (which steps, in which order),
 each "done when" criterion and each documentation title are the lesson's facts and are kept as
-they are; the links are the kubeflow.org pages carrying those titles.
+they are; the links are the kubeflow.org pages carrying those titles. Where a step declares,
+inspects or breaks something on the cluster, its explanation ends with the kubectl command that
+does it on any cluster, the embedded one included: the cockpit's own commands are for what kubectl
+does not do (merged logs that follow replacement pods, checkpoints on a volume, snapshots).
 """
 
 from __future__ import annotations
@@ -77,7 +80,10 @@ STEPS: list[Step] = [
         "Get the Trainer controller running on the cluster",
         "A TrainJob is only a declaration until a controller acts on it: the controller is what "
         "creates the worker pods, hands each one its rank and peers, and restarts the group. "
-        "Every later step relies on it, so check it first.",
+        "Every later step relies on it, so check it first. From a shell: `export KUBECONFIG=$(kfcockpit "
+        "cluster kubeconfig)` points kubectl at the embedded cluster (skip it on kind), then "
+        "`kubectl get pods -n kubeflow-system` shows the controller and `kubectl get "
+        "clustertrainingruntimes` the runtimes it offers.",
         TRAINER,
         "The Trainer controller pod reports Running in the local cluster.",
     ),
@@ -127,7 +133,9 @@ STEPS: list[Step] = [
         "Submit the two-worker TrainJob from a pipeline step",
         "A distributed job in Kubeflow Trainer is a declared resource that the controller turns "
         "into worker pods. Declaring it from a pipeline step makes launching it one repeatable "
-        "step instead of a command someone types.",
+        "step instead of a command someone types. Watch what the task declared with `kubectl get "
+        "trainjobs,jobsets` and `kubectl get pods -l jobset.sigs.k8s.io/jobset-name=NAME`; `kubectl "
+        "describe trainjob NAME` ends with its events.",
         MANIPULATE_RESOURCES,
         "Listing the training job resource shows it created, and two worker pods start together "
         "and finish.",
@@ -137,7 +145,9 @@ STEPS: list[Step] = [
         "5",
         "Give the workers a shared checkpoint volume, created by the pipeline",
         "Pods are disposable and their local disk goes with them. Checkpoints written to a volume "
-        "that outlives the pods are what makes recovering from a failure possible.",
+        "that outlives the pods are what makes recovering from a failure possible. `kubectl get pvc` "
+        "shows the claim; `kfcockpit checkpoints VOLUME` lists the files on it, read by a pod of "
+        "its own.",
         MANIPULATE_RESOURCES,
         "After a run, checkpoint files are visible on the volume from a separate pod.",
         needs=["4"],
@@ -147,7 +157,12 @@ STEPS: list[Step] = [
         "Kill a worker mid-training and watch the group resume",
         "You only know recovery works once you have seen it. When one worker dies the whole group "
         "stops, so the platform must bring every worker back and they must pick up from the last "
-        "checkpoint rather than from scratch.",
+        "checkpoint rather than from scratch. By hand it is `kubectl apply -f manifests/runtime.yaml "
+        "-f manifests/volume.yaml -f manifests/trainjob.yaml`, then `kubectl logs -f -l "
+        "jobset.sigs.k8s.io/jobset-name=lesson-ddp --prefix` (or `kfcockpit logs lesson-ddp -f`, "
+        "which follows the replacement pods too) and `kubectl delete pod` on one worker; the check "
+        "counts that job as well. Run it again under a new name and --ckpt-dir: the same ones resume "
+        "the finished run.",
         MANIPULATE_RESOURCES,
         "The log of the restarted worker reports loading a checkpoint and continues from a later "
         "step than zero.",
@@ -157,7 +172,10 @@ STEPS: list[Step] = [
         "7",
         "Snapshot the volume after a one-worker and a two-worker run and compare them",
         "A snapshot freezes what a run left behind, so the next run cannot overwrite it. Putting "
-        "one worker next to two shows what scaling out actually bought you.",
+        "one worker next to two shows what scaling out actually bought you. `kfcockpit snapshot "
+        "create checkpoints NAME` takes one (`kubectl apply -f manifests/snapshots/volumesnapshot.yaml` "
+        "declares the same), `kubectl get volumesnapshots` lists them and `kfcockpit snapshot list` "
+        "shows the runs' metrics inside; the check finds snapshots you took either way.",
         MANIPULATE_RESOURCES,
         "Two snapshots exist and you have a side-by-side note of final loss and wall time for "
         "both runs.",
@@ -167,7 +185,9 @@ STEPS: list[Step] = [
         "8",
         "Run the same loop with Ray Train from a lightweight component",
         "Ray Train scales the loop from inside Python instead of through a declared job resource. "
-        "Running both styles on the same loop makes the difference tangible.",
+        "Running both styles on the same loop makes the difference tangible. On a cluster the "
+        "same loop also runs as a KubeRay RayJob: `kubectl apply -f manifests/rayjob.yaml`, then "
+        "`kubectl get rayjobs`.",
         LIGHTWEIGHT,
         "The component run succeeds and its log shows two Ray Train workers reporting metrics.",
         needs=["setup-3", "3"],
@@ -176,7 +196,8 @@ STEPS: list[Step] = [
         "9",
         "Use a pinned base image instead of installing packages at start",
         "Workers that run different framework versions cannot synchronise, and installing packages "
-        "in every worker costs time on every start. A pinned image fixes both.",
+        "in every worker costs time on every start. A pinned image fixes both. `kubectl get pods "
+        "-o jsonpath='{..image}'` shows which image the workers run.",
         FUNCTION_COMPONENTS,
         "The worker pods show your pinned image tag and start without a package install phase in "
         "the log.",
@@ -202,7 +223,7 @@ STEPS: list[Step] = [
         "Put resource requests, volumes and node selection into the pipeline definition",
         "Settings applied by hand on the cluster vanish with the next run. Written into the "
         "pipeline, they come back every time, for anyone and for CI. Where a GPU would be asked "
-        "for, ask for CPU here.",
+        "for, ask for CPU here. `kubectl get pod NAME -o yaml` shows the requests a worker got.",
         PLATFORM_FEATURES,
         "A fresh run from the definition alone produces worker pods with the requests and mounts "
         "you declared.",

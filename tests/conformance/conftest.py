@@ -52,18 +52,23 @@ class Kubectl:
                                 text=True)
 
 
+def kfcockpit(home: Path, *args: str) -> subprocess.CompletedProcess:
+    """The kfcockpit command on the embedded cluster of `home` (what kubectl does not do)."""
+    env = dict(os.environ, KFCOCKPIT_HOME=str(home), PYTHONPATH=str(REPO))
+    return subprocess.run([str(BIN / "kfcockpit"), *args], env=env, capture_output=True, text=True,
+                          timeout=WAIT)
+
+
 @contextmanager
 def embedded_cluster(home: Path) -> Iterator[tuple[Path, Path]]:
     """(state root, kubeconfig path) of an embedded cluster started on `home`, stopped after."""
-    env = dict(os.environ, KFCOCKPIT_HOME=str(home), PYTHONPATH=str(REPO))
-    done = subprocess.run([str(BIN / "kfcockpit"), "cluster", "kubeconfig"], env=env, capture_output=True,
-                          text=True, timeout=WAIT)
+    done = kfcockpit(home, "cluster", "kubeconfig")
     assert done.returncode == 0, done.stderr
     kubeconfig = Path(done.stdout.strip())
     try:
         yield home, kubeconfig
     finally:
-        subprocess.run([str(BIN / "kfcockpit"), "cluster", "down"], env=env, capture_output=True, timeout=WAIT)
+        kfcockpit(home, "cluster", "down")
         pid_text = Layout(home).lock.read_text().strip() if Layout(home).lock.exists() else ""
         if pid_text.isdigit():
             try:

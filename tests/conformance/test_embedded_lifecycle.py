@@ -105,7 +105,7 @@ async def test_cluster_down_with_a_watcher_attached_stays_down(own_cluster):
             await cluster.list_jobs()
         with pytest.raises(Unavailable, match=STOPPED_MESSAGE.replace("`", ".")):
             await asyncio.to_thread(connect, Settings(home=home))
-        result = cli(home, "get", "pods")
+        result = cli(home, "logs", "quick")
         assert result.returncode == 2
         assert result.stderr.strip().splitlines() == [f"kfcockpit: {STOPPED_MESSAGE}"]
 

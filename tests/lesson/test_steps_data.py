@@ -72,3 +72,19 @@ def test_same_doc_title_same_link():
 ])
 def test_step_ids_people_type(text, expected):
     assert normalise_id(text) == expected
+
+
+def test_steps_on_the_cluster_teach_the_kubectl_command():
+    """Declaring, inspecting and breaking things is kubectl's, on any cluster; the text says how."""
+    why = {s.id: s.why for s in STEPS}
+    assert "export KUBECONFIG=$(kfcockpit cluster kubeconfig)" in why["setup-2"]
+    for step, command in (("setup-2", "kubectl get pods -n kubeflow-system"), ("4", "kubectl get trainjobs,jobsets"),
+                          ("4", "kubectl describe trainjob"), ("5", "kubectl get pvc"),
+                          ("6", "kubectl apply -f manifests/runtime.yaml"), ("6", "kubectl delete pod"),
+                          ("6", "kubectl logs -f -l jobset.sigs.k8s.io/jobset-name=lesson-ddp --prefix"),
+                          ("7", "kubectl get volumesnapshots"), ("8", "kubectl get rayjobs"),
+                          ("9", "kubectl get pods -o jsonpath"), ("11", "kubectl get pod NAME -o yaml")):
+        assert f"`{command}" in why[step], (step, command)
+    for step in STEPS:
+        assert "[" not in step.why, step.id  # shown as Textual markup: a bracket would be eaten
+        assert "kfcockpit get" not in step.why and "kfcockpit apply" not in step.why, step.id

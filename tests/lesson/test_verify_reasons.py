@@ -65,6 +65,28 @@ async def test_step_7_without_snapshots_says_which_is_missing(settings, local_cl
                              "(deleted?); run step 7 again")
 
 
+def test_step_7_takes_two_snapshots_made_by_hand():
+    """No `lesson run 7`: snapshots taken with kfcockpit or kubectl, after a 1- and a 2-worker run."""
+    from backend.lesson.scaling_step import runs_in_snapshots
+    from backend.models import RunMetrics, Snapshot
+
+    def metrics(run: str, workers: int) -> RunMetrics:
+        return RunMetrics(run=run, final_loss=0.1, steps=40, world_size=workers, wall_seconds=9.0)
+
+    # The volume keeps every run: an older two-worker run is in both, the new one only in the later.
+    one = Snapshot(name="after-one", volume="checkpoints", created=100.0,
+                   metrics=[metrics("older", 2), metrics("one", 1)])
+    both = Snapshot(name="after-two", volume="checkpoints", created=200.0,
+                    metrics=[metrics("older", 2), metrics("one", 1), metrics("two", 2)])
+    pending = Snapshot(name="later", volume="checkpoints", created=300.0, ready=False,
+                       metrics=[metrics("three", 1)])
+    assert runs_in_snapshots([pending, one, both]) == [
+        {"job": "one", "workers": 1, "snapshot": "after-one"}, {"job": "two", "workers": 2, "snapshot": "after-two"}]
+    assert runs_in_snapshots([both]) == []  # one snapshot is not two
+    assert runs_in_snapshots([one, Snapshot(name="ray", volume="checkpoints", created=150.0, metrics=[
+        metrics("ray", 2).model_copy(update={"launcher": "ray"})])]) == []
+
+
 async def test_a_pipeline_run_past_its_time_is_stopped_with_its_tasks(settings):
     from backend.cluster import ClusterError
     from backend.lesson.pipeline_runs import run_pipeline

@@ -30,7 +30,12 @@ A terminal cockpit that teaches and runs distributed PyTorch training the Kubefl
 
 With no command it opens the cockpit on the embedded local cluster (worker pods are processes on
 this machine); --backend kube --context NAME opens it on a Kubernetes cluster with Kubeflow
-Trainer and Pipelines. The commands below do the same things headless, kubectl style."""
+Trainer and Pipelines. The commands below do what kubectl does not: merged logs that follow
+replacement pods, checkpoints on a volume, snapshots, the lesson, pipelines, comparisons.
+kubectl does the rest (apply, get, delete, wait) on any cluster, the embedded one included:
+
+  export KUBECONFIG=$(kfcockpit cluster kubeconfig)
+  kubectl apply -f manifests/volume.yaml -f manifests/trainjob.yaml"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     from backend.errors import USER_ERRORS
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "any_arguments", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     handler = getattr(args, "handler", None)
     if handler is None:
         from tui.cli.app_cmds import open_cockpit

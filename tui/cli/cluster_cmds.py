@@ -1,7 +1,8 @@
-"""kubectl-like commands on the current platform: `cluster up|down|status`, `apply`, `get`, `logs`,
-`delete`, `wait`, `checkpoints`, `snapshot`. They speak only the Cluster protocol, so each works
-on the embedded local cluster (default) and on Kubernetes (--backend kube); `cluster up|down`
-manage the embedded cluster's controller."""
+"""What kubectl does not do, on the current platform: `cluster up|down|status|kubeconfig`, merged
+`logs` that follow replacement pods, `checkpoints` on a volume, `snapshot`. They speak only the
+Cluster protocol, so each works on the embedded local cluster (default) and on Kubernetes
+(--backend kube); `cluster up|down|kubeconfig` manage the embedded cluster. Declaring, listing,
+deleting and waiting are kubectl's: `apply`, `get`, `delete`, `wait` and `kill` only say so."""
 
 from __future__ import annotations
 
@@ -21,27 +22,16 @@ from tui.cli.common import (
     settings_from,
 )
 
-# kubectl-style names and short names -> the kind the Cluster protocol takes.
-KIND_NAMES = {
-    "pod": "Pod", "pods": "Pod", "po": "Pod",
-    "trainjob": "TrainJob", "trainjobs": "TrainJob", "tj": "TrainJob",
-    "persistentvolumeclaim": "PersistentVolumeClaim", "persistentvolumeclaims": "PersistentVolumeClaim",
-    "pvc": "PersistentVolumeClaim", "volume": "PersistentVolumeClaim", "volumes": "PersistentVolumeClaim",
-    "volumesnapshot": "VolumeSnapshot", "volumesnapshots": "VolumeSnapshot", "snapshot": "VolumeSnapshot",
-    "snapshots": "VolumeSnapshot", "vs": "VolumeSnapshot",
-    "trainingruntime": "TrainingRuntime", "trainingruntimes": "TrainingRuntime", "runtime": "TrainingRuntime",
-    "rayjob": "RayJob", "rayjobs": "RayJob",
-}
-GET_KINDS = ("trainjobs", "pods", "volumes")
-
 CLUSTER_DESCRIPTION = """\
 The embedded local cluster's controller: one detached process per state root that runs the
 worker pods and serves the API. Other commands start it on demand; `up` starts it now (and warms
-the workers: torch imported once), `down` stops it and every pod, `status` shows what runs."""
+the workers: torch imported once), `down` stops it and every pod, `status` shows what runs and
+`kubeconfig` prints the file kubectl needs: export KUBECONFIG=$(kfcockpit cluster kubeconfig)."""
 
-WAIT_DESCRIPTION = """\
-Wait until a TrainJob reaches a phase (Complete, Failed, Running, Restarting).
-Exit codes: 0 reached, 1 the job ended in another phase or the time ran out, 2 bad input."""
+
+# What kfcockpit once did and kubectl does on every cluster: the kubectl command that replaces it.
+KUBECTL_DOES = {"apply": "kubectl apply", "get": "kubectl get", "delete": "kubectl delete",
+                "wait": "kubectl wait", "kill": "kubectl delete pod"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,36 +55,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_output_option(status)
     status.set_defaults(handler=cmd_status)
 
-    p = add_command(sub, "apply", help="create or update resources from a YAML file (kubectl apply -f)")
-    p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
-                   help="manifest file ('-' for stdin); may be given more than once")
-    p.set_defaults(handler=cmd_apply)
-
-    p = add_command(sub, "get", help="list trainjobs, pods or volumes")
-    p.add_argument("kind", metavar="KIND", help="trainjobs | pods | volumes")
-    p.add_argument("name", nargs="?", help="only this one (pods: of this job)")
-    add_output_option(p)
-    p.set_defaults(handler=cmd_get)
-
     p = add_command(sub, "logs", help="every worker's lines of a job, merged (stern style)")
     p.add_argument("job", metavar="JOB")
     p.add_argument("-f", "--follow", action="store_true",
                    help="keep following, replacement pods included, until the job finishes")
     p.set_defaults(handler=cmd_logs)
-
-    p = add_command(sub, "delete", help="delete a resource; deleting a pod kills it (the group restarts)")
-    p.add_argument("kind", metavar="KIND", help="pod | trainjob | pvc | volumesnapshot | trainingruntime")
-    p.add_argument("name", metavar="NAME")
-    p.set_defaults(handler=cmd_delete)
-
-    p = add_command(sub, "wait", help="wait for a TrainJob to reach a phase", description=WAIT_DESCRIPTION)
-    p.add_argument("kind", metavar="KIND", choices=("trainjob", "trainjobs", "tj", "rayjob", "rayjobs"),
-                   help="trainjob (or rayjob)")
-    p.add_argument("name", metavar="NAME")
-    p.add_argument("--for", dest="phase", default="Complete", metavar="PHASE",
-                   help="Complete (default), Failed, Running or Restarting; 'condition=Complete' works too")
-    p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="default 300")
-    p.set_defaults(handler=cmd_wait)
 
     p = add_command(sub, "checkpoints", help="checkpoint files on a volume, each checked against its checksum")
     p.add_argument("volume", metavar="VOLUME")
@@ -110,6 +75,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     listing = add_command(actions, "list", help="snapshots with the runs (metrics) found in them")
     add_output_option(listing)
     listing.set_defaults(handler=cmd_snapshot_list)
+
+    for verb in KUBECTL_DOES:
+        # No help=: not listed in --help. Any arguments are taken, so the one line comes first.
+        stub = sub.add_parser(verb, add_help=False)
+        stub.add_argument("rest", nargs=argparse.REMAINDER)
+        stub.set_defaults(handler=_use_kubectl, verb=verb, any_arguments=True)
+
+
+def _use_kubectl(args: argparse.Namespace) -> int:
+    return fail(f"{args.verb}: use {KUBECTL_DOES[args.verb]} (export KUBECONFIG=$(kfcockpit cluster "
+                "kubeconfig) points kubectl at the embedded cluster)", exit_now=False)
 
 
 def _local(args: argparse.Namespace, what: str):
@@ -177,63 +153,6 @@ async def cmd_status(args: argparse.Namespace) -> int:
     return 0 if all(c.ok for c in checks) else EXIT_FAILED
 
 
-async def cmd_apply(args: argparse.Namespace) -> int:
-    from backend.models import parse_manifests
-
-    resources = []
-    for name in args.filename:  # every file parses before anything is applied
-        resources += parse_manifests(_read(name), name)
-    cluster = cluster_from(args)
-    for resource in resources:
-        print(await cluster.apply(resource))
-    return 0
-
-
-def _read(name: str) -> str:
-    if name == "-":
-        return sys.stdin.read()
-    try:
-        with open(name) as f:
-            return f.read()
-    except OSError as exc:
-        fail(f"cannot read {name}: {exc.strerror or exc}")
-
-
-async def cmd_get(args: argparse.Namespace) -> int:
-    from tui import format as fmt
-
-    kind = KIND_NAMES.get(args.kind.lower())
-    cluster = cluster_from(args)
-    now = time.time()
-    if kind == "TrainJob":
-        jobs = [await cluster.get_job(args.name)] if args.name else await cluster.list_jobs()
-        if args.output == "json":
-            print_json(jobs)
-            return 0
-        print_table(["NAME", "STATE", "NODES", "RESTARTS", "AGE", "MESSAGE"],
-                    [[j.name, j.phase.value, j.num_nodes, f"{j.restart_attempt}/{j.max_restarts}",
-                      fmt.age(now - j.created), j.message] for j in jobs])
-    elif kind == "Pod":
-        pods = await cluster.list_pods(args.name)
-        if args.output == "json":
-            print_json(pods)
-            return 0
-        print_table(["NAME", "RANK", "STATUS", "ATTEMPT", "STEP", "LOSS", "AGE", "REASON"],
-                    [[p.name, p.rank, p.phase.value, p.restart_attempt, fmt.step(p.last_step), fmt.loss(p.last_loss),
-                      fmt.age(now - p.created), p.reason + (f" ({p.exit_code})" if p.exit_code else "")]
-                     for p in pods])
-    elif kind == "PersistentVolumeClaim":
-        found = [v for v in await cluster.volumes() if not args.name or v.name == args.name]
-        if args.output == "json":
-            print_json(found)
-            return 0
-        print_table(["NAME", "CAPACITY", "FILES", "SIZE"], [[v.name, v.capacity, v.files, fmt.size(v.size_bytes)]
-                                                            for v in found])
-    else:
-        return fail(f"cannot get {args.kind!r}: use one of {', '.join(GET_KINDS)}", exit_now=False)
-    return 0
-
-
 async def cmd_logs(args: argparse.Namespace) -> int:
     cluster = cluster_from(args)
     try:
@@ -242,37 +161,6 @@ async def cmd_logs(args: argparse.Namespace) -> int:
             sys.stdout.flush()
     except BrokenPipeError:  # the reader left (`| head`, `| grep -m1`): stop quietly, like kubectl
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
-
-
-async def cmd_delete(args: argparse.Namespace) -> int:
-    kind = KIND_NAMES.get(args.kind.lower())
-    if kind is None:
-        return fail(f"cannot delete {args.kind!r}: use pod, trainjob, rayjob, pvc, volumesnapshot or trainingruntime",
-                    exit_now=False)
-    await cluster_from(args).delete(kind, args.name)
-    print(f"{kind.lower()}/{args.name} deleted")
-    return 0
-
-
-async def cmd_wait(args: argparse.Namespace) -> int:
-    from backend.cluster import Timeout
-    from backend.models import JobPhase
-
-    wanted = args.phase.split("=", 1)[-1].strip().capitalize()
-    try:
-        phase = JobPhase(wanted)
-    except ValueError:
-        return fail(f"--for {args.phase!r}: use one of {', '.join(p.value for p in JobPhase)}", exit_now=False)
-    cluster = cluster_from(args)
-    try:
-        job = await cluster.wait_job(args.name, frozenset({phase}), args.timeout)
-    except Timeout as exc:
-        return fail(str(exc), exit_code=EXIT_FAILED, exit_now=False)
-    if job.phase != phase:
-        return fail(f"trainjob {job.name} is {job.phase.value}, not {phase.value}: {job.message}",
-                    exit_code=EXIT_FAILED, exit_now=False)
-    print(f"trainjob/{job.name} condition met: {phase.value}")
     return 0
 
 

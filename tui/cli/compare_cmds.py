@@ -15,7 +15,7 @@ Train's TorchTrainer on a private Ray), both through the same cluster API. Each 
 worker pod killed mid-run; the table shows launch model, time to first step, recovery time,
 steps lost, final loss, wall time and who owns the job definition. The result is saved in the
 workspace, and the lesson pre-fills step 10's note from it. The jobs stay on the cluster for a
-look (kfcockpit get trainjobs; kfcockpit logs cmp-...-ray) until the next comparison.
+look (kubectl get trainjobs,rayjobs; kfcockpit logs cmp-...-ray) until the next comparison.
 
   kfcockpit compare                 measure both (a minute or two), save, print the table
   kfcockpit compare --last          the last saved comparison, without running anything
