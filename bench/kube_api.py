@@ -1,16 +1,18 @@
-"""The embedded cluster driven through its Kubernetes API, against its own socket in the same run.
+"""The embedded cluster driven through its Kubernetes API: the cockpit's own client, kubectl and the
+kubernetes client, in the same run.
 
   1. submit -> first step of the lesson's two-worker TrainJob (manifests/trainjob.yaml, paced):
-     `kubectl apply -f` and the kubernetes client's create, in the same rounds as
-     bench/local_cluster.py's socket path (`LocalCluster.apply`); goal <= 0.3 s through the API.
-     kill -> first resumed step: `kubectl delete pod` of rank 1 and the client's delete with
-     grace 0, beside the socket's `kill_pod`; goal <= 0.3 s.
+     the cockpit's client (`KubeCluster.apply`, bench/local_cluster.py's path), `kubectl apply -f`
+     and the kubernetes client's create, in the same rounds; goal <= 0.3 s.
+     kill -> first resumed step: the cockpit's `kill_pod`, `kubectl delete pod` of rank 1 and the
+     client's delete with grace 0; goal <= 0.3 s.
      "printed" (the figure) is the worker's step line as the controller stamped it in the pod's
-     log file, the socket path's measure; "seen" is when a client following the job through the
-     API (a pod watch, then each pod's log followed) received that line. Both count from the
-     moment the command started, kubectl's own start-up included ("kubectl ran": how long the
-     kubectl process took). Then, once each, the first submit after a controller restart (the
-     API's lazily built schemas; kubectl with an empty cache, as on its first use).
+     log file (the cockpit's figure is that stamp, read from its own log follow); "seen" is when a
+     client following the job through the API (a pod watch, then each pod's log followed)
+     received that line. Both count from the moment the command started, kubectl's own start-up
+     included ("kubectl ran": how long the kubectl process took). Then, once each, the first
+     submit after a controller restart (the API's lazily built schemas; kubectl with an empty
+     cache, as on its first use).
   2. watch event delivery: from one thread, 100 merge patches a second for --watch-seconds, each
      carrying its send time, of a pod-sized ConfigMap (a persisted kind) and of a running pod's
      annotations (pods live in memory); the latency is from a patch's send to its MODIFIED event
@@ -46,7 +48,7 @@ import yaml
 from local_cluster import KILL_AT, REPO, SHORT, embedded_cluster, job_manifest, ours_first_step, ours_restart
 
 from backend.kube.threads import Ended, Halt, cancel_all, iterate_in_thread, pump  # noqa: E402
-from backend.local.cluster import LocalCluster  # noqa: E402
+from backend.kube.cluster import KubeCluster  # noqa: E402
 from backend.local.layout import Layout  # noqa: E402
 from backend.local.podlogs import read_lines  # noqa: E402
 from backend.models import LABEL_RANK  # noqa: E402
@@ -257,44 +259,44 @@ def submitters(api: Api) -> dict[str, Callable[[str], Awaitable[float | None]]]:
     return {"kubectl": kubectl_apply, "client": client_create}
 
 
-async def submit_and_kill(cluster: LocalCluster, api: Api, rounds: int) -> dict[str, list[tuple]]:
+async def submit_and_kill(cluster: KubeCluster, api: Api, rounds: int) -> dict[str, list[tuple]]:
     kubectl_apply, client_create = submitters(api).values()
 
     async def kubectl_delete(pod: str) -> float:
         return await api.kubectl("delete", "pod", pod)
 
     results: dict[str, list[tuple]] = {key: [] for key in (
-        "submit socket", "submit kubectl", "submit client", "kill socket", "kill kubectl", "kill client")}
+        "submit cockpit", "submit kubectl", "submit client", "kill cockpit", "kill kubectl", "kill client")}
     # One unmeasured round per API path: kubectl's discovery and OpenAPI cache, the client's pool.
     await api_first_step(api, "api-warm-kubectl", kubectl_apply)
     await api_first_step(api, "api-warm-client", client_create)
     for r in range(rounds):
-        results["submit socket"].append((await ours_first_step(cluster, f"submit-sock-{r}", SHORT, warm=True),))
+        results["submit cockpit"].append((await ours_first_step(cluster, f"submit-cockpit-{r}", SHORT, warm=True),))
         results["submit kubectl"].append(await api_first_step(api, f"submit-kubectl-{r}", kubectl_apply))
         results["submit client"].append(await api_first_step(api, f"submit-client-{r}", client_create))
-        print(f"round {r + 1}: submit -> first step: socket {results['submit socket'][-1][0]:.3f}s, "
+        print(f"round {r + 1}: submit -> first step: cockpit {results['submit cockpit'][-1][0]:.3f}s, "
               f"kubectl apply {results['submit kubectl'][-1][0]:.3f}s, client {results['submit client'][-1][0]:.3f}s",
               flush=True)
     for r in range(rounds):
-        args = SHORT + ["--ckpt-every", "5", "--ckpt-dir", f"/checkpoints/kill-sock-{r}"]
-        results["kill socket"].append((await ours_restart(cluster, f"kill-sock-{r}", args, KILL_AT),))
+        args = SHORT + ["--ckpt-every", "5", "--ckpt-dir", f"/checkpoints/kill-cockpit-{r}"]
+        results["kill cockpit"].append((await ours_restart(cluster, f"kill-cockpit-{r}", args, KILL_AT),))
         results["kill kubectl"].append(await api_restart(api, f"kill-kubectl-{r}", kubectl_delete))
         results["kill client"].append(await api_restart(api, f"kill-client-{r}", api.delete_pod))
-        print(f"round {r + 1}: kill -> first resumed step: socket {results['kill socket'][-1][0]:.3f}s, "
+        print(f"round {r + 1}: kill -> first resumed step: cockpit {results['kill cockpit'][-1][0]:.3f}s, "
               f"kubectl delete pod {results['kill kubectl'][-1][0]:.3f}s, "
               f"client delete {results['kill client'][-1][0]:.3f}s", flush=True)
     return results
 
 
-async def first_after_start(cluster: LocalCluster, api: Api) -> dict[str, tuple]:
+async def first_after_start(cluster: KubeCluster, api: Api) -> dict[str, tuple]:
     """The first TrainJob submitted through the API after a controller start (what a learner's
     first `kubectl apply` after `cluster up` meets): the controller restarted, its zygote warmed by
-    a job through the socket (which skips the API's validation), then one submit; kubectl with an
-    empty cache, as on its first use against a cluster."""
+    a job through the cockpit's client, then one submit; kubectl with an empty cache, as on its
+    first use against a cluster."""
     found = {}
     for side, submit in submitters(api).items():
-        await cluster.down()
-        await cluster.up()
+        await cluster.embedded.down()
+        await cluster.embedded.up()
         await ours_first_step(cluster, f"restart-warm-{side}", ["--steps", "3"], warm=True)
         cache = api.env["KUBECACHEDIR"]
         api.env["KUBECACHEDIR"] = str(api.home / "kube-cache-empty")
@@ -591,28 +593,28 @@ def row(label: str, values: list[float], extra: str = "") -> str:
 
 def report_timed(timed: dict[str, list[tuple]], rounds: int) -> None:
     med = statistics.median
-    print(f"1. through the Kubernetes API vs the controller's socket, medians of {rounds} round(s) "
+    print(f"1. kubectl and the kubernetes client vs the cockpit's client, medians of {rounds} round(s) "
           f"(min..max); goal <= {GOAL_SECONDS} s")
     for what, title in (("submit", "submit -> first step"), ("kill", "kill -> first resumed step")):
         print(f" {title}")
-        socket = [r[0] for r in timed[f"{what} socket"]]
-        print(row("socket (LocalCluster " + ("apply)" if what == "submit" else "kill_pod)"), socket))
+        ours = [r[0] for r in timed[f"{what} cockpit"]]
+        print(row("cockpit (KubeCluster " + ("apply)" if what == "submit" else "kill_pod)"), ours))
         for side, label in (("kubectl", "kubectl apply -f" if what == "submit" else "kubectl delete pod"),
                             ("client", "client create" if what == "submit" else "client delete, grace 0")):
             got = timed[f"{what} {side}"]
             printed = [r[0] for r in got]
-            extra = (f"  = {med(printed) / med(socket):.2f}x socket; seen {med([r[1] for r in got]):.3f} s"
+            extra = (f"  = {med(printed) / med(ours):.2f}x cockpit; seen {med([r[1] for r in got]):.3f} s"
                      + (f"; kubectl ran {med([r[2] for r in got]):.3f} s" if side == "kubectl" else "")
                      + ("  ok" if med(printed) <= GOAL_SECONDS else "  OVER GOAL"))
             print(row(label, printed, extra))
 
 
-def report_first(first: dict[str, tuple], socket: list[float]) -> None:
-    med = statistics.median(socket)
+def report_first(first: dict[str, tuple], ours: list[float]) -> None:
+    med = statistics.median(ours)
     print(" the first submit through the API after a controller start (one each)")
     for side, label in (("kubectl", "kubectl apply -f, empty kubectl cache"), ("client", "client create")):
         printed, seen, ran = first[side]
-        print(f"  {label:<38} {printed:7.3f} s  = {printed / med:.2f}x socket; seen {seen:.3f} s"
+        print(f"  {label:<38} {printed:7.3f} s  = {printed / med:.2f}x cockpit; seen {seen:.3f} s"
               + (f"; kubectl ran {ran:.3f} s" if ran is not None else "")
               + ("  ok" if printed <= GOAL_SECONDS else "  OVER GOAL"))
 
@@ -665,7 +667,7 @@ async def main() -> None:
     got: dict[str, Any] = {}
     load_before = os.getloadavg()[0]
     async with embedded_cluster() as cluster:
-        api = Api(cluster.layout.home)
+        api = Api(cluster.embedded.layout.home)
         try:
             # "a running cluster with the runtime and volume applied": through kubectl too, which
             # also fills its discovery cache.
@@ -686,7 +688,7 @@ async def main() -> None:
     if "timed" in got:
         print()
         report_timed(got["timed"], a.rounds)
-        report_first(got["first"], [r[0] for r in got["timed"]["submit socket"]])
+        report_first(got["first"], [r[0] for r in got["timed"]["submit cockpit"]])
     if "watched" in got:
         print()
         report_watched(got["watched"], a.watch_rate, a.watch_seconds)

@@ -1,5 +1,7 @@
 """The embedded local cluster: Kubernetes' model at one machine's scale, files as the API.
 
-`LocalCluster` (cluster.py) is what the rest of the cockpit uses; it talks to one detached
-controller process per state root (controller.py) over a Unix socket. See ARCHITECTURE.md.
+One detached controller process per state root (controller.py) runs the pods and serves the
+Kubernetes API (apiserver/, api.py); every client drives it through that API with the kube
+backend. Outside this package only `embedded.Embedded` is used: start on demand, up, down, the
+kubeconfig, the checks only it has (over client.py's life-cycle socket). See ARCHITECTURE.md.
 """

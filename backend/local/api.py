@@ -207,7 +207,9 @@ class ClusterApi(Hooks):
         resource = admission.check_model(kind, obj)
         if operation == "CREATE" and kind.kind in ("TrainJob", "RayJob"):
             name = obj["metadata"]["name"]
-            if name in self.ctl.runners:
+            # The same job again is the store's AlreadyExists (what `apply` expects), not this.
+            taken = name in self.ctl.runners and self.store.find(kind, obj["metadata"]["namespace"], name) is None
+            if taken:
                 raise conflict(kind.plural, name, f"a {self.ctl.runners[name].kind} of that name exists (jobs share "
                                "one set of names across namespaces on the embedded cluster)", kind.group)
             self.ctl.check_job(resource)

@@ -1,19 +1,24 @@
-"""Talking to the controller: connect, start it when it is not running, unary calls, streams.
+"""The embedded cluster's life cycle: start the controller when it is not running, ask it how it is,
+warm it up, stop it. Everything else (jobs, pods, logs, volumes) goes through its Kubernetes API.
+
+On the controller's Unix socket, one JSON request line and one JSON reply line: `ping` (its
+status, the warm workers' included), `up` (start the warm workers now), `shutdown`.
 
 Starting is race-free without polling: a client takes start.lock (flock), checks once more
 that nobody answers, starts the controller and waits on a pipe for its "ready" line. Other
 clients block on the same lock and then find it answering.
 
-A controller that crashed or left when idle is started again by the next call. One stopped on
-purpose (`kfcockpit cluster down`) stays stopped: `shutdown` leaves a `stopped` marker, and only
-calls made by a user's explicit action (`cluster up`, apply, snapshot: `explicit=True`) clear it
-and start a controller; every other call, a watch reconnecting included, gets Unavailable.
+A controller that crashed or left when idle is started again on demand (embedded.py, for the
+API's clients). One stopped on purpose (`kfcockpit cluster down`) stays stopped: `shutdown`
+leaves a `stopped` marker, and only a user's explicit action (`cluster up`: `explicit=True`)
+clears it and starts a controller; every other start gets Unavailable.
 """
 
 from __future__ import annotations
 
 import asyncio
 import fcntl
+import json
 import os
 import select
 import socket
@@ -22,14 +27,23 @@ import sys
 import time
 from typing import Any
 
-from backend.cluster import Unavailable
-from backend.local import wire
+from backend.cluster import ClusterError, Unavailable
 from backend.local.layout import Layout, socket_address
 from backend.local.podspec import PROJECT_ROOT
 
 _START_TIMEOUT = 60.0
 STOPPED_MESSAGE = "the local cluster was stopped; `kfcockpit cluster up` starts it"
 _LOG_KEEP = 10 * 1024 * 1024  # controller.log is rotated past this size when a controller starts
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+async def read_message(reader: asyncio.StreamReader) -> dict[str, Any] | None:
+    """The next message, or None when the peer closed the connection (or died mid-line)."""
+    line = await reader.readline()
+    return json.loads(line) if line.endswith(b"\n") else None
 
 
 class ControllerClient:
@@ -41,7 +55,7 @@ class ControllerClient:
     async def _connect_once(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         address, dir_fd = socket_address(self.layout.socket)
         try:
-            return await asyncio.open_unix_connection(address, limit=wire.LINE_LIMIT)
+            return await asyncio.open_unix_connection(address)
         finally:
             if dir_fd is not None:
                 os.close(dir_fd)
@@ -64,32 +78,21 @@ class ControllerClient:
             raise Unavailable(f"the local cluster controller started but does not answer ({exc}); "
                               f"see {self.layout.controller_log}") from None
 
-    async def call(self, op: str, start: bool = True, explicit: bool = False, **fields: Any) -> dict:
+    async def call(self, op: str, start: bool = True, explicit: bool = False) -> dict:
         reader, writer = await self.connect(start, explicit)
         try:
-            writer.write(wire.encode({"op": op, **fields}))
+            writer.write(encode({"op": op}))
             await writer.drain()
-            reply = await wire.read(reader)
+            reply = await read_message(reader)
         except (ConnectionError, asyncio.IncompleteReadError):
             reply = None
         finally:
             writer.close()
         if reply is None:
             raise Unavailable(f"the local cluster controller went away during {op}; see {self.layout.controller_log}")
-        return wire.raise_if_error(reply)
-
-    async def open_stream(self, request: dict) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        for _ in range(3):
-            reader, writer = await self.connect(start=True)
-            try:
-                writer.write(wire.encode(request))
-                await writer.drain()
-                return reader, writer
-            except ConnectionError:
-                # A controller killed as we connected accepted and then reset us: connect again
-                # (which finds it gone and starts a new one).
-                writer.close()
-        raise Unavailable(f"the local cluster controller keeps closing new streams; see {self.layout.controller_log}")
+        if "error" in reply:
+            raise ClusterError(reply["error"])
+        return reply
 
     async def ping(self) -> dict | None:
         """The controller's status, or None when none is running (never starts one)."""

@@ -3,10 +3,10 @@ asyncio process. Exactly one runs per state root (an fcntl lock); clients start 
 
     python -m backend.local.controller --home DIR --ready-fd N   (started by client.py)
 
-It serves the API on a Unix socket (apply, delete, get, list + watch with resourceVersions, log
-follow, kill), keeps desired resources as YAML and observed status as JSON under the state root,
-and reconciles each TrainJob (jobs.py). It is single-threaded on purpose: pods are forked from
-it, and fork is only safe without other threads.
+It serves the Kubernetes API (apiserver/, tied to it by api.py) and, on a Unix socket, only its
+own life cycle (client.py: ping, up, shutdown); keeps the API's objects and observed status as
+JSON under the state root, and reconciles each TrainJob and RayJob (jobs.py, rayjobs.py). It is
+single-threaded on purpose: pods are forked from it, and fork is only safe without other threads.
 
 When a controller dies its pods die with it (PR_SET_PDEATHSIG). The next one kills any process
 still marked with this state root, then recovers every unfinished job by the failure policy:
@@ -32,14 +32,14 @@ from typing import Callable
 import yaml
 
 from backend.cluster import ClusterError, InvalidResource, NotFound
-from backend.local import objects, podspec, rayjobs, volumes, wire
+from backend.local import objects, podspec, rayjobs, volumes
 from backend.local.api import ClusterApi
 from backend.local.barepods import BarePod
 from backend.local.apiserver.status import ApiError
-from backend.local.events import EventLog, Subscription
+from backend.local.client import encode, read_message
+from backend.local.events import EventLog
 from backend.local.jobs import JobRunner
 from backend.local.layout import Layout, socket_address
-from backend.local.podlogs import read_lines
 from backend.local.runner import Runner
 from backend.local.scheduler import Scheduler
 from backend.local.processes import (
@@ -54,7 +54,6 @@ from backend.local.processes import (
 from backend.local.warm import ZygotePool
 from backend.models import (
     DEFAULT_RUNTIME,
-    SNAPSHOT_API,
     Condition,
     JobPhase,
     JobSummary,
@@ -70,7 +69,6 @@ from backend.models import (
 
 log = logging.getLogger("kfcockpit.controller")
 
-_LOG_BATCH = 5000  # lines per message when sending history
 # A controller with no unfinished job and no client connected exits after this many seconds (0:
 # never); the next command starts one again. Keeps forgotten state roots from holding memory.
 IDLE_ENV = "KFCOCKPIT_CONTROLLER_IDLE_EXIT"
@@ -427,27 +425,6 @@ class Controller:
         except Exception:  # noqa: BLE001 - a bug in the mirror must not fail the job it mirrors
             log.exception("mirror of %s %s failed", kind, event_type)
 
-    # ------------------------------------------------------------------ apply / delete (socket API)
-
-    async def apply(self, manifest: dict) -> str:
-        parse_resource(manifest, "manifest")  # one-line ManifestError for the CLI, as before
-        return await self.api.apply(manifest)
-
-    async def delete(self, kind: str, name: str) -> None:
-        if kind == "Pod":
-            self.kill_pod(name)
-            return
-        if kind not in self.api.kinds:
-            raise InvalidResource(f"cannot delete kind {kind!r}")
-        if kind == "PersistentVolumeClaim":
-            self.layout.volume_dir(name)  # validates the name
-        try:
-            await self.api.delete(kind, name)
-        except ApiError as exc:
-            if exc.code == 404:
-                raise NotFound(f"{kind.lower()} {name!r} not found") from None
-            raise
-
     def start_bare_pod(self, obj: dict) -> None:
         pod = BarePod(self, obj)
         self.bare_pods[pod.key] = pod
@@ -476,33 +453,25 @@ class Controller:
             return
         raise NotFound(f"pod {name!r} not found or not running (see: kfcockpit get pods)")
 
-    # ------------------------------------------------------------------ the API server
+    # ------------------------------------------------------------------ the life-cycle socket
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One request line, one reply line: ping, up or shutdown (client.py). Jobs, pods, logs
+        and everything else go through the Kubernetes API."""
         self._clients += 1
         self.check_idle()
         try:
-            request = await wire.read(reader)
+            request = await read_message(reader)
             if request is None:
                 return
             op = request.get("op")
-            if op == "watch":
-                await self._watch(request, reader, writer)
-            elif op == "logs":
-                await self._logs(request, reader, writer)
-            else:
-                try:
-                    reply = await self._unary(op, request)
-                except (ClusterError, ManifestError) as exc:
-                    reply = wire.error_message(exc)
-                except ApiError as exc:
-                    error = NotFound(exc.message) if exc.code == 404 else InvalidResource(exc.message)
-                    reply = wire.error_message(error)
-                except Exception as exc:  # noqa: BLE001 - a bug, reported in one line, logged in full
-                    log.exception("request %s failed", op)
-                    reply = wire.error_message(ClusterError(f"controller error in {op}: {type(exc).__name__}: {exc}"))
-                writer.write(wire.encode(reply))
-                await writer.drain()
+            try:
+                reply = self._lifecycle(op)
+            except Exception as exc:  # noqa: BLE001 - a bug, reported in one line, logged in full
+                log.exception("request %s failed", op)
+                reply = {"error": f"controller error in {op}: {type(exc).__name__}: {exc}"}
+            writer.write(encode(reply))
+            await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, ValueError):
             pass
         finally:
@@ -525,130 +494,19 @@ class Controller:
                  self.idle_exit)
         self._stopping.set()
 
-    async def _unary(self, op: str, request: dict) -> dict:
+    def _lifecycle(self, op: str | None) -> dict:
         if op == "ping":
             return {"pid": os.getpid(), "home": str(self.layout.home), "started": self.started,
-                    "version": self.events.version, "jobs": len(self.runners),
+                    "jobs": len(self.runners),
                     "pods_running": sum(1 for r in self.runners.values() for p in r.pods() if p.phase.value == "Running"),
                     "warm": self.zygotes.status() if self.zygotes else []}
         if op == "up":
             self.prewarm()
-            return await self._unary("ping", request)
-        if op == "apply":
-            return {"result": await self.apply(request["manifest"])}
-        if op == "snapshot":  # create, never "unchanged": a second snapshot of that name is an error
-            spec = parse_resource({"apiVersion": SNAPSHOT_API, "kind": "VolumeSnapshot",
-                                   "metadata": {"name": request["name"]},
-                                   "spec": {"source": {"persistentVolumeClaimName": request["volume"]}}},
-                                  "snapshot")
-            if spec.metadata.name in self.snapshot_specs or self.layout.snapshot_dir(spec.metadata.name).exists():
-                raise InvalidResource(f"snapshot {spec.metadata.name!r} already exists (delete it first: "
-                                      f"kfcockpit delete volumesnapshot {spec.metadata.name})")
-            if request["volume"] not in self.claims:
-                raise NotFound(f"volume {request['volume']!r} not found (apply its PersistentVolumeClaim first, "
-                               "e.g. kfcockpit apply -f manifests/volume.yaml)")
-            await self.api.apply(spec.to_manifest())
-            return {"snapshot": volumes.read_snapshot(self.layout.snapshot_dir(spec.metadata.name)).model_dump(mode="json")}
-        if op == "delete":
-            await self.delete(request["kind"], request["name"])
-            return {"ok": True}
-        if op == "list_jobs":
-            return {"jobs": [r.summary.model_dump(mode="json")
-                             for r in sorted(self.runners.values(), key=lambda r: r.summary.created)]}
-        if op == "get_job":
-            runner = self.runners.get(request["name"])
-            if runner is None:
-                raise NotFound(f"trainjob {request['name']!r} not found")
-            return {"job": runner.summary.model_dump(mode="json")}
-        if op == "list_pods":
-            return {"pods": [p.model_dump(mode="json") for p in self._pods(request.get("job"))]}
-        if op == "kill_pod":
-            self.kill_pod(request["name"])
-            return {"ok": True}
+            return self._lifecycle("ping")
         if op == "shutdown":
             asyncio.get_running_loop().call_soon(self._stopping.set)
             return {"ok": True, "pid": os.getpid()}
-        raise InvalidResource(f"unknown operation {op!r}")
-
-    def _pods(self, job: str | None) -> list[Pod]:
-        runners = [self.runners[job]] if job in self.runners else [] if job else self.runners.values()
-        return [p for r in runners for p in sorted(r.pods(), key=lambda p: p.rank)]
-
-    async def _watch(self, request: dict, reader, writer) -> None:
-        kind, job, since = request.get("kind"), request.get("job"), request.get("since")
-        if kind not in ("pods", "jobs"):
-            writer.write(wire.encode(wire.error_message(InvalidResource(f"cannot watch {kind!r}"))))
-            return
-        if since:
-            replay = self.events.since(since, kind, job)
-            if replay is None:
-                writer.write(wire.encode({"type": "GONE"}))
-                return
-            sub = self.events.subscribe(kind, job)
-            for event in replay:
-                writer.write(wire.encode(event))
-        else:
-            sub = self.events.subscribe(kind, job)
-            version = self.events.version
-            if kind == "pods":
-                objects = [p.model_dump(mode="json") for p in self._pods(job)]
-            else:
-                objects = [r.summary.model_dump(mode="json") for r in self.runners.values()
-                           if job is None or r.name == job]
-            for obj in objects:
-                writer.write(wire.encode({"type": "ADDED", "object": obj, "rv": version}))
-            writer.write(wire.encode({"type": "SYNCED", "rv": version}))
-        await self._pump(sub, reader, writer, lambda items: items)
-
-    async def _logs(self, request: dict, reader, writer) -> None:
-        job = request.get("job")
-        runner = self.runners.get(job)
-        if runner is None:
-            writer.write(wire.encode(wire.error_message(NotFound(f"trainjob {job!r} not found"))))
-            return
-        offsets = request.get("offsets") or {}
-        sub = self.events.subscribe("logs", job) if request.get("follow") and not runner.logs_done else None
-        history = []
-        for pod, rank in runner.log_index:
-            path = self.layout.pod_log(job, pod)
-            size = path.stat().st_size if path.exists() else 0
-            start = int(offsets.get(pod, 0))
-            for t, text, end in read_lines(path, start, size):
-                history.append((t, pod, rank, text, end))
-        history.sort(key=lambda line: line[0])
-        for i in range(0, len(history), _LOG_BATCH):
-            chunk = history[i:i + _LOG_BATCH]
-            writer.write(wire.encode({"lines": [[pod, rank, t, text] for t, pod, rank, text, _ in chunk],
-                                      "offsets": {pod: end for _t, pod, _r, _x, end in chunk}}))
-            await writer.drain()
-        if sub is None:
-            writer.write(wire.encode({"end": True}))
-            return
-        await self._pump(sub, reader, writer, _log_messages)
-
-    async def _pump(self, sub: Subscription, reader, writer, to_messages) -> None:
-        """Forward a subscription to the client until it hangs up, ends, or falls too far behind."""
-        hung_up = asyncio.ensure_future(reader.read(1))
-        try:
-            await writer.drain()
-            while not sub.overflowed:
-                get = asyncio.ensure_future(sub.queue.get())
-                await asyncio.wait({get, hung_up}, return_when=asyncio.FIRST_COMPLETED)
-                if not get.done():
-                    get.cancel()
-                    return
-                items = [get.result()]
-                while not sub.queue.empty() and len(items) < _LOG_BATCH:
-                    items.append(sub.queue.get_nowait())
-                final = any(item.get("type") == "SHUTDOWN" or item.get("end") for item in items)
-                for message in to_messages(items):
-                    writer.write(wire.encode(message))
-                await writer.drain()
-                if final:
-                    return
-        finally:
-            self.events.unsubscribe(sub)
-            hung_up.cancel()
+        return {"error": f"unknown operation {op!r}"}
 
     # ------------------------------------------------------------------ life cycle
 
@@ -664,7 +522,7 @@ class Controller:
         address, dir_fd = socket_address(self.layout.socket)
         self.layout.socket.unlink(missing_ok=True)  # a dead controller's; we hold the lock
         try:
-            server = await asyncio.start_unix_server(self._handle, path=address, limit=wire.LINE_LIMIT)
+            server = await asyncio.start_unix_server(self._handle, path=address)
         finally:
             if dir_fd is not None:
                 os.close(dir_fd)
@@ -681,7 +539,6 @@ class Controller:
             os.close(ready_fd)
         await self._stopping.wait()
         log.info("controller %s stopping", os.getpid())
-        self.events.close_all({"type": "SHUTDOWN"})
         await asyncio.gather(*(r.stop() for r in self.runners.values()), return_exceptions=True)
         for runner in self.runners.values():
             runner.persist()
@@ -703,18 +560,6 @@ class Controller:
                                command=["torchrun", "-m", "prewarm"], args=[], env=env, mounts=[])
         spec = podspec.launch_spec(plan, 0, 0, "prewarm", self.layout.root, {})
         self.zygotes.get(spec.zygote_key)
-
-
-def _log_messages(items: list[dict]) -> list[dict]:
-    """Live log items, batched into one message (plus the end marker, if any)."""
-    lines, offsets, tail = [], {}, []
-    for item in items:
-        if "lines" in item:
-            lines.extend([item["pod"], item["rank"], t, text] for t, text in item["lines"])
-            offsets[item["pod"]] = item["offset"]
-        else:
-            tail.append(item)
-    return ([{"lines": lines, "offsets": offsets}] if lines else []) + tail
 
 
 def node_capacity(layout: Layout) -> dict[str, float]:

@@ -101,6 +101,8 @@ async def test_cluster_down_with_a_watcher_attached_stays_down(own_cluster):
         reasons = [await asyncio.wait_for(lost.get(), WAIT) for _ in range(5)]
         assert set(reasons) == {STOPPED_MESSAGE}, reasons
         assert await Embedded(home).status() is None  # nobody started a controller meanwhile
+        checks = {c.name: c for c in await Embedded(home).checks()}
+        assert checks["controller"].detail == "the embedded cluster was stopped (kfcockpit cluster down)"
         with pytest.raises(Unavailable, match=STOPPED_MESSAGE.replace("`", ".")):
             await cluster.list_jobs()
         with pytest.raises(Unavailable, match=STOPPED_MESSAGE.replace("`", ".")):

@@ -1,21 +1,27 @@
-"""Fixtures for the embedded cluster: a fresh state root per test and a controller that is always
-stopped at the end (with every process it started), whatever the test did."""
+"""Fixtures for the embedded cluster: a fresh state root per test, driven through the one client
+path (`connect` → the kube backend on its kubeconfig), and a controller that is always stopped at
+the end (with every process it started), whatever the test did."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import AsyncIterator
 
 import pytest
 import yaml
 
-from backend.local.cluster import LocalCluster
+from backend.connect import connect
+from backend.kube.cluster import KubeCluster
 from backend.local.podspec import ENV_CLUSTER
 from backend.local.processes import marked_processes, sweep
 from backend.models import LABEL_JOB, TrainJob, parse_manifests
+from backend.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
@@ -27,20 +33,31 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
+@asynccontextmanager
+async def embedded_cluster(home: Path) -> AsyncIterator[KubeCluster]:
+    """The embedded cluster on `home`, started and connected to as the cockpit does; stopped
+    after, its controller killed if it would not stop and every process it started swept."""
+    cluster = await asyncio.to_thread(connect, Settings(home=home))
+    try:
+        yield cluster
+    finally:
+        await cluster.close()
+        try:
+            await cluster.embedded.down()
+        finally:
+            pid = cluster.embedded.client.controller_pid()
+            if pid is not None:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            sweep({ENV_CLUSTER: str(cluster.embedded.layout.root)})
+
+
 @pytest.fixture
 async def cluster(home: Path):
-    cluster = LocalCluster(home)
-    yield cluster
-    try:
-        await cluster.down()
-    finally:
-        pid = cluster.client.controller_pid()
-        if pid is not None:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        sweep({ENV_CLUSTER: str(cluster.layout.root)})
+    async with embedded_cluster(home) as cluster:
+        yield cluster
 
 
 def lesson_resources() -> list:
@@ -63,12 +80,12 @@ def lesson_job(name: str = "lesson-ddp", steps: int | None = None, step_delay: f
     return changed
 
 
-async def apply_all(cluster: LocalCluster, *resources) -> None:
+async def apply_all(cluster: KubeCluster, *resources) -> None:
     for resource in resources:
         await cluster.apply(resource)
 
 
-async def wait_for_pods(cluster: LocalCluster, job: str, predicate) -> list:
+async def wait_for_pods(cluster: KubeCluster, job: str, predicate) -> list:
     """The job's pods once `predicate(pods by name)` holds, driven by the pod watch."""
     pods: dict[str, object] = {}
     async for event in cluster.watch_pods(job):
@@ -82,8 +99,8 @@ async def wait_for_pods(cluster: LocalCluster, job: str, predicate) -> list:
     raise AssertionError("the pod watch ended")
 
 
-def cluster_processes(cluster: LocalCluster) -> list[int]:
-    return list(marked_processes({ENV_CLUSTER: str(cluster.layout.root)}))
+def cluster_processes(cluster: KubeCluster) -> list[int]:
+    return list(marked_processes({ENV_CLUSTER: str(cluster.embedded.layout.root)}))
 
 
 def cli(home: Path, *args: str, timeout: float = WAIT) -> subprocess.CompletedProcess:

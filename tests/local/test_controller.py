@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from backend.local.cluster import LocalCluster
+from backend.kube.cluster import KubeCluster
+from backend.local.embedded import Embedded
 from backend.local.podspec import WARM_ANNOTATION
 from backend.local.processes import is_zombie_or_gone
 from backend.models import JobPhase, PodEventType, PodPhase
@@ -21,6 +22,7 @@ from tests.local.conftest import (
     apply_all,
     cli,
     cluster_processes,
+    embedded_cluster,
     lesson_job,
     lesson_resources,
 )
@@ -51,26 +53,29 @@ async def _wait_gone(pids: list[int], timeout: float) -> list[int]:
     return [pid for pid in pids if not is_zombie_or_gone(pid)]
 
 
-async def _run_until_step(cluster: LocalCluster, job: str, step: int) -> None:
+async def _run_until_step(cluster: KubeCluster, job: str, step: int) -> None:
     async for batch in cluster.stream_logs(job):
         if any(line.step is not None and line.step >= step for line in batch):
             return
 
 
-async def test_one_controller_per_state_root(cluster, home):
-    statuses = await asyncio.gather(*(LocalCluster(home).up() for _ in range(3)))
-    assert len({s["pid"] for s in statuses}) == 1
-    up = cli(home, "cluster", "up")
-    assert up.returncode == 0 and f"pid {statuses[0]['pid']}" in up.stdout
-    second = subprocess.run([sys.executable, "-m", "backend.local.controller", "--home", str(home), "--foreground"],
-                            cwd=REPO, capture_output=True, text=True, timeout=WAIT)
-    assert second.returncode == 0  # it found the lock taken and left
-    assert (await cluster.status())["pid"] == statuses[0]["pid"]
+async def test_one_controller_per_state_root(home):
+    racing = asyncio.gather(*(Embedded(home).up() for _ in range(3)), return_exceptions=True)
+    async with embedded_cluster(home) as cluster:  # the client path, racing them to start it
+        statuses = await racing
+        assert len({s["pid"] for s in statuses}) == 1, statuses
+        assert (await cluster.embedded.status())["pid"] == statuses[0]["pid"]
+        up = cli(home, "cluster", "up")
+        assert up.returncode == 0 and f"pid {statuses[0]['pid']}" in up.stdout
+        second = subprocess.run([sys.executable, "-m", "backend.local.controller", "--home", str(home),
+                                 "--foreground"], cwd=REPO, capture_output=True, text=True, timeout=WAIT)
+        assert second.returncode == 0  # it found the lock taken and left
+        assert (await cluster.embedded.status())["pid"] == statuses[0]["pid"]
 
 
 @pytest.mark.parametrize("launch", ["warm", "exec"])
 async def test_killing_the_controller_leaves_no_worker_and_the_next_one_finishes_the_job(cluster, launch):
-    status = await cluster.up()
+    status = await cluster.embedded.up()
     await apply_all(cluster, *lesson_resources())
     annotations = {WARM_ANNOTATION: "false"} if launch == "exec" else None
     await cluster.apply(lesson_job(steps=40, step_delay=0.05, annotations=annotations))
@@ -86,14 +91,14 @@ async def test_killing_the_controller_leaves_no_worker_and_the_next_one_finishes
 
     job = await cluster.wait_job("lesson-ddp", COMPLETE, WAIT)  # starts a new controller
     assert job.phase == JobPhase.COMPLETE and job.restart_attempt == 1
-    assert (await cluster.status())["pid"] != status["pid"]
+    assert (await cluster.embedded.status())["pid"] != status["pid"]
     resumed = [line for batch in [b async for b in cluster.stream_logs("lesson-ddp", follow=False)]
                for line in batch if "event=resumed" in line.text]
     assert len(resumed) == 2 and all("from_step=0" not in line.text for line in resumed)
 
 
 async def test_a_pod_watch_lives_through_a_new_controller(cluster):
-    status = await cluster.up()
+    status = await cluster.embedded.up()
     await apply_all(cluster, *lesson_resources())
     await cluster.apply(lesson_job(steps=40, step_delay=0.05))
     await asyncio.wait_for(_run_until_step(cluster, "lesson-ddp", 5), WAIT)
@@ -111,14 +116,18 @@ async def test_a_pod_watch_lives_through_a_new_controller(cluster):
                     return
 
     lines = []
+    following = asyncio.Event()
 
     async def follow_logs():
         async for batch in cluster.stream_logs("lesson-ddp"):  # ends when the job finishes
             lines.extend(batch)
+            if len({line.pod for line in lines if line.step is not None}) == 2:
+                following.set()  # both running pods' logs are being followed
 
     watch = asyncio.create_task(watch_until_the_new_group_succeeds())
     logs = asyncio.create_task(follow_logs())
     await asyncio.wait_for(listed.wait(), WAIT)
+    await asyncio.wait_for(following.wait(), WAIT)  # a dead node's pods and logs are gone with it
     first_group = {e.pod.name for e in events}
     os.kill(status["pid"], signal.SIGKILL)
     await asyncio.wait_for(watch, WAIT)
@@ -140,31 +149,30 @@ async def test_a_pod_watch_lives_through_a_new_controller(cluster):
     assert all(by_pod[pod][-1] == 40 for pod in added)
 
 
-async def test_an_idle_controller_exits_and_the_next_call_starts_another(cluster, monkeypatch):
+async def test_an_idle_controller_exits_and_the_next_call_starts_another(home, monkeypatch):
     monkeypatch.setenv("KFCOCKPIT_CONTROLLER_IDLE_EXIT", "1")  # read by the controller this test starts
-    first = await cluster.up()
-    assert await _wait_gone([first["pid"]], WAIT) == []  # nothing runs, nobody is connected: it left
-    assert await cluster.status() is None
-    assert await cluster.list_jobs() == []  # a call starts a new one
-    assert (await cluster.status())["pid"] != first["pid"]
+    async with embedded_cluster(home) as cluster:
+        first = await cluster.embedded.up()
+        assert await _wait_gone([first["pid"]], WAIT) == []  # nothing runs, nobody is connected: it left
+        assert await cluster.embedded.status() is None
+        assert await cluster.list_jobs() == []  # a call starts a new one
+        assert (await cluster.embedded.status())["pid"] != first["pid"]
 
 
 async def test_a_state_root_deeper_than_a_socket_path_allows(tmp_path):
     deep = tmp_path.joinpath(*["a-rather-long-directory-name"] * 5)
-    cluster = LocalCluster(deep)
-    assert len(str(cluster.layout.socket)) > 108  # beyond sun_path: reached through /proc/self/fd
-    try:
-        assert await cluster.list_jobs() == []  # started the controller, and talked to it
-        assert (await cluster.status())["home"] == str(deep)
-    finally:
-        assert await cluster.down() is not None
+    assert len(str(Embedded(deep).layout.socket)) > 108  # beyond sun_path: reached through /proc/self/fd
+    async with embedded_cluster(deep) as cluster:  # started the controller, and talked to it
+        assert await cluster.list_jobs() == []
+        assert (await cluster.embedded.status())["home"] == str(deep)
+        assert await cluster.embedded.down() is not None
 
 
 async def test_losing_the_warm_zygote_takes_its_workers_and_the_group_comes_back(cluster):
     await apply_all(cluster, *lesson_resources())
     await cluster.apply(lesson_job(steps=40, step_delay=0.05))
     await asyncio.wait_for(_run_until_step(cluster, "lesson-ddp", 5), WAIT)
-    (zygote,) = [w for w in (await cluster.status())["warm"] if w["workers"]]
+    (zygote,) = [w for w in (await cluster.embedded.status())["warm"] if w["workers"]]
     workers = [pid for pid in cluster_processes(cluster) if pid != zygote["pid"]]
     assert len(workers) == 2
 

@@ -9,7 +9,6 @@ import pytest
 
 from backend.cluster import InvalidResource
 from backend.local import podspec
-from backend.local.events import EventLog
 from tests.local.conftest import lesson_job, lesson_resources
 
 
@@ -63,18 +62,6 @@ def test_a_job_name_too_long_for_its_pod_names_is_refused():
     runtime, _ = lesson_resources()
     with pytest.raises(InvalidResource, match="name too long"):
         podspec.plan_job(lesson_job("a" * 55), runtime)
-
-
-def test_watchers_resume_from_a_version_or_are_told_to_list_again():
-    log = EventLog()
-    log.publish("pods", "ADDED", {"name": "a"}, "job")
-    mark = log.version
-    log.publish("pods", "MODIFIED", {"name": "a"}, "job")
-    log.publish("jobs", "MODIFIED", {"name": "job"}, "job")
-    assert [e["type"] for e in log.since(mark, "pods", "job")] == ["MODIFIED"]
-    assert log.since(log.version, "pods", None) == []
-    assert log.since("otherepoch.1", "pods", None) is None  # another controller's version
-    assert log.since(f"{log.epoch}.99", "pods", None) is None  # from the future
 
 
 def test_volume_names_cannot_reach_outside_the_state_root(tmp_path):

@@ -14,7 +14,6 @@ import yaml
 
 from backend.cluster import InvalidResource
 from backend.local import rayplan
-from backend.local.cluster import LocalCluster
 from backend.local.podspec import ENV_CLUSTER, ENV_POD
 from backend.local.rayjobs import split_prefix
 from backend.models import (
@@ -27,7 +26,7 @@ from backend.models import (
     parse_manifests,
     unknown_fields,
 )
-from tests.local.conftest import MANIFESTS, WAIT, cli
+from tests.local.conftest import MANIFESTS, WAIT, cli, embedded_cluster
 
 
 def _raw() -> dict:
@@ -127,9 +126,10 @@ def test_the_cli_refuses_a_rayjob_it_cannot_run_in_one_line_exit_2(home, tmp_pat
     try:
         result = cli(home, "apply", "-f", str(MANIFESTS / "volume.yaml"), "-f", str(bad))
         assert result.returncode == 2 and "Traceback" not in result.stderr
-        assert result.stderr.strip().splitlines() == [
-            'kfcockpit: RayJob.ray.io "lesson-ray" is invalid: RayJob lesson-ray: the embedded cluster runs the '
-            "entrypoint without a shell; write it as one command (found '&&')"]  # as the API server says it
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith("kfcockpit: ") and line.endswith(  # as the API server says it
+            'RayJob.ray.io "lesson-ray" is invalid: RayJob lesson-ray: the embedded cluster runs the '
+            "entrypoint without a shell; write it as one command (found '&&')")
         lost = cli(home, "get", "pods", "lesson-ray")
         assert lost.returncode == 0 and "lesson-ray" not in lost.stdout  # nothing was created
     finally:
@@ -138,15 +138,15 @@ def test_the_cli_refuses_a_rayjob_it_cannot_run_in_one_line_exit_2(home, tmp_pat
 
 async def test_a_driver_that_refuses_its_arguments_fails_the_job_with_its_error_line():
     home = Path(tempfile.mkdtemp(prefix="kfr-", dir="/tmp"))  # short: RayJobs need it for Ray's sockets
-    cluster = LocalCluster(home)
     try:
-        await cluster.apply(parse_manifests((MANIFESTS / "volume.yaml").read_text())[0])
-        await cluster.apply(_job(entrypoint="python -m training.ray_train --steps 0 --storage /checkpoints/x"))
-        job = await cluster.wait_job("lesson-ray", frozenset({JobPhase.FAILED}), WAIT)
-        assert (job.phase, job.reason, job.launcher) == (JobPhase.FAILED, "AppFailed", "ray")
-        assert job.message.endswith("exited with code 2: training.ray_train: error: --steps must be at least 1, got 0")
-        (driver,) = await cluster.list_pods("lesson-ray")  # Ray never started: no worker pods
-        assert (driver.rank, driver.phase, driver.exit_code) == (DRIVER_RANK, PodPhase.FAILED, 2)
+        async with embedded_cluster(home) as cluster:
+            await cluster.apply(parse_manifests((MANIFESTS / "volume.yaml").read_text())[0])
+            await cluster.apply(_job(entrypoint="python -m training.ray_train --steps 0 --storage /checkpoints/x"))
+            job = await cluster.wait_job("lesson-ray", frozenset({JobPhase.FAILED}), WAIT)
+            assert (job.phase, job.reason, job.launcher) == (JobPhase.FAILED, "AppFailed", "ray")
+            assert job.message.endswith("exited with code 2: training.ray_train: error: --steps must be at least 1, "
+                                        "got 0")
+            (driver,) = await cluster.list_pods("lesson-ray")  # Ray never started: no worker pods
+            assert (driver.rank, driver.phase, driver.exit_code) == (DRIVER_RANK, PodPhase.FAILED, 2)
     finally:
-        await cluster.down()
         shutil.rmtree(home, ignore_errors=True)

@@ -25,14 +25,16 @@ async def test_a_snapshot_links_the_volume_and_lists_with_its_metrics(cluster, h
     listed = {s.name: s for s in await cluster.snapshots()}
     assert listed["after-run"].metrics == snap.metrics and listed["after-run"].files == snap.files
 
-    volume_run = cluster.layout.volume_dir("checkpoints") / "lesson-ddp"
-    snapshot_run = cluster.layout.snapshot_dir("after-run") / "data" / "lesson-ddp"
+    volume_run = cluster.embedded.layout.volume_dir("checkpoints") / "lesson-ddp"
+    snapshot_run = cluster.embedded.layout.snapshot_dir("after-run") / "data" / "lesson-ddp"
     newest = checkpoint_format.list_files(volume_run)[-1]
     assert os.stat(newest).st_ino == os.stat(snapshot_run / newest.name).st_ino  # a link, not a copy
 
     newest.unlink()  # the volume changes; the snapshot keeps what it had
     checkpoint_format.verify_file(snapshot_run / newest.name)
-    assert await cluster.read_metrics(snapshot="after-run") == snap.metrics
+    read_back = await cluster.read_metrics(snapshot="after-run")  # the whole metrics.json, loss history too
+    assert [m.model_copy(update={"loss_history": []}) for m in read_back] == snap.metrics
+    assert len(read_back[0].loss_history) == 12
 
     with pytest.raises(InvalidResource):
         await cluster.snapshot("checkpoints", "after-run")
