@@ -32,7 +32,7 @@ cluster's pods, torchrun's own restarts, Ray Train's groups. `Goodput` takes lin
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Iterable, Protocol
 
 from backend.raytrain.groups import WorkerGroups
@@ -131,6 +131,9 @@ class GoodputReport:
     steps_lost: int = 0  # steps done again after a restart
     restarts: int = 0
     saves: int = 0  # periodic checkpoints
+    # Restarts the platform counts whose attempts' logs are gone: a restarted group's pods are
+    # deleted, their logs with them (JobSet recreates its Jobs), so only a live follow sees them.
+    attempts_unseen: int = 0
     step_seconds: float = 0.0  # mean time of a kept step (the first step of each attempt aside)
     finished: bool = False
 
@@ -236,9 +239,10 @@ class Goodput:
             self.failure(pod.finished)
 
     def finish(self, at: float) -> None:
-        """The job ended at `at` (its finished time); without it, the newest line ends it."""
-        self._finished = at
+        """The job ended at `at` (its finished time); without it, the newest line ends it. Never
+        before its newest line: Kubernetes keeps times to the second, lines to the microsecond."""
         self._newest = at if self._newest is None else max(self._newest, at)
+        self._finished = self._newest
 
     def _current(self, at: float) -> _Attempt:
         if not self.attempts:  # lines without a start line (a log read from the middle)
@@ -339,7 +343,9 @@ def goodput_of(lines: Iterable[TimedLine], started: float | None = None, finishe
 async def job_goodput(cluster, job: str) -> tuple[object, GoodputReport]:
     """(JobSummary, report) of a job as its platform has it now, read through the Cluster
     protocol: its merged logs from the start, its pods' failures, its created/finished times.
-    NotFound for a job that does not exist. For an unfinished job, the report runs to now."""
+    NotFound for a job that does not exist. For an unfinished job, the report runs to now.
+    Restarted groups whose pods (and logs) are gone are counted in `attempts_unseen`: their time
+    falls into start-up; the cockpit, which follows a job live, sees them whole."""
     import time
 
     summary = await cluster.get_job(job)  # NotFound at once, before any stream opens
@@ -350,4 +356,5 @@ async def job_goodput(cluster, job: str) -> tuple[object, GoodputReport]:
         model.feed_lines(batch)
     if summary.finished is not None:
         model.finish(summary.finished)
-    return summary, model.report(now=None if summary.finished is not None else time.time())
+    report = model.report(now=None if summary.finished is not None else time.time())
+    return summary, replace(report, attempts_unseen=max(0, summary.restart_attempt - report.restarts))

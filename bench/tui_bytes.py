@@ -135,9 +135,9 @@ def run_child(args) -> None:
         try:
             app.run()
         finally:
-            from backend.local.cluster import LocalCluster
+            from backend.local.embedded import Embedded
 
-            asyncio.run(LocalCluster(Path(home)).down())
+            asyncio.run(Embedded(Path(home)).down())
 
 
 # ------------------------------------------------------------------ the parent

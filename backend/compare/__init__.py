@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from backend.cluster import Cluster, InvalidResource, NotFound
 from backend.compare.figures import Comparison, ComparisonPlan, Measurement
 from backend.compare.store import latest_comparison, save_comparison
 from backend.settings import Settings
+
+if TYPE_CHECKING:
+    from backend.compare.cluster_run import OnLines
 
 __all__ = ["Comparison", "ComparisonPlan", "Measurement", "latest_comparison", "run_comparison",
            "save_comparison", "check_plan"]
@@ -43,8 +46,10 @@ def check_plan(plan: ComparisonPlan) -> None:
 
 
 async def run_comparison(settings: Settings, plan: ComparisonPlan | None = None,
-                         progress: Callable[[str], None] = lambda text: None) -> Comparison:
-    """Measure both sides one after the other (they share the machine's cores), save, return."""
+                         progress: Callable[[str], None] = lambda text: None,
+                         on_lines: "OnLines | None" = None) -> Comparison:
+    """Measure both sides one after the other (they share the machine's cores), save, return.
+    `on_lines(job, batch)`: each side's log lines as they stream (a killed pod's go with it)."""
     from backend.compare import resources
     from backend.compare.ray_side import measure_ray
     from backend.compare.trainer_side import measure_trainer
@@ -63,9 +68,9 @@ async def run_comparison(settings: Settings, plan: ComparisonPlan | None = None,
         await cluster.apply(resource)
     progress(f"Trainer side: TrainJob {volume}-trainer, {plan.workers} workers, {plan.steps} steps, "
              f"rank {plan.kill_rank} killed at step {plan.kill_at_step}")
-    trainer = await measure_trainer(cluster, plan, f"{volume}-trainer", volume)
+    trainer = await measure_trainer(cluster, plan, f"{volume}-trainer", volume, on_lines)
     progress(f"Ray side: RayJob {volume}-ray, same plan (Ray's start-up takes a while)")
-    ray = await measure_ray(cluster, plan, f"{volume}-ray", volume)
+    ray = await measure_ray(cluster, plan, f"{volume}-ray", volume, on_lines)
     comparison = Comparison(plan=plan, sides=[trainer, ray])
     save_comparison(settings, comparison)
     await _delete_older(cluster, keep=volume)

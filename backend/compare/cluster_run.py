@@ -6,25 +6,31 @@ from __future__ import annotations
 
 import contextlib
 import time
+from typing import Callable
 
 from backend.cluster import Cluster, ClusterError, NotFound
 from backend.compare.figures import ComparisonPlan
 from backend.compare.observer import ObservationError, RunObserver
-from backend.models import JobPhase, RayJob, TrainJob
+from backend.models import JobPhase, LogLine, RayJob, TrainJob
+
+OnLines = Callable[[str, list[LogLine]], None]
 
 _WAIT_SECONDS = 900.0  # for the job to finish after its logs ended (they end with it)
 
 
 async def measure_job(cluster: Cluster, plan: ComparisonPlan, job: TrainJob | RayJob,
-                      volume: str, run: str) -> dict:
+                      volume: str, run: str, on_lines: OnLines | None = None) -> dict:
     """The measured fields of a Measurement; `run` is where the job's metrics.json lands on
-    `volume`. ObservationError when the run did not show a kill, a resume and an end."""
+    `volume`. ObservationError when the run did not show a kill, a resume and an end.
+    `on_lines(job, batch)` sees every batch as it streamed: a killed pod's log goes with it."""
     name = job.metadata.name
     launched = time.time()
     await cluster.apply(job)
     observer = RunObserver(plan, launched)
     try:
         async for batch in cluster.stream_logs(name):  # ends when the job does
+            if on_lines is not None:
+                on_lines(name, batch)
             for line in batch:
                 pod = observer.see(line)
                 if pod is not None:

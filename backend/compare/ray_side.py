@@ -9,7 +9,7 @@ from importlib.metadata import version
 
 from backend.cluster import Cluster
 from backend.compare import resources
-from backend.compare.cluster_run import measure_job
+from backend.compare.cluster_run import OnLines, measure_job
 from backend.compare.figures import ComparisonPlan, Measurement
 
 TITLE = "Ray Train (TorchTrainer)"
@@ -27,9 +27,10 @@ DETAIL = {
 }
 
 
-async def measure_ray(cluster: Cluster, plan: ComparisonPlan, name: str, volume: str) -> Measurement:
+async def measure_ray(cluster: Cluster, plan: ComparisonPlan, name: str, volume: str,
+                           on_lines: OnLines | None = None) -> Measurement:
     job, run = resources.ray_job(name, plan, volume)
-    figures = await measure_job(cluster, plan, job, volume, run)
+    figures = await measure_job(cluster, plan, job, volume, run, on_lines)
     return Measurement(side="ray", title=TITLE, measured_with=f"RayJob, Ray {version('ray')}", **SHORT,
                        **DETAIL, workers=plan.workers, steps=plan.steps, job=name,
                        run_dir=f"{volume}/{run}", **figures)

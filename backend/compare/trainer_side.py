@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from backend.cluster import Cluster
 from backend.compare import resources
-from backend.compare.cluster_run import measure_job
+from backend.compare.cluster_run import OnLines, measure_job
 from backend.compare.figures import ComparisonPlan, Measurement
 
 TITLE = "Trainer (TrainJob)"
@@ -22,8 +22,9 @@ DETAIL = {
 }
 
 
-async def measure_trainer(cluster: Cluster, plan: ComparisonPlan, name: str, volume: str) -> Measurement:
+async def measure_trainer(cluster: Cluster, plan: ComparisonPlan, name: str, volume: str,
+                               on_lines: OnLines | None = None) -> Measurement:
     job, run = resources.trainer_job(name, plan, volume)
-    figures = await measure_job(cluster, plan, job, volume, run)
+    figures = await measure_job(cluster, plan, job, volume, run, on_lines)
     return Measurement(side="trainer", title=TITLE, **SHORT, **DETAIL, workers=plan.workers,
                        steps=plan.steps, job=name, run_dir=f"{volume}/{run}", **figures)

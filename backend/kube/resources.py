@@ -7,6 +7,8 @@ and either leave it ("unchanged") or merge-patch it ("configured").
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -37,6 +39,9 @@ KINDS = {k.name: k for k in (
 )}
 
 FIELD_MANAGER = "kfcockpit"
+
+
+_OBJECT_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def contains(live: Any, desired: Any) -> bool:
@@ -85,6 +90,11 @@ class Resources:
 
     async def _json(self, op: str, kind: str, name: str | None = None, body: Any = None,
                     namespace: str | None = None, **kwargs: Any) -> Any:
+        if name is not None and not _OBJECT_NAME.match(name):
+            # It would become a URL path: "../x" must not reach another resource (apimachinery's
+            # IsDNS1123Subdomain, which every object name here meets).
+            raise InvalidResource(f"{kind} name {name!r} is not a valid name: lower-case letters, digits, "
+                                  "'-' and '.', starting and ending with a letter or digit")
         fn, args = self.bind(op, kind, name, body, namespace)
         if op == "delete" and body is not None:  # DeleteOptions go as a keyword, not positionally
             kwargs["body"] = body

@@ -103,6 +103,13 @@ def cluster_processes(cluster: KubeCluster) -> list[int]:
     return list(marked_processes({ENV_CLUSTER: str(cluster.embedded.layout.root)}))
 
 
+def kubectl(home: Path, *args: str, timeout: float = WAIT) -> subprocess.CompletedProcess:
+    """The venv's real kubectl on the embedded cluster of `home` (its kubeconfig)."""
+    env = dict(os.environ, KUBECONFIG=str(home / "kubeconfig"))
+    return subprocess.run([str(Path(sys.executable).parent / "kubectl"), *args],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
 def cli(home: Path, *args: str, timeout: float = WAIT) -> subprocess.CompletedProcess:
     """The `kfcockpit` command of this environment, on the state root `home`."""
     env = dict(os.environ, KFCOCKPIT_HOME=str(home), PYTHONPATH=str(REPO))

@@ -1,4 +1,5 @@
-"""The kubectl-like commands end to end on the embedded cluster, as a learner types them."""
+"""A learner's command line end to end on the embedded cluster: kubectl for what kubectl does
+(apply, wait, get, delete), kfcockpit for what it does not (merged logs, checkpoints, snapshots)."""
 
 from __future__ import annotations
 
@@ -10,21 +11,22 @@ from pathlib import Path
 
 import yaml
 
-from tests.local.conftest import MANIFESTS, REPO, WAIT, cli, lesson_job
+from tests.local.conftest import MANIFESTS, REPO, WAIT, cli, kubectl, lesson_job
 from training.logfmt import step_and_loss
 
 
 def test_apply_get_logs_wait_checkpoints_snapshot_delete(home, cluster):
-    applied = cli(home, "apply", "-f", str(MANIFESTS / "runtime.yaml"), "-f", str(MANIFESTS / "volume.yaml"))
+    applied = kubectl(home, "apply", "-f", str(MANIFESTS / "runtime.yaml"), "-f", str(MANIFESTS / "volume.yaml"))
     assert applied.returncode == 0, applied.stderr
-    assert applied.stdout.split("\n")[:2] == ["trainingruntime/kfcockpit-torch unchanged",  # installed at start
-                                              "persistentvolumeclaim/checkpoints created"]
+    assert applied.stdout.split("\n")[:2] == [  # the runtime was installed at start, without kubectl's annotation
+        "trainingruntime.trainer.kubeflow.org/kfcockpit-torch configured", "persistentvolumeclaim/checkpoints created"]
     job = yaml.safe_dump(lesson_job(steps=15, step_delay=0.02).to_manifest())
     env = dict(os.environ, KFCOCKPIT_HOME=str(home), PYTHONPATH=str(REPO))
     kfcockpit = str(Path(sys.executable).parent / "kfcockpit")
-    created = subprocess.run([kfcockpit, "apply", "-f", "-"], input=job, env=env, cwd=REPO,
+    created = subprocess.run([str(Path(sys.executable).parent / "kubectl"), "apply", "-f", "-"], input=job,
+                             env=dict(os.environ, KUBECONFIG=str(home / "kubeconfig")),
                              capture_output=True, text=True, timeout=WAIT)
-    assert created.stdout == "trainjob/lesson-ddp created\n", created.stderr
+    assert created.stdout == "trainjob.trainer.kubeflow.org/lesson-ddp created\n", created.stderr
 
     # A reader that leaves after one line (`| head -1`) ends the follow quietly.
     follow = subprocess.Popen([kfcockpit, "logs", "lesson-ddp", "-f"], env=env, cwd=REPO, text=True,
@@ -34,10 +36,12 @@ def test_apply_get_logs_wait_checkpoints_snapshot_delete(home, cluster):
     assert follow.wait(timeout=WAIT) == 0 and "Traceback" not in follow.stderr.read()
     assert first.startswith("lesson-ddp-node-0-")
 
-    waited = cli(home, "wait", "trainjob", "lesson-ddp", "--for", "condition=Complete", "--timeout", str(WAIT))
-    assert waited.returncode == 0 and "condition met: Complete" in waited.stdout
-    pods = json.loads(cli(home, "get", "pods", "lesson-ddp", "-o", "json").stdout)
-    assert [(p["rank"], p["phase"]) for p in pods] == [(0, "Succeeded"), (1, "Succeeded")]
+    waited = kubectl(home, "wait", "trainjob/lesson-ddp", "--for", "condition=Complete", f"--timeout={WAIT:.0f}s")
+    assert waited.returncode == 0 and "condition met" in waited.stdout, waited.stderr
+    pods = json.loads(kubectl(home, "get", "pods", "-l", "jobset.sigs.k8s.io/jobset-name=lesson-ddp",
+                              "-o", "json").stdout)["items"]
+    assert sorted((p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"], p["status"]["phase"])
+                  for p in pods) == [("0", "Succeeded"), ("1", "Succeeded")]
     logs = cli(home, "logs", "lesson-ddp").stdout.splitlines()
     assert sum("event=done" in line for line in logs) == 2
     last_steps: dict[str, int] = {}  # a listed pod carries no last step: its log has it
@@ -52,6 +56,6 @@ def test_apply_get_logs_wait_checkpoints_snapshot_delete(home, cluster):
     status = cli(home, "cluster", "status")
     assert status.returncode == 0 and "NO " not in status.stdout
 
-    assert cli(home, "delete", "trainjob", "lesson-ddp").returncode == 0
-    assert json.loads(cli(home, "get", "trainjobs", "-o", "json").stdout) == []
+    assert kubectl(home, "delete", "trainjob", "lesson-ddp").returncode == 0
+    assert json.loads(kubectl(home, "get", "trainjobs", "-o", "json").stdout)["items"] == []
     assert cli(home, "checkpoints", "checkpoints").returncode == 0  # the volume outlives the job

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from backend.compare import Comparison, ComparisonPlan, run_comparison
-from backend.connect import connect
 from backend.local.embedded import Embedded
 from backend.local.podspec import ENV_CLUSTER
 from backend.local.processes import sweep
@@ -58,25 +57,17 @@ def state_root():
         shutil.rmtree(root, ignore_errors=True)
 
 
-async def job_lines(settings: Settings, job: str) -> list[LogLine]:
-    lines: list[LogLine] = []
-    cluster = await asyncio.to_thread(connect, settings)
-    try:
-        async for batch in cluster.stream_logs(job, follow=False):
-            lines += batch
-    finally:
-        await cluster.close()
-    return lines
-
-
 @pytest.fixture(scope="session")
 def measured(state_root: Path) -> Measured:
     settings = Settings(home=state_root)
 
     async def measure() -> Measured:
-        comparison = await run_comparison(settings, PLAN)
-        return Measured(settings, comparison, await job_lines(settings, comparison.side("ray").job),
-                        await job_lines(settings, comparison.side("trainer").job))
+        # Lines as they streamed: a killed pod is deleted, and its log with it, as on any cluster.
+        streamed: dict[str, list[LogLine]] = {}
+        comparison = await run_comparison(settings, PLAN,
+                                          on_lines=lambda job, batch: streamed.setdefault(job, []).extend(batch))
+        return Measured(settings, comparison, streamed[comparison.side("ray").job],
+                        streamed[comparison.side("trainer").job])
 
     return asyncio.run(measure())
 

@@ -50,4 +50,7 @@ async def cmd_goodput(args: argparse.Namespace) -> int:
     print_table(["PART", "SECONDS", "SHARE", ""],
                 [[LABELS[name], f"{seconds:.2f}", f"{100 * seconds / total:.1f}%", notes.get(name, "")]
                  for name, seconds in report.parts()])
+    if report.attempts_unseen:
+        print(f"note: {report.attempts_unseen} earlier attempt(s) restarted and their pods' logs went with them; "
+              "their lost work and recovery count as start-up here (the cockpit following the job sees them)")
     return 0
