@@ -32,7 +32,7 @@ from backend.local import admission, barepods, objects, pod_log, provisioner
 from backend.local.apiserver import credentials, schemas
 from backend.local.apiserver.kinds import Kind, Registry
 from backend.local.apiserver.server import ApiServer, Hooks
-from backend.local.apiserver.status import ApiError, bad_request, conflict, invalid, refused
+from backend.local.apiserver.status import ApiError, conflict, invalid, refused
 from backend.local.apiserver.store import Store
 from backend.local.mirror import Mirror
 from backend.local.scheduler import quantity
@@ -136,40 +136,6 @@ class ClusterApi(Hooks):
         self.store.close_watches()
         if self._runner is not None:
             await self._runner.cleanup()
-
-    # ------------------------------------------------------------------ the controller's own writes
-
-    async def apply(self, manifest: dict[str, Any]) -> str:
-        """`kfcockpit apply` (the controller's socket): create or update through admission."""
-        kind = self.registry.by_kind(manifest.get("apiVersion", ""), manifest.get("kind", ""))
-        if kind is None or kind.group == "metrics.k8s.io":
-            raise bad_request(f"no kind {manifest.get('kind')!r} in {manifest.get('apiVersion')!r} is served")
-        obj = {k: v for k, v in manifest.items() if k != "status"}
-        meta = obj.setdefault("metadata", {})
-        if kind.namespaced:
-            meta.setdefault("namespace", "default")
-        live = self.store.find(kind, meta.get("namespace"), meta.get("name", ""))
-        if live is None:
-            self.admit(kind, "CREATE", obj, None)
-            stored = self.store.create(kind, obj)
-            await self.written(kind, "CREATE", stored, None)
-            return f"{kind.singular}/{meta['name']} created"
-        merged = {**live, **{k: v for k, v in obj.items() if k != "metadata"},
-                  "metadata": {**live["metadata"], "labels": meta.get("labels", live["metadata"].get("labels")),
-                               "annotations": meta.get("annotations", live["metadata"].get("annotations"))}}
-        merged["metadata"] = {k: v for k, v in merged["metadata"].items() if v is not None}
-        self.admit(kind, "UPDATE", merged, live)
-        stored = self.store.update(kind, merged)
-        if stored is live:
-            return f"{kind.singular}/{meta['name']} unchanged"
-        await self.written(kind, "UPDATE", stored, live)
-        return f"{kind.singular}/{meta['name']} configured"
-
-    async def delete(self, kind_name: str, name: str, namespace: str = "default") -> None:
-        kind = self.kinds[kind_name]
-        obj = self.store.get(kind, namespace if kind.namespaced else None, name)
-        if await self.deleting(kind, obj, None) is None:
-            self.server.delete_cascade(kind, obj)
 
     # ------------------------------------------------------------------ hooks: admission
 
@@ -523,6 +489,9 @@ class ClusterApi(Hooks):
         if not self.ctl.terminate_pod(name, grace):
             return None
         return self._terminating(kind, obj, grace)
+
+    def streams_changed(self, open_streams: int) -> None:
+        self.ctl.check_idle()  # a client watching through the API keeps the cluster up, as a socket client did
 
     async def pod_log(self, namespace: str, name: str, options: dict[str, str]) -> AsyncIterator[bytes]:
         async for chunk in pod_log.follow(self, namespace, name, options):

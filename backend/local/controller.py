@@ -451,7 +451,7 @@ class Controller:
         if run is not None:
             run.kill(str(self.layout.root))
             return
-        raise NotFound(f"pod {name!r} not found or not running (see: kfcockpit get pods)")
+        raise NotFound(f"pod {name!r} not found or not running (see: kubectl get pods)")
 
     # ------------------------------------------------------------------ the life-cycle socket
 
@@ -485,7 +485,8 @@ class Controller:
             self._idle_timer.cancel()
             self._idle_timer = None
         busy = self._clients or any(not r.summary.phase.finished for r in self.runners.values()) \
-            or any(p.running() for p in self.bare_pods.values())
+            or any(p.running() for p in self.bare_pods.values()) \
+            or (self.api.server is not None and self.api.server.open_streams > 0)
         if not busy and self.idle_exit > 0 and self._stopping is not None and not self._stopping.is_set():
             self._idle_timer = asyncio.get_running_loop().call_later(self.idle_exit, self._exit_idle)
 

@@ -76,7 +76,7 @@ class Layout:
         path = self.volume_dir(name)
         if not self.object_file("PersistentVolumeClaim", name).exists() or not path.is_dir():
             raise NotFound(f"volume {name!r} not found (apply its PersistentVolumeClaim first, "
-                           "e.g. kfcockpit apply -f manifests/volume.yaml)")
+                           "e.g. kubectl apply -f manifests/volume.yaml)")
         return path
 
 

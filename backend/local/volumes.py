@@ -104,7 +104,7 @@ def create_snapshot(volume_dir: Path, volume: str, snapshot_dir: Path) -> Snapsh
     name = snapshot_dir.name
     if snapshot_dir.exists():
         raise InvalidResource(f"snapshot {name!r} already exists (delete it first: "
-                              f"kfcockpit delete volumesnapshot {name})")
+                              f"kubectl delete volumesnapshot {name})")
     tmp = snapshot_dir.with_name(f".{name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     started = time.time()

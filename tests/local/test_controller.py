@@ -159,6 +159,24 @@ async def test_an_idle_controller_exits_and_the_next_call_starts_another(home, m
         assert (await cluster.embedded.status())["pid"] != first["pid"]
 
 
+async def test_a_client_watching_through_the_api_keeps_an_idle_controller_up(home, monkeypatch):
+    monkeypatch.setenv("KFCOCKPIT_CONTROLLER_IDLE_EXIT", "1")
+    async with embedded_cluster(home) as cluster:
+        await apply_all(cluster, *lesson_resources())
+        quick = lesson_job("quick")
+        quick.spec.trainer.num_nodes = 1
+        quick.spec.trainer.command = ["python", "-c", "print('step=1 loss=0.500000 rank=0 world=1')"]
+        quick.spec.trainer.args = []
+        await cluster.apply(quick)
+        await cluster.wait_job("quick", COMPLETE, WAIT)  # nothing runs any more
+        pid = (await cluster.embedded.status())["pid"]
+        watch = cluster.watch_jobs()  # the cockpit's: a watch stream open on the API server
+        assert (await anext(watch)).name == "quick"
+        assert await _wait_gone([pid], 3.0) == [pid]  # three idle periods later, still serving it
+        await watch.aclose()
+        assert await _wait_gone([pid], WAIT) == []  # nobody looks now: it leaves
+
+
 async def test_a_state_root_deeper_than_a_socket_path_allows(tmp_path):
     deep = tmp_path.joinpath(*["a-rather-long-directory-name"] * 5)
     assert len(str(Embedded(deep).layout.socket)) > 108  # beyond sun_path: reached through /proc/self/fd

@@ -71,6 +71,9 @@ class Hooks:
         raise refused("pods/log is not served")
         yield b""  # pragma: no cover
 
+    def streams_changed(self, open_streams: int) -> None:
+        """A watch or log stream opened or closed: someone is (or no longer is) looking."""
+
 
 class Request:
     """A parsed resource request."""
@@ -82,6 +85,7 @@ class Request:
 class ApiServer:
     def __init__(self, registry: Registry, store: Store, hooks: Hooks, token: str):
         self.registry, self.store, self.hooks, self.token = registry, store, hooks, token
+        self.open_streams = 0  # watches and log follows being served
         self.app = web.Application(client_max_size=MAX_BODY, middlewares=[self._errors, self._authenticate])
         self.app.router.add_route("*", "/{tail:.*}", self._route)
 
@@ -432,6 +436,7 @@ class ApiServer:
                                        "metadata": meta})
 
         deadline = time.monotonic() + timeout
+        self._stream(+1)
         try:
             chunk = b"".join(encode(e.type, e.object) for e in backlog)
             if initial:
@@ -462,6 +467,7 @@ class ApiServer:
             pass
         finally:
             self.store.unwatch(watch)
+            self._stream(-1)
         return response
 
     async def _log(self, request: web.Request, target: Request) -> web.StreamResponse:
@@ -474,6 +480,7 @@ class ApiServer:
         response = web.StreamResponse(headers={"Content-Type": "text/plain"})
         response.enable_chunked_encoding()
         await response.prepare(request)
+        self._stream(+1)
         try:
             if first:
                 await response.write(first)
@@ -483,7 +490,12 @@ class ApiServer:
             pass
         finally:
             await lines.aclose()
+            self._stream(-1)
         return response
+
+    def _stream(self, change: int) -> None:
+        self.open_streams += change
+        self.hooks.streams_changed(self.open_streams)
 
     def _metrics(self, request: web.Request, target: Request) -> web.Response:
         items = self.hooks.computed(target.kind, target.namespace) or []
