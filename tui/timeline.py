@@ -81,6 +81,16 @@ class Restart:
         return self.recovery_seconds is not None
 
 
+def _when(stamp: float | None, seen_at: float) -> float:
+    """When a pod fact happened: Kubernetes keeps pod times to the whole second (metav1.Time), the
+    log lines they are ordered with to the microsecond. A fact seen within the second its stamp
+    names happened just now, so the moment it was seen is the finer time; an older stamp (a pod
+    listed when the cockpit joined) is all there is."""
+    if stamp is None:
+        return seen_at
+    return seen_at if stamp == int(stamp) and 0 <= seen_at - stamp < 1.0 else stamp
+
+
 def _int(value: str | None) -> int | None:
     try:
         return int(value) if value is not None else None
@@ -112,15 +122,15 @@ class FailureTimeline:
         facts = self._facts(pod.name)
         before = (facts.attempt, facts.started, facts.phase, facts.ended, facts.deleted, facts.reason)
         facts.rank, facts.attempt = pod.rank, pod.restart_attempt
-        facts.created = pod.created
-        facts.started = pod.started or facts.started
+        facts.created = facts.created if facts.created is not None else _when(pod.created, seen_at)
+        facts.started = facts.started or (_when(pod.started, seen_at) if pod.started else None)
         deleted = event.type.value == "DELETED"
         if not deleted or pod.phase.value in FINISHED:
             facts.phase = pod.phase.value
         facts.reason = pod.reason or facts.reason
         facts.exit_code = pod.exit_code if pod.exit_code is not None else facts.exit_code
         if (pod.phase.value in FINISHED or deleted) and facts.ended is None:
-            facts.ended = pod.finished or seen_at
+            facts.ended = _when(pod.finished, seen_at)
         facts.deleted = facts.deleted or deleted
         if (facts.attempt, facts.started, facts.phase, facts.ended, facts.deleted, facts.reason) != before:
             self.version += 1  # a step or loss update changes nothing here: no redraw

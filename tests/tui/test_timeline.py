@@ -21,7 +21,7 @@ def test_a_kill_and_the_recovery_each_timed_from_the_failure():
                  for s in range(1, 13) for r in (0, 1)])
     assert t.restarts() == []
     t.pod_event(ev("MODIFIED", "j-node-0-1-old1x", 1, 0, PodPhase.FAILED, created=100.0, started=101.0,
-                   finished=120.0, reason="Killed", exit_code=137), 120.1)
+                   finished=120.0, reason="Killed", exit_code=137), 120.0)
     t.add_lines([LogLine("j-node-0-0-old0x", 0, 120.2, "event=checkpoint_saved step=12 reason=peer_failure "
                          "file=x bytes=9 seconds=0.050000 rank=0")])
     t.pod_event(ev("DELETED", "j-node-0-0-old0x", 0, 0, PodPhase.RUNNING, created=100.0), 120.5)
@@ -58,3 +58,26 @@ def test_steps_lost_when_the_newest_checkpoint_is_older_than_the_last_step():
     [restart] = t.restarts()
     assert restart.steps_lost == 2 and restart.recovery_seconds == 2.5
     assert "deleted" in restart.moments[0].what
+
+
+def test_whole_second_pod_times_are_ordered_by_when_they_were_seen():
+    """Kubernetes keeps pod times to the second: a kill and the group's teardown in one second must
+    not come out in any order. The deleted victim is the failure; the survivor's exit follows it."""
+    t = FailureTimeline("j")
+    for rank in (0, 1):
+        t.pod_event(ev("ADDED", f"j-{rank}-a", rank, 0, PodPhase.RUNNING, created=100.0, started=101.0), 101.3)
+    t.add_lines([LogLine.parsed(f"j-{r}-a", r, 129.9, f"step=40 loss=0.5 rank={r} world=2") for r in (0, 1)])
+    t.pod_event(ev("DELETED", "j-1-a", 1, 0, PodPhase.RUNNING, created=100.0, finished=130.0,
+                   reason="Deleted"), 130.2)
+    t.pod_event(ev("MODIFIED", "j-0-a", 0, 0, PodPhase.FAILED, created=100.0, finished=130.0,
+                   reason="Error", exit_code=1), 130.6)
+    for rank in (0, 1):
+        t.pod_event(ev("ADDED", f"j-{rank}-b", rank, 1, PodPhase.RUNNING, created=130.0, started=130.0), 130.8)
+    t.add_lines([LogLine("j-0-b", 0, 131.0, "event=resumed from_step=40 rank=0 world=2"),
+                 LogLine.parsed("j-0-b", 0, 131.1, "step=41 loss=0.4 rank=0 world=2")])
+    [restart] = t.restarts()
+    assert restart.moments[0].what == "failure seen: pod 1-a (rank 1) Deleted"
+    assert restart.failed_at == 130.2
+    kinds = [m.kind for m in restart.moments]
+    assert kinds.index("down") < kinds.index("up")  # torn down (130.6) before the new pods (130.8)
+    assert round(restart.recovery_seconds, 1) == 0.9
