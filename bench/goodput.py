@@ -50,7 +50,7 @@ from backend.cluster import Cluster  # noqa: E402
 from backend.connect import connect  # noqa: E402
 from backend.local.embedded import Embedded  # noqa: E402
 from backend.settings import Settings  # noqa: E402
-from backend.local.processes import sweep  # noqa: E402
+from backend.processes import sweep  # noqa: E402
 from backend.models import JobPhase, PodPhase, parse_manifests  # noqa: E402
 from backend.raytrain.lines import option_args  # noqa: E402
 from training.logfmt import parse_line, step_and_loss  # noqa: E402

@@ -42,7 +42,7 @@ from backend.connect import connect  # noqa: E402
 from backend.local.embedded import Embedded  # noqa: E402
 from backend.settings import Settings  # noqa: E402
 from backend.local.podspec import ENV_CLUSTER, WARM_ANNOTATION  # noqa: E402
-from backend.local.processes import sweep  # noqa: E402
+from backend.processes import sweep  # noqa: E402
 from backend.models import JobPhase, parse_manifests  # noqa: E402
 from training.logfmt import parse_line, step_and_loss  # noqa: E402
 

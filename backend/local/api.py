@@ -35,7 +35,7 @@ from backend.local.apiserver.server import ApiServer, Hooks
 from backend.local.apiserver.status import ApiError, conflict, invalid, refused
 from backend.local.apiserver.store import Store
 from backend.local.mirror import Mirror
-from backend.local.scheduler import quantity
+from backend.quantity import quantity
 
 if TYPE_CHECKING:
     from backend.local.controller import Controller

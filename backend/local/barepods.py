@@ -24,7 +24,7 @@ from backend.local import podspec
 from backend.local import volumes as volumes_files
 from backend.local.objects import rfc3339
 from backend.local.podlogs import PodLog
-from backend.local.processes import SpawnError, describe_exit, kill_group, spawn, sweep, wait_gone_async
+from backend.processes import SpawnError, describe_exit, kill_group, spawn, sweep, wait_gone_async
 from backend.local.scheduler import Requests
 
 if TYPE_CHECKING:

@@ -42,7 +42,7 @@ from backend.local.jobs import JobRunner
 from backend.local.layout import Layout, socket_address
 from backend.local.runner import Runner
 from backend.local.scheduler import Scheduler
-from backend.local.processes import (
+from backend.processes import (
     SpawnError,
     become_subreaper,
     marked_processes,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
 import tempfile
 import time
@@ -52,6 +53,21 @@ class Embedded:
         idle-stopped one; never one stopped on purpose) and return the address to use."""
         self.start()
         return self.server()
+
+    def size_node(self, cpus: str | None, memory: str | None) -> bool:
+        """The node's CPUs and memory (Kubernetes quantities) from the next start on; True when a
+        controller runs now (it keeps its size until then)."""
+        from backend.quantity import quantity
+
+        chosen = {"cpu": quantity(cpus) if cpus else None, "memory": quantity(memory) if memory else None}
+        self.layout.root.mkdir(parents=True, exist_ok=True)
+        self.layout.node_file.write_text(json.dumps(chosen))
+        return self.client.controller_pid() is not None
+
+    def mount(self, claim: str) -> Path:
+        """Where a kfp.local task (a process here, which kfp.local gives no mounts) finds the
+        volume of PVC `claim`: the directory the embedded cluster keeps it in."""
+        return self.layout.require_volume(claim)
 
     async def up(self) -> dict:
         """Start it (also after `down`), with its warm workers; the controller's status."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backend.local.scheduler import quantity
+from backend.quantity import quantity
 from backend.local.volumes import DATA
 
 if TYPE_CHECKING:

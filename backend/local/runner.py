@@ -20,7 +20,7 @@ from backend.errors import ClusterError
 from backend.local import podspec
 from backend.local.layout import write_atomic
 from backend.local.podlogs import PodLog
-from backend.local.processes import SpawnError, describe_exit, kill_group, spawn, sweep, wait_gone_async
+from backend.processes import SpawnError, describe_exit, kill_group, spawn, sweep, wait_gone_async
 from backend.models import Condition, JobPhase, JobSummary, Pod, PodPhase
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from backend.local import podspec
-from backend.local.processes import SpawnError, kill_group, spawn
+from backend.processes import SpawnError, kill_group, spawn
 
 log = logging.getLogger("kfcockpit.controller")
 

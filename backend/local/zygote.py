@@ -31,7 +31,7 @@ import socket
 import sys
 import time
 
-from backend.local.processes import enter_pod_session, reap_exited
+from backend.processes import enter_pod_session, reap_exited
 
 PRELOAD = ("numpy", "torch", "torch.nn", "torch.nn.functional", "torch.nn.parallel", "torch.optim",
            "torch.distributed", "torch.utils.data",

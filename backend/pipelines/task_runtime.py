@@ -74,9 +74,9 @@ def volume_path(settings: Settings, volume: str) -> Path:
             raise RuntimeError(f"volume {volume} is not mounted at {MOUNT_PATH}: the task needs "
                                "the pipeline's PVC mount (kfp-kubernetes mount_pvc)")
         return path
-    from backend.local.layout import Layout
+    from backend.local.embedded import Embedded
 
-    return Layout(settings.home).require_volume(volume)
+    return Embedded(settings.home).mount(volume)
 
 
 # ---------------------------------------------------------------- step 5: the checkpoint volume

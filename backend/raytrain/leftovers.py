@@ -3,7 +3,7 @@
 The launcher puts KFCOCKPIT_RAY_RUN=<run name> in the driver's environment. Ray's own processes
 (gcs_server, raylet, the agents, the log monitor) and its workers inherit it, even after they are
 re-parented, so /proc tells exactly which processes belong to a run and nothing else is touched
-(the same env markers the local cluster finds its pods' descendants by: backend.local.processes).
+(the same env markers the local cluster finds its pods' descendants by: backend.processes).
 Waiting for them to exit uses pidfds: an event per process, no polling.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 
-from backend.local.processes import is_zombie_or_gone, marked_processes, sweep, wait_gone_async
+from backend.processes import is_zombie_or_gone, marked_processes, sweep, wait_gone_async
 
 MARKER = "KFCOCKPIT_RAY_RUN"
 

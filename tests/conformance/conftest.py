@@ -18,7 +18,7 @@ import yaml
 
 from backend.local.layout import Layout
 from backend.local.podspec import ENV_CLUSTER
-from backend.local.processes import sweep
+from backend.processes import sweep
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -17,7 +17,7 @@ from backend.cluster import Unavailable
 from backend.connect import connect
 from backend.local.client import STOPPED_MESSAGE
 from backend.local.embedded import Embedded
-from backend.local.processes import wait_gone_async
+from backend.processes import wait_gone_async
 from backend.settings import Settings
 from tests.local.conftest import WAIT, cli, lesson_job, lesson_resources
 from tui.live import Backoff, keep_open

@@ -29,6 +29,7 @@ def _cases(tmp_path):
         (["snapshot", "create", "checkpoints", "../escape"], "is not a valid name"),
         (["logs", "no-such-job"], "TrainJob no-such-job: not found"),
         (["get", "pods"], "use kubectl get"),
+        (["cluster", "up", "--cpus", "0"], "'0' is not a resource quantity (must be more than 0)"),
     ]
 
 

@@ -14,7 +14,7 @@ import pytest
 from backend.kube.cluster import KubeCluster
 from backend.local.embedded import Embedded
 from backend.local.podspec import WARM_ANNOTATION
-from backend.local.processes import is_zombie_or_gone
+from backend.processes import is_zombie_or_gone
 from backend.models import JobPhase, PodEventType, PodPhase
 from tests.local.conftest import (
     REPO,

@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from backend.local.scheduler import Requests, Scheduler, quantity
+from backend.local.scheduler import Requests, Scheduler
+from backend.quantity import quantity
 
 
 @pytest.mark.parametrize("text, value", [("1", 1), ("500m", 0.5), ("2Gi", 2 * 2**30), ("1G", 1e9),

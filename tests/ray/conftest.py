@@ -18,7 +18,7 @@ import pytest
 from backend.compare import Comparison, ComparisonPlan, run_comparison
 from backend.local.embedded import Embedded
 from backend.local.podspec import ENV_CLUSTER
-from backend.local.processes import sweep
+from backend.processes import sweep
 from backend.models import LogLine
 from backend.settings import Settings
 

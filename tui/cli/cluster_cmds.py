@@ -100,7 +100,7 @@ def _local(args: argparse.Namespace, what: str):
 
 
 def _positive_quantity(text: str) -> str:
-    from backend.local.scheduler import quantity
+    from backend.quantity import quantity
 
     try:
         if quantity(text) <= 0:
@@ -113,15 +113,7 @@ def _positive_quantity(text: str) -> str:
 async def cmd_up(args: argparse.Namespace) -> int:
     cluster = _local(args, "up")
     if args.cpus or args.memory:
-        import json
-
-        from backend.local.scheduler import quantity
-
-        chosen = {"cpu": quantity(args.cpus) if args.cpus else None,
-                  "memory": quantity(args.memory) if args.memory else None}
-        cluster.layout.root.mkdir(parents=True, exist_ok=True)
-        cluster.layout.node_file.write_text(json.dumps(chosen))
-        if cluster.client.controller_pid() is not None:
+        if cluster.size_node(args.cpus, args.memory):
             print("the node's new size applies at the next start: kfcockpit cluster down && kfcockpit cluster up")
     status = await cluster.up()
     print(f"local cluster running: controller pid {status['pid']}, state root {status['home']}")

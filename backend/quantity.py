@@ -1,0 +1,23 @@
+"""Kubernetes resource quantities ("500m", "2Gi", "1e3") as numbers: apimachinery's
+resource.Quantity suffixes, decimal and binary. Imports nothing, so the CLI can check a
+`--cpus`/`--memory` before anything heavy loads."""
+
+from __future__ import annotations
+
+import re
+
+_SUFFIX = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60, "m": 1e-3}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
+
+
+def quantity(value: str | int | float | None) -> float:
+    """A Kubernetes resource quantity ("500m", "1", "2Gi", "1e3") as a number (0 when unset)."""
+    if value is None or value == "":
+        return 0.0
+    if isinstance(value, (int, float)):
+        return float(value)
+    found = _QUANTITY.match(str(value).strip())
+    if not found:
+        raise ValueError(f"quantities must match the regular expression '{_QUANTITY.pattern}' (got {value!r})")
+    return float(found.group(1)) * _SUFFIX[found.group(2) or ""]
