@@ -128,10 +128,6 @@ async def _resumed(ctx: StepContext, cluster: Cluster, name: str) -> Evidence:
             resumes.append((attempt, int(fields.get("from_step", "0")), log.pod, log.rank))
     details = [f"TrainJob {name}: {summary.phase.value}, restart attempt {summary.restart_attempt} "
                f"of at most {summary.max_restarts}"]
-    # The platform lists the current group; the logs still hold every pod that ever ran.
-    replaced = sorted({log.pod for log in lines} - set(pods))
-    if replaced:
-        details.append(f"replaced pods of an earlier attempt: {', '.join(replaced)}")
     restarted = [r for r in resumes if r[0] >= 1]
     if not restarted:
         if summary.restart_attempt == 0 and not any(p.restart_attempt for p in pods.values()):

@@ -59,7 +59,7 @@ def test_step_6_the_restarted_group_resumed_from_a_checkpoint(run_all):
     found = re.fullmatch(r"restart attempt (\d+) resumed from step (\d+) > 0", seen)
     assert found and int(found.group(1)) >= 1 and int(found.group(2)) > 0, seen
     assert seen in _row(result.out, "6")
-    assert any(d.startswith("replaced pods of an earlier attempt: ") for d in status["6"]["evidence"]["details"])
+    assert any(" printed event=resumed from_step=" in d for d in status["6"]["evidence"]["details"])
 
 
 def test_nothing_is_left_running(run_all):
