@@ -55,7 +55,8 @@ def test_both_sides_ran_as_jobs_on_the_embedded_cluster(measured):
         assert (job.phase, job.restart_attempt, job.num_nodes) == (JobPhase.COMPLETE, 1, PLAN.workers), side
         run = metrics[m.run_dir.split("/", 1)[1]]
         assert (run.final_loss, run.params_sha256, run.resumes) == (m.final_loss, m.params_sha256, 1), side
-        assert m.wall_seconds >= job.finished - job.created > 0  # launch (before apply) to the job's end
+        # launch (before apply) to the job's end; the API keeps those two to the whole second
+        assert m.wall_seconds + 1 > job.finished - job.created > 0
     assert [v.name for v in volumes if v.name.startswith("cmp-")] == [measured.trainer.run_dir.split("/")[0]]
 
 
