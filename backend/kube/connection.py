@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from backend.cluster import ClusterError, InvalidResource, NotFound, Unavailable
+from backend.errors import one_line
 from backend.settings import Settings
 
 # Seconds to wait for a TCP connection, and for the answer to a single (non-streaming) call.
@@ -79,7 +80,7 @@ class Connection:
         try:
             contexts, current = config.list_kube_config_contexts(merged)
         except (ConfigException, OSError, ValueError) as exc:
-            raise Unavailable(f"kubeconfig {merged} is not usable: {_one_line(exc)}") from None
+            raise Unavailable(f"kubeconfig {merged} is not usable: {one_line(str(exc))}") from None
         names = [c.get("name") for c in contexts or []]
         context = settings.context or (current or {}).get("name")
         if not context:
@@ -92,7 +93,7 @@ class Connection:
             config.load_kube_config(config_file=merged, context=context,
                                     client_configuration=configuration, persist_config=False)
         except (ConfigException, OSError, ValueError) as exc:
-            raise Unavailable(f"context {context!r} in {merged} is not usable: {_one_line(exc)}") from None
+            raise Unavailable(f"context {context!r} in {merged} is not usable: {one_line(str(exc))}") from None
         own = next((c.get("context") or {} for c in contexts if c.get("name") == context), {})
         return cls._with(configuration, settings.namespace or own.get("namespace") or "default", context)
 
@@ -215,7 +216,7 @@ def api_message(exc: Any) -> str:
     if not message:
         body = getattr(exc, "body", None)
         message = body.decode(errors="replace") if isinstance(body, bytes) else body
-    return _one_line(message or getattr(exc, "reason", "") or str(exc))
+    return one_line(str(message or getattr(exc, "reason", "") or exc))
 
 
 def _transport_reason(exc: BaseException) -> str:
@@ -234,8 +235,4 @@ def _transport_reason(exc: BaseException) -> str:
                           ("CERTIFICATE_VERIFY_FAILED", "TLS certificate not trusted")):
         if marker in text:
             return plain
-    return _one_line(text) or type(seen).__name__
-
-
-def _one_line(value: Any) -> str:
-    return " ".join(str(value).split())
+    return one_line(text) or type(seen).__name__
