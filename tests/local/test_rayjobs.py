@@ -1,7 +1,6 @@
-"""RayJobs on the embedded cluster with real Ray, through the kube backend: manifests/rayjob.yaml
-applied as is, its Ray Train workers shown as pods found by KubeRay's labels, the job read from
-KubeRay's status, a killed worker pod making Ray restart the group from a checkpoint, delete taking
-every pod, and no Ray process left after the job, after `cluster down`, after the controller dies.
+"""RayJobs on the embedded cluster with real Ray: manifests/rayjob.yaml applied as is, its Ray
+Train workers shown as pods, a killed worker pod making Ray restart the group from a checkpoint,
+and no Ray process left after the job, after `cluster down`, after the controller dies.
 
 Ray starts slowly on two cores, so one run (`lesson_run`, the lesson's job with a worker killed
 mid-run) serves most assertions; each of the other two tests starts one Ray more.
@@ -30,16 +29,12 @@ from backend.processes import marked_processes, wait_gone_async
 from backend.models import (
     DRIVER_RANK,
     LABEL_RANK,
-    RAY_LABEL_CLUSTER,
-    RAY_LABEL_NODE_TYPE,
-    RAY_LABEL_ORIGINATED_NAME,
     LABEL_RESTART_ATTEMPT,
     JobPhase,
     JobSummary,
     LogLine,
     Pod,
     PodEvent,
-    PodEventType,
     PodPhase,
     RunMetrics,
     parse_manifests,
@@ -105,11 +100,6 @@ class LessonRun:
     final_pods: list[Pod] = field(default_factory=list)
     metrics: list[RunMetrics] = field(default_factory=list)
     left_running: list[int] = field(default_factory=list)
-    listed: list[JobSummary] = field(default_factory=list)
-    status: dict = field(default_factory=dict)  # the RayJob's, as stored
-    gone: set[str] = field(default_factory=set)  # pods the watch saw deleted after the RayJob was
-    after_delete: Exception | None = None
-    listed_after_delete: list[JobSummary] = field(default_factory=list)
 
     def driver(self) -> Pod:
         return next(p for p in self.final_pods if p.rank == DRIVER_RANK)
@@ -127,7 +117,6 @@ async def _lesson_run(cluster: KubeCluster) -> LessonRun:
     run = LessonRun(cluster)
     run.applied = await apply_lesson_rayjob(cluster)
     run.applied_again = await apply_lesson_rayjob(cluster)
-    run.listed = await cluster.list_jobs()
 
     async def record_pods():
         async for event in cluster.watch_pods(JOB):
@@ -152,45 +141,11 @@ async def _lesson_run(cluster: KubeCluster) -> LessonRun:
         run.final_pods = await cluster.list_pods(JOB)
         run.metrics = await cluster.read_metrics("checkpoints")
         run.left_running = ray_processes(cluster, run.driver().name)
-        run.status = (await cluster.resources.get("RayJob", JOB))["status"]
         await asyncio.gather(*recorders)  # each ends once it has seen the end
     finally:
         for task in recorders:
             task.cancel()
-    await _delete(cluster, run)
     return run
-
-
-async def _delete(cluster: KubeCluster, run: LessonRun) -> None:
-    """Delete the RayJob while a pod watch is open: every pod of the job goes, and the job."""
-    remaining = {p.name for p in run.final_pods}
-    seen: set[str] = set()
-    listed, deleted = asyncio.Event(), asyncio.Event()
-
-    async def watch_deletions():
-        async for event in cluster.watch_pods(JOB):
-            if event.type == PodEventType.DELETED:
-                run.gone.add(event.pod.name)
-            else:
-                seen.add(event.pod.name)
-            if seen >= remaining:
-                listed.set()
-            if deleted.is_set() and run.gone >= remaining:
-                return
-
-    watcher = asyncio.create_task(watch_deletions())
-    try:
-        await asyncio.wait_for(listed.wait(), WAIT)
-        await cluster.delete("RayJob", JOB)
-        deleted.set()
-        await asyncio.wait_for(watcher, WAIT)
-    finally:
-        watcher.cancel()
-    try:
-        await cluster.get_job(JOB)
-    except NotFound as exc:
-        run.after_delete = exc
-    run.listed_after_delete = await cluster.list_jobs()
 
 
 @pytest.fixture(scope="module")
@@ -284,9 +239,7 @@ def test_a_killed_worker_pod_makes_ray_restart_the_group_from_a_checkpoint(lesso
                if "event=resumed" in line.text]
     assert sorted(pod for pod, _ in resumed) == sorted(second)
     (from_step,) = {step for _, step in resumed}
-    # the survivors' save of the step the kill interrupted (at least the kill step), or a periodic
-    # checkpoint when the survivor was torn down first
-    assert from_step >= KILL_AT_STEP or (from_step > 0 and from_step % 5 == 0), from_step
+    assert from_step > 0 and from_step % 5 == 0  # a checkpoint the killed group had made
 
 
 def test_no_ray_process_is_left_after_the_job_and_its_files_stay_under_the_state_root(lesson_run):
@@ -295,31 +248,6 @@ def test_no_ray_process_is_left_after_the_job_and_its_files_stay_under_the_state
     assert list((home / "ray").glob("session_*/logs")), "Ray's session is not under the state root"
     started = next(parse_line(line.text) for line in lesson_run.lines if "event=ray_started" in line.text)
     assert started["temp_dir"] == str(home / "ray") and started["node"] == "127.0.0.1"
-
-
-def test_the_rayjob_is_listed_with_kuberays_status_and_its_pods_by_kuberays_labels(lesson_run):
-    """What the kube backend reads on any cluster with KubeRay v1.7.0 (apis/ray/v1/rayjob_types.go;
-    pod labels from ray-operator/controllers/ray/common/pod.go labelPod)."""
-    (listed,) = [j for j in lesson_run.listed if j.name == JOB]
-    assert (listed.launcher, listed.num_nodes, listed.max_restarts, listed.volumes) == ("ray", 2, 3, ["checkpoints"])
-    status = lesson_run.status
-    assert (status["jobDeploymentStatus"], status["jobStatus"], status["failed"], status["succeeded"]) == (
-        "Complete", "SUCCEEDED", 1, 1)
-    assert status["rayClusterName"] and status["startTime"] <= status["endTime"]
-    pods = {e.pod.name: e.pod for e in lesson_run.pod_events}
-    assert all(p.job == JOB and p.labels[RAY_LABEL_CLUSTER] == status["rayClusterName"] for p in pods.values())
-    (driver,) = [p for p in pods.values() if p.rank == DRIVER_RANK]
-    assert driver.labels[RAY_LABEL_ORIGINATED_NAME] == JOB and driver.labels[RAY_LABEL_NODE_TYPE] == "head"
-    assert all(pods[n].labels[RAY_LABEL_NODE_TYPE] == "worker" for n in pods if n != driver.name)
-    # matched by both selectors (submitter and head at once), the driver is still added once
-    added = [e.pod.name for e in lesson_run.pod_events if e.type == PodEventType.ADDED]
-    assert len(added) == len(set(added)) == len(pods)
-
-
-def test_delete_removes_the_rayjob_and_its_pods(lesson_run):
-    assert lesson_run.gone >= {p.name for p in lesson_run.final_pods}
-    assert str(lesson_run.after_delete) == f"TrainJob {JOB}: not found in namespace default"
-    assert JOB not in [j.name for j in lesson_run.listed_after_delete]
 
 
 async def test_cluster_down_mid_run_leaves_no_ray_process_and_the_job_ends_lost():
