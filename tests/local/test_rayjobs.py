@@ -239,7 +239,9 @@ def test_a_killed_worker_pod_makes_ray_restart_the_group_from_a_checkpoint(lesso
                if "event=resumed" in line.text]
     assert sorted(pod for pod, _ in resumed) == sorted(second)
     (from_step,) = {step for _, step in resumed}
-    assert from_step > 0 and from_step % 5 == 0  # a checkpoint the killed group had made
+    # the survivors' save of the step the kill interrupted (at least the kill step), or a periodic
+    # checkpoint when the survivor was torn down first
+    assert from_step >= KILL_AT_STEP or (from_step > 0 and from_step % 5 == 0), from_step
 
 
 def test_no_ray_process_is_left_after_the_job_and_its_files_stay_under_the_state_root(lesson_run):
