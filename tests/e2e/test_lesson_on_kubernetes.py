@@ -40,7 +40,9 @@ DONE = frozenset({JobPhase.COMPLETE, JobPhase.FAILED})
 
 
 CONTEXT = os.environ.get("KFCOCKPIT_E2E_CONTEXT")
-EMBEDDED_HOME = None if CONTEXT else Path(tempfile.mkdtemp(prefix="kfe2e-"))  # the embedded cluster's
+# The embedded cluster's state root: a path only, made when the cluster starts, so collecting this
+# module without running it leaves nothing behind.
+EMBEDDED_HOME = Path(tempfile.gettempdir()) / f"kf{RUN}"
 
 
 def settings() -> Settings:
@@ -74,7 +76,8 @@ def cleanup():
         pass  # nothing could have been created; the tests already said why
     finally:
         if not CONTEXT:
-            asyncio.run(Embedded(EMBEDDED_HOME).down())
+            if EMBEDDED_HOME.exists():
+                asyncio.run(Embedded(EMBEDDED_HOME).down())
             shutil.rmtree(EMBEDDED_HOME, ignore_errors=True)
 
 
