@@ -575,6 +575,15 @@ class Pod(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+class PodUsage(BaseModel):
+    """What metrics.k8s.io says a pod uses now (its containers summed), as `kubectl top pod`."""
+
+    pod: str
+    cpu_cores: float  # cores over the metrics window (0.25 is "250m")
+    memory_bytes: float  # working set
+    at: float | None = None  # epoch seconds of the sample
+
+
 class PodEventType(str, Enum):
     ADDED = "ADDED"
     MODIFIED = "MODIFIED"

@@ -20,6 +20,7 @@ from backend.kube import preflight as setup
 from backend.kube.connection import AlreadyExists, Connection, MissingType
 from backend.kube.jobs import summarize
 from backend.kube.logs import DEFAULT_LOG_READ_TIMEOUT, LogFollowers
+from backend.kube.metrics import pod_usage
 from backend.kube.pods import parse_time, pod_from
 from backend.kube.rayjobs import cluster_name, pod_selectors, summarize_rayjob
 from backend.kube.reader import BASE_IMAGE, READER_CONTAINER, checkpoints_from, metrics_from, run_reader
@@ -44,6 +45,7 @@ from backend.models import (
     Pod,
     PodEvent,
     PodEventType,
+    PodUsage,
     RunMetrics,
     Snapshot,
     TrainingRuntime,
@@ -281,6 +283,9 @@ class KubeCluster:
                 events.append(PodEvent(type=PodEventType.MODIFIED, pod=pod))
         progress.clear()
         return events
+
+    async def pod_usage(self, job: str | None = None) -> dict[str, PodUsage] | None:
+        return await pod_usage(self.resources, await self._pod_selectors(job))
 
     async def kill_pod(self, name: str) -> None:
         try:
