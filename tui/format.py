@@ -90,6 +90,27 @@ def size(n: int | None) -> str:
     return f"{value:.1f} GiB"
 
 
+def cpu(cores: float | None) -> str:
+    """CPU in at most 4 cells: millicores as `kubectl top` shows them ("250m"), cores from one
+    ("1.25", "12.5", "128")."""
+    if cores is None:
+        return "-"
+    if cores < 0.9995:
+        return f"{round(cores * 1000)}m"
+    return f"{cores:.2f}" if cores < 9.995 else f"{cores:.1f}" if cores < 99.95 else f"{cores:.0f}"
+
+
+def memory(n: float | None) -> str:
+    """Memory in Kubernetes' binary units in at most 5 cells: "980Ki", "512Mi", "1.2Gi", "15Gi"."""
+    if n is None:
+        return "-"
+    for unit, scale in (("", 1), ("Ki", 2**10), ("Mi", 2**20)):
+        if round(n / scale) < 1000:
+            return f"{round(n / scale)}{unit}"
+    gi = n / 2**30
+    return f"{gi:.1f}Gi" if round(gi, 1) < 10 else f"{gi:.0f}Gi"
+
+
 def loss(value: float | None) -> str:
     return "-" if value is None else f"{value:.6f}"
 

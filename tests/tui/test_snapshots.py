@@ -140,3 +140,13 @@ def test_the_prepared_state_is_what_the_backend_reports(prepared_home):
     asyncio.run(cluster.close())
     assert sorted((c.step, c.valid) for c in found) == [(5, True), (10, True), (15, True), (20, False)]
     assert json.loads((prepared_home / "workspace" / "local" / "progress.json").read_text())["steps"]["3"]["status"] == "done"
+
+
+def test_the_pods_tab_at_80x24(prepared_home, snap_compare):
+    """Every column the pods table keeps at this width fits whole (CPU and MEM included); the
+    ones that do not fit are dropped, not cut."""
+    async def pods_tab(pilot) -> None:
+        await ready(pilot)
+        await pilot.press("2")
+
+    assert snap_compare(cockpit(prepared_home), terminal_size=(80, 24), run_before=pods_tab)

@@ -25,7 +25,7 @@ from textual.worker import Worker, WorkerState
 
 from backend.errors import USER_ERRORS, NotFound, one_line
 from tui import actions
-from tui.live import LOST, Backoff, keep_open
+from tui.live import LOST, Backoff, keep_open, sample
 from tui.widgets.checklist import Checklist
 from tui.widgets.job_bar import JobBar
 
@@ -239,6 +239,7 @@ class CockpitScreen(Screen):
         self.timeline.reset(job)
         self.loss_chart.follow_run(job)
         self.watch_pods(job)
+        self.sample_usage(job)
         self.stream_logs(job)
         self.changed.publish("follow")
 
@@ -267,6 +268,15 @@ class CockpitScreen(Screen):
             if before is None or before.last_step != pod.last_step:
                 self._checkpoints_changed_soon()
         self.changed.publish("pods")
+
+    @work(group="usage", exclusive=True, exit_on_error=False)
+    async def sample_usage(self, job: str) -> None:
+        """The pods' CPU and memory (metrics.k8s.io is read, not watched) while the table shows."""
+        from tui.widgets.pods_table import USAGE_SECONDS
+
+        table = self.pods_table
+        await sample(lambda: self.session.cluster.pod_usage(job), table.show_usage,
+                     every=USAGE_SECONDS, wanted=lambda: table.wants_usage)
 
     @work(group="logs", exclusive=True, exit_on_error=False)
     async def stream_logs(self, job: str) -> None:

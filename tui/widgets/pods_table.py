@@ -3,7 +3,12 @@ watch events (k9s style: the table is never rebuilt, so the cursor and scroll st
 
 The platform deletes a failed group's pods when it recreates the group (JobSet), and the watch
 says DELETED; the table keeps those rows as history, dimmed, below the live group, with how each
-ended: a kill is what the lesson is about, and it must stay visible after the new group is up."""
+ended: a kill is what the lesson is about, and it must stay visible after the new group is up.
+
+CPU and MEM are each pod's usage from metrics.k8s.io (`kubectl top pod`), handed in every few
+seconds by `show_usage` ("-" where unknown: no metrics-server, or not sampled yet). A narrow table
+drops its least telling columns (it never cuts a value short): the columns are chosen again when
+its width changes."""
 
 from __future__ import annotations
 
@@ -18,10 +23,9 @@ from tui import format as fmt
 from tui.format import short_name
 
 if TYPE_CHECKING:
-    from backend.models import Pod, PodEvent
+    from backend.models import Pod, PodEvent, PodUsage
 
-# (key, header, width). Ordered by what a learner looks at first: at 80 columns the last ones
-# scroll off to the right rather than squeezing the pod name.
+# (key, header, width), in the order shown.
 COLUMNS = (
     ("pod", "POD", 7),
     ("rank", "RANK", 4),
@@ -30,8 +34,18 @@ COLUMNS = (
     ("reason", "REASON", 10),
     ("step", "STEP", 5),
     ("loss", "LOSS", 8),
+    ("cpu", "CPU", 4),
+    ("mem", "MEM", 5),
     ("age", "AGE", 5),
 )
+# What goes first when the table is too narrow for every column (the grid's pods panel at 120x36
+# and the tabs beside the checklist at 80x24 are ~47 cells): the age (the job bar has the job's),
+# the loss (every rank prints the same all-reduced loss; the job bar and the chart show it), the
+# reason (the phase still says a pod failed), then memory and CPU. Pod, rank, attempt, phase and
+# step always stay (the sort and a kill need the first three).
+DROP_ORDER = ("age", "loss", "reason", "mem", "cpu")
+GAP = 1  # cells between columns: DataTable's padding (1 each side) would cost a column at ~47
+USAGE_SECONDS = 3.0  # how often CPU and MEM are read while the table is on screen
 HISTORY_ROWS = 12  # rows of ended attempts kept below the live group (the oldest go first)
 
 
@@ -41,17 +55,55 @@ class PodsTable(DataTable):
     DEFAULT_CSS = "PodsTable { height: 1fr; scrollbar-size: 1 1; }"
 
     def __init__(self, clock: Callable[[], float] = time.time, **kwargs) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        super().__init__(cursor_type="row", zebra_stripes=False, cell_padding=0, **kwargs)
         self.clock = clock
         self.job: str | None = None
         self.pods: dict[str, "Pod"] = {}
         self.gone: dict[str, None] = {}  # pods the platform deleted, oldest first: history rows
         self.latest_attempt = 0
+        self.usage: dict[str, "PodUsage"] = {}  # the newest metrics.k8s.io reading, by pod
+        self.shown_columns: tuple[str, ...] = ()
 
     def on_mount(self) -> None:
-        for key, header, width in COLUMNS:
-            self.add_column(header, key=key, width=width)
+        self._lay_out_columns(columns_for(self.size.width or 200))
         self.set_interval(1.0, self.tick)
+
+    def on_resize(self) -> None:
+        wanted = columns_for(self.size.width)
+        if wanted != self.shown_columns:
+            self._lay_out_columns(wanted)
+
+    def _lay_out_columns(self, keys: tuple[str, ...]) -> None:
+        """Rebuild with these columns (a width change, not an event: rows and cursor come back)."""
+        selected = self.selected_pod
+        self.clear(columns=True)
+        self.shown_columns = keys
+        for key, header, width in COLUMNS:
+            if key in keys:
+                self.add_column(header, key=key, width=width + GAP)
+        for name, pod in self.pods.items():
+            self.add_row(*self._cells(pod).values(), key=name)
+        if self.pods:
+            self._order()
+            if selected in self.pods:
+                self.move_cursor(row=self.get_row_index(selected), animate=False)
+
+    @property
+    def wants_usage(self) -> bool:
+        """Worth reading metrics for: a job is followed and the table is on screen."""
+        return self.job is not None and self.is_on_screen
+
+    def show_usage(self, usage: "dict[str, PodUsage] | None") -> None:
+        """A metrics.k8s.io reading (None: none to be had); pods it lacks show "-"."""
+        self.usage = dict(usage or {})
+        for name, pod in self.pods.items():
+            cells = self._cells(pod)
+            for key in ("cpu", "mem"):
+                self._update(name, key, cells[key])
+
+    def _update(self, name: str, key: str, value: Text) -> None:
+        if key in self.shown_columns:
+            self.update_cell(name, key, value)
 
     @property
     def selected_pod(self) -> str | None:
@@ -78,6 +130,7 @@ class PodsTable(DataTable):
         self.pods.clear()
         self.gone.clear()
         self.latest_attempt = 0
+        self.usage.clear()
         self.clear()
 
     def apply(self, event: "PodEvent") -> None:
@@ -94,7 +147,7 @@ class PodsTable(DataTable):
             self.latest_attempt = pod.restart_attempt
         if known:
             for key, value in self._cells(pod).items():
-                self.update_cell(pod.name, key, value)
+                self._update(pod.name, key, value)
         else:
             self.add_row(*self._cells(pod).values(), key=pod.name)
             self._order()
@@ -102,7 +155,7 @@ class PodsTable(DataTable):
             for name, old in self.pods.items():
                 if old.restart_attempt < self.latest_attempt:
                     for key, value in self._cells(old).items():
-                        self.update_cell(name, key, value)
+                        self._update(name, key, value)
 
     def _ended(self, pod: "Pod") -> None:
         """DELETED: keep the row as history, with how the pod ended."""
@@ -119,7 +172,7 @@ class PodsTable(DataTable):
         self.pods[pod.name] = pod
         self.gone[pod.name] = None
         for key, value in self._cells(pod).items():
-            self.update_cell(pod.name, key, value)
+            self._update(pod.name, key, value)
         while len(self.gone) > HISTORY_ROWS:
             oldest = next(iter(self.gone))
             del self.gone[oldest]
@@ -134,7 +187,7 @@ class PodsTable(DataTable):
             if pod.finished is not None or name in self.gone:
                 continue  # an ended pod's age stops moving
             try:
-                self.update_cell(name, "age", self._styled(fmt.age(now - pod.created), pod))
+                self._update(name, "age", self._styled(fmt.age(now - pod.created), pod))
             except CellDoesNotExist:
                 pass
 
@@ -157,9 +210,11 @@ class PodsTable(DataTable):
         return Text(value, style=style, no_wrap=True, overflow="ellipsis")
 
     def _cells(self, pod: "Pod") -> dict[str, Text]:
+        """The shown columns' cells of a pod, in column order."""
         phase = pod.phase.value
         now = self.clock()
-        return {
+        usage = self.usage.get(pod.name) if pod.phase.value == "Running" else None
+        cells = {
             "pod": self._styled(short_name(pod.name, self.job), pod),
             "rank": self._styled(fmt.rank_label(pod.rank), pod),
             "attempt": self._styled(str(pod.restart_attempt), pod, "bold" if pod.restart_attempt else ""),
@@ -167,8 +222,28 @@ class PodsTable(DataTable):
             "reason": self._styled(_reason(pod), pod),
             "step": self._styled(fmt.step(pod.last_step), pod),
             "loss": self._styled(fmt.loss(pod.last_loss), pod),
+            "cpu": self._styled(fmt.cpu(usage.cpu_cores if usage else None), pod),
+            "mem": self._styled(fmt.memory(usage.memory_bytes if usage else None), pod),
             "age": self._styled(fmt.age((pod.finished or now) - pod.created), pod),
         }
+        return {key: cell for key, cell in cells.items() if key in self.shown_columns}
+
+
+def columns_for(width: int) -> tuple[str, ...]:
+    """The columns that fit in `width` cells: DROP_ORDER's first go until the rest fit, then
+    any of those that still fits comes back, the most telling first."""
+    widths = {key: cells + GAP for key, _, cells in COLUMNS}
+    keys = set(widths)
+    dropped = []
+    for key in DROP_ORDER:
+        if sum(widths[k] for k in keys) <= width:
+            break
+        keys.discard(key)
+        dropped.append(key)
+    for key in reversed(dropped):
+        if sum(widths[k] for k in keys) + widths[key] <= width:
+            keys.add(key)
+    return tuple(key for key, _, _ in COLUMNS if key in keys)
 
 
 def _reason(pod: "Pod") -> str:
