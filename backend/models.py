@@ -676,6 +676,7 @@ class RunMetrics(BaseModel):
     launcher: str = "torchrun"
     loss_history: list[float] = Field(default_factory=list)
     params_sha256: str = ""  # of the final parameters: equal runs end with equal digests
+    written: float | None = None  # when metrics.json was written (its mtime): which runs are newest
 
 
 class Snapshot(BaseModel):

@@ -90,6 +90,7 @@ async def test_checkpoints_are_read_by_a_pod_that_is_gone_afterwards(api, cluste
 
     (run_metrics,) = await cluster.read_metrics("checkpoints")
     assert (run_metrics.run, run_metrics.final_loss, run_metrics.resumes) == ("lesson-ddp", 0.125, 1)
+    assert run_metrics.written == (run / metrics.FILE_NAME).stat().st_mtime  # the loss chart draws the newest
     assert await cluster.read_metrics() == [run_metrics]  # every volume
     assert api.names(PODS) == []
 
