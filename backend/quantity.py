@@ -1,5 +1,5 @@
 """Kubernetes resource quantities ("500m", "2Gi", "1e3") as numbers: apimachinery's
-resource.Quantity suffixes, decimal and binary. Imports nothing, so the CLI can check a
+resource.Quantity suffixes, decimal and binary; and a number of bytes as text. Imports nothing, so the CLI can check a
 `--cpus`/`--memory` before anything heavy loads."""
 
 from __future__ import annotations
@@ -22,3 +22,13 @@ def quantity(value: str | int | float | None) -> float:
     if not found:
         raise ValueError(f"quantities must match the regular expression '{_QUANTITY.pattern}' (got {value!r})")
     return float(found.group(1)) * _SUFFIX[found.group(2) or ""]
+
+
+def size_text(n: float) -> str:
+    """A number of bytes for a person: "512 B", "3.0 MiB", "1.2 GiB"."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            break
+        value /= 1024
+    return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"

@@ -3,6 +3,8 @@ so tables, the job bar and tests agree on one spelling."""
 
 from __future__ import annotations
 
+from backend.quantity import size_text
+
 # Step status → (glyph, word, style). The word keeps state readable with NO_COLOR or a monochrome
 # projector; the colour is a second channel, never the only one.
 STATUS_LOOK: dict[str, tuple[str, str, str]] = {
@@ -80,14 +82,7 @@ def age(seconds: float | None) -> str:
 
 
 def size(n: int | None) -> str:
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
+    return "-" if n is None else size_text(n)
 
 
 def cpu(cores: float | None) -> str:

@@ -9,6 +9,7 @@ import time
 from typing import Iterable
 
 from backend.models import Evidence
+from backend.quantity import size_text
 from training.logfmt import parse_line
 
 
@@ -42,12 +43,7 @@ def readable(value: object, key: str = "") -> str:
         return "none"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if key.endswith("bytes"):
-            size, unit = float(value), "B"
-            for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-                if size < 1024 or unit == "TiB":
-                    break
-                size /= 1024
-            return f"{size:.0f} B" if unit == "B" else f"{size:.1f} {unit}"
+            return size_text(value)
         if key.endswith("seconds"):
             return f"{value:.1f} s"
     return str(value)
