@@ -8,7 +8,7 @@ object is stored, as the CRDs' OpenAPI defaults, CEL rules and the Trainer's web
   the name is an RFC 1035 label; runtimeRef and managedBy are immutable; the runtime must
   exist ("unsupported runtime"); each runtimePatches[].manager is a domain-prefixed path.
 - The shapes the cockpit's own models check (numNodes >= 1, mount paths...) are the models'
-  (backend/models.py) and answer 422 Invalid with the field path.
+  (backend/models/) and answer 422 Invalid with the field path.
 """
 
 from __future__ import annotations
