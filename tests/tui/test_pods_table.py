@@ -108,6 +108,10 @@ async def test_a_narrow_table_drops_whole_columns_and_keeps_the_ones_that_matter
         assert table.shown_columns == columns_for(table.size.width)
         assert "age" not in table.shown_columns
         assert table.virtual_size.width <= table.size.width  # nothing scrolls off to the right
+        await pilot.resize_terminal(38, 10)
+        await pilot.pause()
+        assert "mem" not in table.shown_columns
+        table.show_usage({})  # a reading for columns the table dropped changes nothing
         await pilot.resize_terminal(140, 10)
         await pilot.pause()
         assert "age" in table.shown_columns and "cpu" in table.shown_columns

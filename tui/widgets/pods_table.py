@@ -99,7 +99,8 @@ class PodsTable(DataTable):
         for name, pod in self.pods.items():
             cells = self._cells(pod)
             for key in ("cpu", "mem"):
-                self._update(name, key, cells[key])
+                if key in cells:  # a narrow table may have dropped it
+                    self.update_cell(name, key, cells[key])
 
     def _update(self, name: str, key: str, value: Text) -> None:
         if key in self.shown_columns:
