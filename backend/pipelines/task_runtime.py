@@ -26,6 +26,7 @@ from typing import Any
 from backend.models import JobPhase, JobSummary, TrainJob, parse_resource
 from backend.pipelines.platform import MOUNT_PATH
 from backend.pipelines.task_log import outputs_line
+from backend.raytrain.entrypoint import ray_train_argv
 from backend.settings import Settings
 
 # Set by the local runner (with KFCOCKPIT_HOME) for the tasks it starts; absent in a cluster pod.
@@ -286,9 +287,8 @@ def ray_train(volume: str, num_workers: int, steps: int, ckpt_every: int) -> tup
     run = f"ray-{num_workers}w-{secrets.token_hex(3)}"
     # Ray's socket paths must stay short, so its temp dir lives in /tmp, not under the volume.
     with tempfile.TemporaryDirectory(prefix="kfc-ray-", dir="/tmp") as temp_dir:
-        cmd = [sys.executable, "-m", "training.ray_train", "--num-workers", str(num_workers),
-               "--steps", str(steps), "--ckpt-every", str(ckpt_every), "--storage", str(storage),
-               "--name", run, "--temp-dir", temp_dir]
+        cmd = ray_train_argv(sys.executable, num_workers=num_workers, storage=str(storage), name=run,
+                             temp_dir=temp_dir, options={"steps": steps, "ckpt_every": ckpt_every})
         say("$ " + " ".join(cmd[1:]))
         code = subprocess.call(cmd, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     if code != 0:
