@@ -148,6 +148,15 @@ class RunMetrics(BaseModel):
     params_sha256: str = ""  # of the final parameters: equal runs end with equal digests
     written: float | None = None  # when metrics.json was written (its mtime): which runs are newest
 
+    def is_run(self, name: str) -> bool:
+        """Whether these are the metrics of run `name`: its directory on the volume, or the last
+        part of it (a Ray Train run sits below its storage dir, e.g. `ray/<name>`)."""
+        return self.run == name or self.run.endswith(f"/{name}")
+
+    @staticmethod
+    def of_run(found: "list[RunMetrics]", name: str) -> "RunMetrics | None":
+        return next((m for m in found if m.is_run(name)), None)
+
 
 class Snapshot(BaseModel):
     name: str

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from backend.models import ManifestError, yaml_documents
-from backend.pipelines.images import MANIFESTS
+from backend.project import MANIFESTS
 from training.atomic import write_atomic
 
 COMPILED_FILES = {"kube": MANIFESTS / "pipeline.yaml", "local": MANIFESTS / "pipeline-local.yaml"}

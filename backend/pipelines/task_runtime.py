@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from backend.models import JobPhase, JobSummary, TrainJob, parse_resource
+from backend.models import JobPhase, JobSummary, RunMetrics, TrainJob, parse_resource
 from backend.pipelines.platform import MOUNT_PATH
 from backend.pipelines.task_log import outputs_line
 from backend.raytrain.entrypoint import ray_train_argv
@@ -268,11 +268,11 @@ def compare_runs(snapshot_a: str, run_a: str, snapshot_b: str, run_b: str) -> st
 
 
 async def _run_metrics(cluster, snapshot: str, run: str) -> dict[str, Any]:
-    for m in await cluster.read_metrics(snapshot=snapshot):
-        if m.run == run or m.run.endswith(f"/{run}"):
-            return {"snapshot": snapshot, "run": run, "final_loss": m.final_loss, "steps": m.steps,
-                    "world_size": m.world_size, "wall_seconds": m.wall_seconds}
-    raise RuntimeError(f"snapshot {snapshot} holds no metrics of run {run}")
+    m = RunMetrics.of_run(await cluster.read_metrics(snapshot=snapshot), run)
+    if m is None:
+        raise RuntimeError(f"snapshot {snapshot} holds no metrics of run {run}")
+    return {"snapshot": snapshot, "run": run, "final_loss": m.final_loss, "steps": m.steps,
+            "world_size": m.world_size, "wall_seconds": m.wall_seconds}
 
 
 # ---------------------------------------------------------------- step 8: Ray Train in the task

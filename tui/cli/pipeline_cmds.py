@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _display(path) -> str:
     from pathlib import Path
 
-    from backend.pipelines.images import PROJECT_ROOT
+    from backend.project import PROJECT_ROOT
 
     path = Path(path).absolute()
     return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
