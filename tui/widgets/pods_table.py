@@ -16,11 +16,10 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from rich.text import Text
-from textual.widgets import DataTable
-from textual.widgets.data_table import CellDoesNotExist
 
 from tui import format as fmt
 from tui.format import short_name
+from tui.widgets.keyed_table import KeyedTable
 
 if TYPE_CHECKING:
     from backend.models import Pod, PodEvent, PodUsage
@@ -49,13 +48,15 @@ USAGE_SECONDS = 3.0  # how often CPU and MEM are read while the table is on scre
 HISTORY_ROWS = 12  # rows of ended attempts kept below the live group (the oldest go first)
 
 
-class PodsTable(DataTable):
-    """Rows keyed by pod name. Older restart attempts stay visible, dimmed, below the live group."""
+class PodsTable(KeyedTable):
+    """Rows keyed by pod name, drawn from what the watch said (`pods`, `gone`, `usage`): each
+    change recomputes the rows and KeyedTable writes only the cells that differ. Older restart
+    attempts stay visible, dimmed, below the live group."""
 
     DEFAULT_CSS = "PodsTable { height: 1fr; scrollbar-size: 1 1; }"
 
     def __init__(self, clock: Callable[[], float] = time.time, **kwargs) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, cell_padding=0, **kwargs)
+        super().__init__(COLUMNS, zebra_stripes=False, cell_padding=0, **kwargs)
         self.clock = clock
         self.job: str | None = None
         self.pods: dict[str, "Pod"] = {}
@@ -76,17 +77,11 @@ class PodsTable(DataTable):
     def _lay_out_columns(self, keys: tuple[str, ...]) -> None:
         """Rebuild with these columns (a width change, not an event: rows and cursor come back)."""
         selected = self.selected_pod
-        self.clear(columns=True)
         self.shown_columns = keys
-        for key, header, width in COLUMNS:
-            if key in keys:
-                self.add_column(header, key=key, width=width + GAP)
-        for name, pod in self.pods.items():
-            self.add_row(*self._cells(pod).values(), key=name)
-        if self.pods:
-            self._order()
-            if selected in self.pods:
-                self.move_cursor(row=self.get_row_index(selected), animate=False)
+        self.set_columns(tuple((key, header, width + GAP) for key, header, width in COLUMNS if key in keys))
+        self._show()
+        if selected in self.pods:
+            self.move_cursor(row=self.get_row_index(selected), animate=False)
 
     @property
     def wants_usage(self) -> bool:
@@ -96,25 +91,11 @@ class PodsTable(DataTable):
     def show_usage(self, usage: "dict[str, PodUsage] | None") -> None:
         """A metrics.k8s.io reading (None: none to be had); pods it lacks show "-"."""
         self.usage = dict(usage or {})
-        for name, pod in self.pods.items():
-            cells = self._cells(pod)
-            for key in ("cpu", "mem"):
-                if key in cells:  # a narrow table may have dropped it
-                    self.update_cell(name, key, cells[key])
-
-    def _update(self, name: str, key: str, value: Text) -> None:
-        if key in self.shown_columns:
-            self.update_cell(name, key, value)
+        self._show()
 
     @property
     def selected_pod(self) -> str | None:
-        if not self.pods or self.cursor_row < 0 or self.cursor_row >= self.row_count:
-            return None
-        try:
-            key, _ = self.coordinate_to_cell_key((self.cursor_row, 0))
-        except CellDoesNotExist:
-            return None
-        return key.value
+        return self.selected_key
 
     def is_history(self, name: str) -> bool:
         return name in self.gone
@@ -123,40 +104,23 @@ class PodsTable(DataTable):
         """Another job: its pods arrive from the new watch (list first, then changes). The same
         job's watch reopened (keep_history) lists its live pods again; the deleted ones stay."""
         if keep_history and job == self.job:
-            for name in [n for n in self.pods if n not in self.gone]:
-                del self.pods[name]
-                self.remove_row(name)
-            return
-        self.job = job
-        self.pods.clear()
-        self.gone.clear()
-        self.latest_attempt = 0
-        self.usage.clear()
-        self.clear()
+            self.pods = {name: pod for name, pod in self.pods.items() if name in self.gone}
+        else:
+            self.job = job
+            self.pods.clear()
+            self.gone.clear()
+            self.latest_attempt = 0
+            self.usage.clear()
+        self._show()
 
     def apply(self, event: "PodEvent") -> None:
         pod = event.pod
         if event.type.value == "DELETED":
             self._ended(pod)
-            return
-        if pod.name in self.gone:
-            return  # a late event for a pod already deleted
-        known = pod.name in self.pods
-        self.pods[pod.name] = pod
-        newer_group = pod.restart_attempt > self.latest_attempt
-        if newer_group:
-            self.latest_attempt = pod.restart_attempt
-        if known:
-            for key, value in self._cells(pod).items():
-                self._update(pod.name, key, value)
-        else:
-            self.add_row(*self._cells(pod).values(), key=pod.name)
-            self._order()
-        if newer_group:  # the previous group is history now: dim it
-            for name, old in self.pods.items():
-                if old.restart_attempt < self.latest_attempt:
-                    for key, value in self._cells(old).items():
-                        self._update(name, key, value)
+        elif pod.name not in self.gone:  # else a late event for a pod already deleted
+            self.pods[pod.name] = pod
+            self.latest_attempt = max(self.latest_attempt, pod.restart_attempt)  # older groups dim
+        self._show()
 
     def _ended(self, pod: "Pod") -> None:
         """DELETED: keep the row as history, with how the pod ended."""
@@ -167,30 +131,26 @@ class PodsTable(DataTable):
         if pod.phase.value not in ("Succeeded", "Failed"):
             update["phase"] = type(pod.phase)("Failed")
             update["reason"] = pod.reason or before.reason or "Deleted"
-        pod = pod.model_copy(update=update) if update else pod
         if pod.last_step is None and before.last_step is not None:
-            pod = pod.model_copy(update={"last_step": before.last_step, "last_loss": before.last_loss})
-        self.pods[pod.name] = pod
+            update.update(last_step=before.last_step, last_loss=before.last_loss)
+        if pod.finished is None:  # its age stops where it was deleted
+            update["finished"] = self.clock()
+        self.pods[pod.name] = pod.model_copy(update=update) if update else pod
         self.gone[pod.name] = None
-        for key, value in self._cells(pod).items():
-            self._update(pod.name, key, value)
         while len(self.gone) > HISTORY_ROWS:
             oldest = next(iter(self.gone))
             del self.gone[oldest]
             del self.pods[oldest]
-            self.remove_row(oldest)
-        self._order()
 
     def tick(self) -> None:
-        """Ages move with the clock, not with events."""
-        now = self.clock()
-        for name, pod in self.pods.items():
-            if pod.finished is not None or name in self.gone:
-                continue  # an ended pod's age stops moving
-            try:
-                self._update(name, "age", self._styled(fmt.age(now - pod.created), pod))
-            except CellDoesNotExist:
-                pass
+        """Ages move with the clock, not with events (an ended pod's age stops)."""
+        self._show()
+
+    def _show(self) -> None:
+        if not self.shown_columns:
+            return  # not laid out yet: on_mount shows what arrived by then
+        if self.sync({name: tuple(self._cells(pod).values()) for name, pod in self.pods.items()}):
+            self._order()
 
     def _order(self) -> None:
         # A cursor on the top row stays on top (the newest group's rank 0); one the learner moved
