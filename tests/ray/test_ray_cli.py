@@ -1,19 +1,13 @@
-"""training.ray_train refuses bad arguments in one line (exit 2) before starting any Ray, and the
-backend launcher turns that line into an InvalidResource."""
+"""training.ray_train refuses bad arguments in one line (exit 2) before starting any Ray; a
+restarted worker group is told apart by its repeated start lines."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from pathlib import Path
 
-import pytest
 
-from backend.cluster import InvalidResource
-from backend.raytrain.leftovers import run_processes
-from backend.raytrain.lines import TimedLine
-from backend.raytrain.runner import RayRun, RaySpec
-from backend.settings import Settings
+from backend.raytrain.groups import WorkerGroups
 from tests.ray.conftest import run_cli
 from training import ray_train
 
@@ -62,36 +56,14 @@ def test_bad_arguments_get_one_line_and_exit_2(tmp_path, capsys):
     assert not list(Path(storage).glob("ray-*")), "a refused run left a run directory"
 
 
-def test_the_launcher_reports_a_refused_run_as_invalid_resource(tmp_path):
-    home = Path("/tmp") / f"kfr-cli-{tmp_path.name[-12:]}"
-    settings = Settings(home=home)
-    spec = RaySpec(storage=tmp_path / "vol", num_workers=2, train={"steps": 0})
-
-    async def launch() -> None:
-        run = await RayRun.start(settings, spec)
-        async for _ in run.lines():
-            pass
-        await run.wait()
-
-    try:
-        with pytest.raises(InvalidResource, match=r"^--steps must be at least 1, got 0$"):
-            asyncio.run(launch())
-        assert run_processes(spec.name) == []
-    finally:
-        import shutil
-
-        shutil.rmtree(home, ignore_errors=True)
-
-
-def test_worker_groups_are_told_apart_by_repeated_start_lines(tmp_path):
+def test_worker_groups_are_told_apart_by_repeated_start_lines():
     """The pods of a restarted group get the next restart attempt (lines as the driver prints
     them: ranks in any order, the old group's pids replaced)."""
-    run = RayRun(RaySpec(storage=tmp_path), process=None, temp_dir=tmp_path)  # type: ignore[arg-type]
+    groups = WorkerGroups()
     for rank, pid in ((1, 101), (0, 100), (0, 200), (1, 201), (1, 301), (0, 300)):
-        run._worker_started(TimedLine(0.0, "", {"event": "start", "rank": str(rank), "pid": str(pid)}))
+        groups.started(rank, pid)
         if pid == 100:
-            assert {w.rank: (w.pid, w.attempt) for w in run.workers.values()} == {0: (100, 0), 1: (101, 0)}
+            assert (groups.current, groups.attempt) == ({1: 101, 0: 100}, 0)
         if pid == 201:
-            assert {w.rank: (w.pid, w.attempt) for w in run.workers.values()} == {0: (200, 1), 1: (201, 1)}
-    assert {w.rank: (w.pid, w.attempt) for w in run.workers.values()} == {0: (300, 2), 1: (301, 2)}
-    assert run.attempt == 2
+            assert (groups.current, groups.attempt) == ({0: 200, 1: 201}, 1)
+    assert (groups.current, groups.attempt) == ({1: 301, 0: 300}, 2)

@@ -1,33 +1,57 @@
-"""A Ray run stopped mid-training (what deleting the job will do): the driver shuts its Ray down on
-SIGTERM, says so in its log, and no process of the run is left."""
+"""training.ray_train stopped mid-run (what deleting its RayJob does to the driver pod): the driver
+shuts its Ray down on SIGTERM, says so in its log, and every process of the run exits by itself.
+The run's processes are told apart by an env marker they all inherit, as pods' processes are
+(backend/processes.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import sys
 from pathlib import Path
 
-from backend.raytrain.leftovers import run_processes
-from backend.raytrain.runner import RayRun, RaySpec
-from backend.settings import Settings
+from backend.processes import is_zombie_or_gone, marked_processes, sweep, wait_gone_async
+from backend.raytrain.entrypoint import ray_train_argv
+from backend.raytrain.tempdir import ray_temp_dir
+from tests.ray.conftest import REPO
+from training.logfmt import parse_line
+
+MARKER = "KFCOCKPIT_TEST_RAY_RUN"
+
+
+def _live(run: str) -> list[int]:
+    return [pid for pid in marked_processes({MARKER: run}) if not is_zombie_or_gone(pid)]
 
 
 def test_sigterm_mid_run_shuts_ray_down_and_leaves_no_process(state_root: Path):
-    settings = Settings(home=state_root)
-    spec = RaySpec(storage=state_root / "stop-volume", train={"steps": 500, "step_delay": 0.1})
+    run = "stop-mid-run"
+    temp_dir = ray_temp_dir(state_root)
+    temp_dir.mkdir(parents=True, exist_ok=True)
+    argv = ray_train_argv(sys.executable, num_workers=2, storage=str(state_root / "stop-volume"), name=run,
+                          temp_dir=str(temp_dir), options={"steps": 500, "step_delay": 0.1})
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", RAY_TMPDIR=str(temp_dir), **{MARKER: run})
 
-    async def stop_after_first_step() -> tuple[list, int, list[int]]:
-        run = await RayRun.start(settings, spec)
+    async def stop_after_first_step() -> tuple[list[dict], int, list[int], list[int]]:
+        proc = await asyncio.create_subprocess_exec(*argv, cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.DEVNULL)
         seen, running_then = [], []
-        async for line in run.lines():
-            seen.append(line)
-            if line.step == 1 and not running_then:
-                running_then = run.leftover_processes()
-                run.process.proc.terminate()
-        return seen, await run.wait(), running_then
+        async for raw in proc.stdout:
+            fields = parse_line(raw.decode(errors="replace"))
+            seen.append(fields)
+            if fields.get("step") == "1" and "loss" in fields and not running_then:
+                running_then = _live(run)
+                proc.send_signal(signal.SIGTERM)
+        code = await proc.wait()
+        left = await wait_gone_async(_live(run), 30.0)  # Ray's own processes exit after the driver
+        return seen, code, running_then, left
 
-    lines, code, running = asyncio.run(stop_after_first_step())
+    try:
+        lines, code, running, left = asyncio.run(stop_after_first_step())
+    finally:
+        sweep({MARKER: run})
     assert len(running) > 5, "expected the driver, Ray's processes and two workers"
     assert code == 143
-    assert [line.fields["reason"] for line in lines if line.event == "stopped"] == ["SIGTERM"]
-    assert max(line.step or 0 for line in lines) < 500
-    assert run_processes(spec.name) == []
+    assert [f["reason"] for f in lines if f.get("event") == "stopped"] == ["SIGTERM"]
+    assert max(int(f["step"]) for f in lines if "step" in f and "loss" in f) < 500
+    assert left == [], f"processes of the run still alive 30 s after the driver exited: {left}"
