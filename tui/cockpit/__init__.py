@@ -1,0 +1,1 @@
+"""The cockpit screen's responsibilities, one module each; `tui/screens/cockpit.py` composes them."""
