@@ -2,6 +2,10 @@
 followed job's pods, its merged logs) whose items go to the widgets that show them, and the
 connection state those watches reveal (the job bar's connected / disconnected).
 
+The followed job's goodput (fed to the failure timeline's model with the rest) is shown in the
+job bar and the timeline at most `GOODPUT_SECONDS` apart: its time parts grow while the job runs
+even when no line arrives.
+
 Every watch runs through `live.keep_open` in a worker of its own group, exclusive: following
 another job cancels the old job's pod and log watches. Each pod event and log batch is handed,
 once, to every model fed from it (pods table, logs, loss chart, failure timeline); none of them
@@ -18,6 +22,8 @@ from tui.live import keep_open
 
 if TYPE_CHECKING:
     from backend.models import JobSummary, LogLine, Pod, PodEvent
+
+GOODPUT_SECONDS = 0.5
 
 
 class Following(Part):
@@ -70,6 +76,7 @@ class Following(Part):
         self.jobs[job.name] = job
         if job.name == self.followed:
             self.screen.job_bar.job = job
+            self.screen.timeline.model.job_seen(job)
             if job.phase.finished and (before is None or not before.phase.finished):
                 self.screen.storage.refresh()
         elif before is None:
@@ -98,6 +105,8 @@ class Following(Part):
         screen.pods_table.reset(job)
         screen.log_view.reset(job)
         screen.timeline.reset(job)
+        if job in self.jobs:
+            screen.timeline.model.job_seen(self.jobs[job])
         screen.loss_chart.follow_run(job)
         self.watch_pods(job)
         self.stream_logs(job)
@@ -179,10 +188,14 @@ class Following(Part):
 
         try:
             await keep_open(lambda: cluster.stream_logs(job, follow=True), self.log_batch, self.lost,
-                            on_reopen=lambda: self.screen.log_view.reset(job), done=finished,
+                            on_reopen=lambda: self._lines_resent(job), done=finished,
                             gives_up=_job_gone)
         except NotFound as exc:
             self.notify(one_line(exc), title=f"stopped the logs of {job}", severity="warning")
+
+    def _lines_resent(self, job: str) -> None:
+        self.screen.log_view.reset(job)
+        self.screen.timeline.model.lines_resent()
 
     def log_batch(self, batch: list["LogLine"]) -> None:
         screen = self.screen
@@ -190,6 +203,16 @@ class Following(Part):
         screen.loss_chart.add_lines(batch)
         screen.timeline.model.add_lines(batch)
         self.changed("logs")
+
+
+    def show_goodput(self) -> None:
+        """The followed job's goodput so far, to the job bar and the timeline (on a timer)."""
+        screen = self.screen
+        report = screen.timeline.model.goodput_report(screen.clock())
+        if report != screen.job_bar.goodput:
+            screen.job_bar.goodput = report
+            screen.timeline.show_goodput(report)
+            self.changed("goodput")
 
 
 def _job_gone(exc: BaseException) -> bool:

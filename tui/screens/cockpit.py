@@ -27,7 +27,7 @@ from textual.worker import Worker, WorkerState
 
 from backend.errors import USER_ERRORS, one_line
 from tui import actions
-from tui.cockpit.following import Following
+from tui.cockpit.following import GOODPUT_SECONDS, Following
 from tui.cockpit.lesson import LessonDriver
 from tui.cockpit.pods import PodActions
 from tui.cockpit.storage import Storage
@@ -125,6 +125,7 @@ class CockpitScreen(Screen):
         self.step_view.keep_on_exit = self.lesson.keep_note_now
         self.panels_ready = True
         self.set_interval(1.0, self.lesson.tick)
+        self.set_interval(GOODPUT_SECONDS, self.following.show_goodput)
         self.refresh_bindings()
         self.changed.publish("panels")
         self.connect()

@@ -1,5 +1,6 @@
 """One line at the top that every tab shares: platform, connection, the followed job's phase,
-restart attempt and latest step/loss, and the step being run. Text plus colour, never colour alone."""
+restart attempt, latest step/loss and goodput so far (with the time lost to failures and saves
+when the line has room), and the step being run. Text plus colour, never colour alone."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ from textual.widget import Widget
 from tui import format as fmt
 
 if TYPE_CHECKING:
+    from backend.goodput import GoodputReport
     from backend.models import JobSummary
+
+# What the job bar names of the goodput's parts, when they took any time (the timeline has all).
+BADPUT = (("lost_work", "lost"), ("recovery", "recovery"), ("checkpoint_stall", "ckpt stall"))
 
 
 class JobBar(Widget):
@@ -24,6 +29,7 @@ class JobBar(Widget):
     progress: reactive[tuple[int | None, float | None]] = reactive((None, None))
     running_step: reactive[str | None] = reactive(None)
     running_for: reactive[float] = reactive(0.0)  # seconds the running step has taken so far
+    goodput: reactive["GoodputReport | None"] = reactive(None)  # the followed job's, so far
 
     def render(self) -> Content:
         parts: list = [("kfcockpit", "bold"), " ", (self.platform, "$accent"), " "]
@@ -45,6 +51,16 @@ class JobBar(Widget):
                 parts.append(f" loss {loss:.4f}")
         else:
             parts += ["  ", ("no job followed", "dim")]
+        running = []
         if self.running_step:
-            parts += ["  ", (f"running {self.running_step} · {fmt.age(self.running_for)}…", "bold $warning")]
-        return Content.assemble(*parts)
+            running = ["  ", (f"running {self.running_step} · {fmt.age(self.running_for)}…", "bold $warning")]
+        report = self.goodput if job is not None else None
+        if report is None:
+            return Content.assemble(*parts, *running)
+        parts += ["  ", ("goodput ", "bold"), (f"{report.goodput:.0%}", "bold $success")]
+        detail = [f" · {label} {getattr(report, name):.1f}s" for name, label in BADPUT
+                  if getattr(report, name) >= 0.05]
+        whole = Content.assemble(*parts, *detail, *running)
+        if whole.cell_length <= self.size.width:
+            return whole
+        return Content.assemble(*parts, *running)  # narrow: the share alone
