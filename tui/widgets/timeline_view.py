@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 from textual.containers import VerticalScroll
 from textual.content import Content
+from textual.reactive import reactive
+from textual.widget import Widget
 from textual.widgets import Static
 
 from tui.timeline import FailureTimeline
@@ -70,12 +72,24 @@ def restart_content(r: "Restart") -> Content:
     return Content.assemble(*parts)
 
 
+class GoodputSummary(Widget):
+    """The goodput above the restarts, its bar as wide as the panel is."""
+
+    DEFAULT_CSS = "GoodputSummary { height: auto; margin-bottom: 1; display: none; }"
+    report: reactive["GoodputReport | None"] = reactive(None)
+
+    def watch_report(self, report: "GoodputReport | None") -> None:
+        self.display = report is not None
+
+    def render(self) -> Content:
+        return goodput_content(self.report, self.size.width) if self.report is not None else Content("")
+
+
 class TimelineView(VerticalScroll, can_focus=True):
     DEFAULT_CSS = """
     TimelineView { padding: 0 1; scrollbar-size-vertical: 1; }
     TimelineView > Static { margin-bottom: 1; }
     #timeline-empty { color: $text-muted; }
-    #goodput { display: none; }
     """
     BORDER_TITLE = "failure timeline"
 
@@ -83,10 +97,9 @@ class TimelineView(VerticalScroll, can_focus=True):
         super().__init__(**kwargs)
         self.model = FailureTimeline()
         self._drawn = -1
-        self._goodput_drawn: Content | None = None
 
     def compose(self) -> "ComposeResult":
-        yield Static(id="goodput")
+        yield GoodputSummary(id="goodput")
         yield Static("no restart yet: kill a worker (ctrl+k on a pod) and watch the group recover",
                      id="timeline-empty")
 
@@ -98,14 +111,8 @@ class TimelineView(VerticalScroll, can_focus=True):
         self.redraw()
 
     def show_goodput(self, report: "GoodputReport | None") -> None:
-        """The followed job's goodput (None: no job followed). Drawn only if it reads differently."""
-        shown = self.query_one("#goodput", Static)
-        shown.display = report is not None
-        if report is not None:
-            content = goodput_content(report, self.scrollable_content_region.width)
-            if content != self._goodput_drawn:
-                self._goodput_drawn = content
-                shown.update(content)
+        """The followed job's goodput (None: no job followed)."""
+        self.query_one(GoodputSummary).report = report
 
     def redraw(self) -> None:
         if self.model.version == self._drawn:
