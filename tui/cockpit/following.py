@@ -204,7 +204,6 @@ class Following(Part):
         screen.timeline.model.add_lines(batch)
         self.changed("logs")
 
-
     def show_goodput(self) -> None:
         """The followed job's goodput so far, to the job bar and the timeline (on a timer)."""
         screen = self.screen

@@ -14,6 +14,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
+from backend.goodput import LABELS
 from tui.timeline import FailureTimeline
 
 if TYPE_CHECKING:
@@ -33,8 +34,6 @@ PART_STYLE = {"productive": "$success", "lost_work": "$error", "recovery": "$war
 
 def goodput_content(report: "GoodputReport", width: int) -> Content:
     """`goodput 87% of 61.2 s`, a bar of the wall time by part, then each part that took any."""
-    from backend.goodput import LABELS
-
     total = report.total
     parts: list = [("goodput ", "bold"), (f"{report.goodput:.0%}", "bold $success"), f" of {total:.1f} s"]
     if report.attempts_unseen:
