@@ -209,7 +209,7 @@ class Following(Part):
         screen = self.screen
         report = screen.timeline.model.goodput_report(screen.clock())
         if report != screen.job_bar.goodput:
-            screen.job_bar.goodput = report
+            screen.job_bar.show_goodput(report)
             screen.timeline.show_goodput(report)
             self.changed("goodput")
 

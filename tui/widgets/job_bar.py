@@ -29,7 +29,17 @@ class JobBar(Widget):
     progress: reactive[tuple[int | None, float | None]] = reactive((None, None))
     running_step: reactive[str | None] = reactive(None)
     running_for: reactive[float] = reactive(0.0)  # seconds the running step has taken so far
-    goodput: reactive["GoodputReport | None"] = reactive(None)  # the followed job's, so far
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.goodput: "GoodputReport | None" = None  # the followed job's, so far
+
+    def show_goodput(self, report: "GoodputReport | None") -> None:
+        """Redrawn only when what the bar shows of it changed: a running job's report changes
+        with the clock, its share and seconds far less often."""
+        before, self.goodput = self.goodput, report
+        if _shown(before) != _shown(report):
+            self.refresh()
 
     def render(self) -> Content:
         parts: list = [("kfcockpit", "bold"), " ", (self.platform, "$accent"), " "]
@@ -57,10 +67,17 @@ class JobBar(Widget):
         report = self.goodput if job is not None else None
         if report is None:
             return Content.assemble(*parts, *running)
-        parts += ["  ", ("goodput ", "bold"), (f"{report.goodput:.0%}", "bold $success")]
-        detail = [f" · {label} {getattr(report, name):.1f}s" for name, label in BADPUT
-                  if getattr(report, name) >= 0.05]
+        share, *seconds = _shown(report)
+        parts += ["  ", ("goodput ", "bold"), (share, "bold $success")]
+        detail = [f" · {label} {shown}s" for (_, label), shown in zip(BADPUT, seconds) if shown != "0.0"]
         whole = Content.assemble(*parts, *detail, *running)
         if whole.cell_length <= self.size.width:
             return whole
         return Content.assemble(*parts, *running)  # narrow: the share alone
+
+
+def _shown(report: "GoodputReport | None") -> tuple[str, ...] | None:
+    """What the bar shows of a report: its share, and each part of BADPUT to a tenth of a second."""
+    if report is None:
+        return None
+    return (f"{report.goodput:.0%}", *(f"{getattr(report, name):.1f}" for name, _ in BADPUT))

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from textual.containers import VerticalScroll
 from textual.content import Content
-from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -75,13 +74,27 @@ class GoodputSummary(Widget):
     """The goodput above the restarts, its bar as wide as the panel is."""
 
     DEFAULT_CSS = "GoodputSummary { height: auto; margin-bottom: 1; display: none; }"
-    report: reactive["GoodputReport | None"] = reactive(None)
 
-    def watch_report(self, report: "GoodputReport | None") -> None:
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.report: "GoodputReport | None" = None
+
+    def show(self, report: "GoodputReport | None") -> None:
+        """Redrawn only when it reads or looks different (a running job's report changes with
+        the clock; what it shows, to a tenth of a second and a cell of the bar, less often)."""
+        before, self.report = self.report, report
         self.display = report is not None
+        width = self.size.width
+        if report is not None and (before is None or _drawn(before, width) != _drawn(report, width)):
+            self.refresh(layout=True)  # a part that took no time so far adds a line
 
     def render(self) -> Content:
         return goodput_content(self.report, self.size.width) if self.report is not None else Content("")
+
+
+def _drawn(report: "GoodputReport", width: int) -> tuple:
+    content = goodput_content(report, width)
+    return content.plain, tuple(content.spans)  # Content's == compares the text alone
 
 
 class TimelineView(VerticalScroll, can_focus=True):
@@ -111,7 +124,7 @@ class TimelineView(VerticalScroll, can_focus=True):
 
     def show_goodput(self, report: "GoodputReport | None") -> None:
         """The followed job's goodput (None: no job followed)."""
-        self.query_one(GoodputSummary).report = report
+        self.query_one(GoodputSummary).show(report)
 
     def redraw(self) -> None:
         if self.model.version == self._drawn:
