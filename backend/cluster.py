@@ -21,6 +21,7 @@ from backend.models import (
     LogLine,
     Pod,
     PodEvent,
+    PodUsage,
     RunMetrics,
     Snapshot,
     VolumeInfo,
@@ -66,6 +67,12 @@ class Cluster(Protocol):
     def stream_logs(self, job: str, follow: bool = True) -> AsyncIterator[list[LogLine]]:
         """All workers' lines of a job from the start, merged, in batches; with `follow`, keeps
         going and picks up replacement pods (like stern) until the job finishes."""
+        ...
+
+    async def pod_usage(self, job: str | None = None) -> dict[str, PodUsage] | None:
+        """CPU and memory of a job's pods now, by pod name, from metrics.k8s.io (`kubectl top
+        pod`); None when the cluster serves no metrics (no metrics-server). Not watchable: callers
+        read it again every few seconds, as kubectl top and k9s do."""
         ...
 
     async def kill_pod(self, name: str) -> None:

@@ -1,5 +1,5 @@
 """Kubernetes resource quantities ("500m", "2Gi", "1e3") as numbers: apimachinery's
-resource.Quantity suffixes, decimal and binary. Imports nothing, so the CLI can check a
+resource.Quantity suffixes, decimal and binary; and a number of bytes as text. Imports nothing, so the CLI can check a
 `--cpus`/`--memory` before anything heavy loads."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 
 _SUFFIX = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60, "m": 1e-3}
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
+           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+           "m": 1e-3, "u": 1e-6, "n": 1e-9}  # metrics-server reports CPU in nanocores ("1500000n")
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m|u|n)?$")
 
 
 def quantity(value: str | int | float | None) -> float:
@@ -21,3 +22,13 @@ def quantity(value: str | int | float | None) -> float:
     if not found:
         raise ValueError(f"quantities must match the regular expression '{_QUANTITY.pattern}' (got {value!r})")
     return float(found.group(1)) * _SUFFIX[found.group(2) or ""]
+
+
+def size_text(n: float) -> str:
+    """A number of bytes for a person: "512 B", "3.0 MiB", "1.2 GiB"."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            break
+        value /= 1024
+    return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"

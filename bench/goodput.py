@@ -52,7 +52,7 @@ from backend.local.embedded import Embedded  # noqa: E402
 from backend.settings import Settings  # noqa: E402
 from backend.processes import sweep  # noqa: E402
 from backend.models import JobPhase, PodPhase, parse_manifests  # noqa: E402
-from backend.raytrain.lines import option_args  # noqa: E402
+from backend.raytrain.entrypoint import option_args, ray_train_argv  # noqa: E402
 from training.logfmt import parse_line, step_and_loss  # noqa: E402
 
 MANIFESTS = REPO / "manifests"
@@ -154,9 +154,9 @@ def trainer_job(name: str, preset: Preset):
 def ray_job(name: str, preset: Preset, max_failures: int):
     data = _manifest("rayjob.yaml")
     data["metadata"]["name"] = name
-    data["spec"]["entrypoint"] = " ".join([
-        "python", "-m", "training.ray_train", "--num-workers", str(WORKERS), "--max-failures",
-        str(max_failures), "--storage", f"/checkpoints/{name}", "--name", name, *option_args(preset.options)])
+    data["spec"]["entrypoint"] = " ".join(ray_train_argv(
+        "python", num_workers=WORKERS, max_failures=max_failures, storage=f"/checkpoints/{name}", name=name,
+        options=preset.options))
     return parse_manifests(yaml.safe_dump(data))[0]
 
 
@@ -312,7 +312,8 @@ def main() -> None:
     args = p.parse_args()
     args.presets = (args.presets or ("tiny" if args.quick else "tiny,1gb")).split(",")
     args.launchers = args.launchers.split(",")
-    schedule = Schedule(kills=args.kills or (2 if args.quick else 5), every=args.every or (20.0 if args.quick else 60.0))
+    schedule = Schedule(kills=args.kills or (2 if args.quick else 5),
+                        every=args.every or (20.0 if args.quick else 60.0))
     home = Path(tempfile.mkdtemp(prefix="kfg-", dir="/tmp"))  # short: Ray's socket paths
     scratch = Path(tempfile.mkdtemp(prefix="kfg-torchrun-", dir="/tmp"))
     try:

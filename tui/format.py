@@ -3,6 +3,8 @@ so tables, the job bar and tests agree on one spelling."""
 
 from __future__ import annotations
 
+from backend.quantity import size_text
+
 # Step status → (glyph, word, style). The word keeps state readable with NO_COLOR or a monochrome
 # projector; the colour is a second channel, never the only one.
 STATUS_LOOK: dict[str, tuple[str, str, str]] = {
@@ -80,14 +82,28 @@ def age(seconds: float | None) -> str:
 
 
 def size(n: int | None) -> str:
+    return "-" if n is None else size_text(n)
+
+
+def cpu(cores: float | None) -> str:
+    """CPU in at most 4 cells: millicores as `kubectl top` shows them ("250m"), cores from one
+    ("1.25", "12.5", "128")."""
+    if cores is None:
+        return "-"
+    if cores < 0.9995:
+        return f"{round(cores * 1000)}m"
+    return f"{cores:.2f}" if cores < 9.995 else f"{cores:.1f}" if cores < 99.95 else f"{cores:.0f}"
+
+
+def memory(n: float | None) -> str:
+    """Memory in Kubernetes' binary units in at most 5 cells: "980Ki", "512Mi", "1.2Gi", "15Gi"."""
     if n is None:
         return "-"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
+    for unit, scale in (("", 1), ("Ki", 2**10), ("Mi", 2**20)):
+        if round(n / scale) < 1000:
+            return f"{round(n / scale)}{unit}"
+    gi = n / 2**30
+    return f"{gi:.1f}Gi" if round(gi, 1) < 10 else f"{gi:.0f}Gi"
 
 
 def loss(value: float | None) -> str:

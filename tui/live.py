@@ -79,3 +79,29 @@ async def keep_open(
         delay = backoff.next_delay()
         on_lost(reason, delay)
         await asyncio.sleep(delay)
+
+
+async def sample(
+    read: Callable[[], Awaitable[T | None]],
+    on_value: Callable[[T | None], None],
+    *,
+    every: float,
+    wanted: Callable[[], bool],
+    absent_every: float = 30.0,
+) -> None:
+    """Read what cannot be watched (metrics.k8s.io: kubectl top and k9s poll it too) every
+    `every` seconds while `wanted()` (its panel is on screen), handing each reading to
+    `on_value`. None means the platform has no such data (no metrics-server): ask again only every
+    `absent_every` seconds. A lost backend is a reading of None too, quietly: the watches already
+    say the cluster is away, and a notification per tick would be a storm. Bugs are raised."""
+    while True:
+        delay = every
+        if wanted():
+            try:
+                value = await read()
+            except LOST:
+                value = None
+            else:
+                delay = every if value is not None else absent_every
+            on_value(value)
+        await asyncio.sleep(delay)

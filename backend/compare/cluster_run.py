@@ -11,7 +11,7 @@ from typing import Callable
 from backend.cluster import Cluster, ClusterError, NotFound
 from backend.compare.figures import ComparisonPlan
 from backend.compare.observer import ObservationError, RunObserver
-from backend.models import JobPhase, LogLine, RayJob, TrainJob
+from backend.models import JobPhase, LogLine, RayJob, RunMetrics, TrainJob
 
 OnLines = Callable[[str, list[LogLine]], None]
 
@@ -47,5 +47,5 @@ async def measure_job(cluster: Cluster, plan: ComparisonPlan, job: TrainJob | Ra
     if summary.phase != JobPhase.COMPLETE:
         raise ObservationError(f"{job.kind} {name} ended {summary.phase.value}: {summary.message} "
                                f"(see: kfcockpit logs {name})")
-    final = next((m for m in await cluster.read_metrics(volume) if m.run == run), None)
+    final = RunMetrics.of_run(await cluster.read_metrics(volume), run)
     return observer.figures(summary.finished or time.time(), final)

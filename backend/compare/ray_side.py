@@ -8,9 +8,9 @@ from __future__ import annotations
 from importlib.metadata import version
 
 from backend.cluster import Cluster
-from backend.compare import resources
 from backend.compare.cluster_run import OnLines, measure_job
 from backend.compare.figures import ComparisonPlan, Measurement
+from backend.compare.resources import ray_job
 
 TITLE = "Ray Train (TorchTrainer)"
 SHORT = {"launch_model": "Python fit() in RayJob", "recovery_model": "FailureConfig restart",
@@ -29,7 +29,7 @@ DETAIL = {
 
 async def measure_ray(cluster: Cluster, plan: ComparisonPlan, name: str, volume: str,
                            on_lines: OnLines | None = None) -> Measurement:
-    job, run = resources.ray_job(name, plan, volume)
+    job, run = ray_job(name, plan, volume)
     figures = await measure_job(cluster, plan, job, volume, run, on_lines)
     return Measurement(side="ray", title=TITLE, measured_with=f"RayJob, Ray {version('ray')}", **SHORT,
                        **DETAIL, workers=plan.workers, steps=plan.steps, job=name,

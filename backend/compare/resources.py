@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
 
 from backend.compare.figures import ComparisonPlan
 from backend.models import PersistentVolumeClaim, RayJob, TrainingRuntime, TrainJob, parse_manifests
-from backend.raytrain.lines import option_args
+from backend.project import MANIFESTS
+from backend.raytrain.entrypoint import option_args, ray_train_argv
 
-MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 NAME = re.compile(r"^cmp-\d{8}-\d{6}$")  # a comparison's volume; its jobs add -trainer, -ray
 TRAINER_DIR = "trainer"  # on the volume: the TrainJob's checkpoints and metrics.json
 RAY_DIR = "ray"  # on the volume: Ray Train's storage; the run is ray/<job>
@@ -53,9 +52,8 @@ def ray_job(name: str, plan: ComparisonPlan, claim: str, max_failures: int = 2) 
     job = _committed("rayjob.yaml")
     (mount,) = [m for c, m in job.volume_mounts()]
     job.metadata.name = name
-    argv = ["python", "-m", "training.ray_train", "--num-workers", str(plan.workers),
-            "--max-failures", str(max_failures), "--storage", f"{mount}/{RAY_DIR}", "--name", name,
-            *option_args(plan.train_options())]
+    argv = ray_train_argv("python", num_workers=plan.workers, max_failures=max_failures,
+                          storage=f"{mount}/{RAY_DIR}", name=name, options=plan.train_options())
     job.spec.entrypoint = shlex.join(argv)
     cluster = job.spec.ray_cluster_spec
     for group in [cluster.head_group_spec, *cluster.worker_group_specs]:

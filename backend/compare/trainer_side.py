@@ -5,9 +5,9 @@ TrainJob) and resumed from the newest checkpoint on the volume."""
 from __future__ import annotations
 
 from backend.cluster import Cluster
-from backend.compare import resources
 from backend.compare.cluster_run import OnLines, measure_job
 from backend.compare.figures import ComparisonPlan, Measurement
+from backend.compare.resources import trainer_job
 
 TITLE = "Trainer (TrainJob)"
 SHORT = {"launch_model": "declared TrainJob", "recovery_model": "JobSet restarts group",
@@ -24,7 +24,7 @@ DETAIL = {
 
 async def measure_trainer(cluster: Cluster, plan: ComparisonPlan, name: str, volume: str,
                                on_lines: OnLines | None = None) -> Measurement:
-    job, run = resources.trainer_job(name, plan, volume)
+    job, run = trainer_job(name, plan, volume)
     figures = await measure_job(cluster, plan, job, volume, run, on_lines)
     return Measurement(side="trainer", title=TITLE, **SHORT, **DETAIL, workers=plan.workers,
                        steps=plan.steps, job=name, run_dir=f"{volume}/{run}", **figures)

@@ -36,6 +36,7 @@ KINDS = {k.name: k for k in (
     Kind("StorageClass", "storage.k8s.io", "v1", "storageclasses", False),
     Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims"),
     Kind("Pod", "", "v1", "pods"),
+    Kind("PodMetrics", "metrics.k8s.io", "v1beta1", "pods"),  # read only: kubectl top pod
 )}
 
 FIELD_MANAGER = "kfcockpit"
@@ -174,6 +175,7 @@ _INSTALLED_BY = {
     "jobset.x-k8s.io": f"JobSet is not installed (it comes with Kubeflow Trainer): {INSTALL} trainer",
     "snapshot.storage.k8s.io": f"the VolumeSnapshot CRDs are not installed: {INSTALL} snapshots",
     "ray.io": f"KubeRay is not installed: {INSTALL} kuberay",
+    "metrics.k8s.io": "metrics-server is not installed (kubectl top needs it too)",
 }
 
 

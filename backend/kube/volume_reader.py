@@ -47,7 +47,11 @@ def scan(root: Path) -> dict:
             })
         found = metrics.read(here)
         if found is not None:
-            runs.append(dict(found, run=run))
+            try:
+                written = (here / metrics.FILE_NAME).stat().st_mtime
+            except OSError:
+                written = None
+            runs.append(dict(found, run=run, written=written))
     return {"files": files, "size_bytes": size, "checkpoints": checkpoints, "metrics": runs}
 
 

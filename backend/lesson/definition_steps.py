@@ -18,9 +18,10 @@ from pathlib import Path
 
 from backend.cluster import ClusterError, NotFound
 from backend.lesson.context import Handler, StepContext, line, needs_cluster
+from backend.lesson.evidence import readable
 from backend.lesson.jobs import apply_runtime_and_volume, job_logs
 from backend.lesson.pipeline_runs import find_task, load_run, run_pipeline
-from backend.lesson.progress import write_atomic
+from training.atomic import write_atomic
 from backend.models import Evidence, JobPhase, yaml_documents
 
 # What a package install prints (pip's phases); a pinned image shows none of it.
@@ -132,8 +133,8 @@ async def verify_platform_settings(ctx: StepContext) -> Evidence:
     if not result.ok:
         return ctx.evidence(False, f"the run {result.run_id} ended {result.state.value}: {result.error}")
     resources, selector, problems = _declared(Path(result.file))
-    details = [f"definition {result.file}: worker requests {resources.get('requests')}, limits "
-               f"{resources.get('limits')}, node selector {selector}"]
+    declared = {"requests": resources.get("requests"), "limits": resources.get("limits")}
+    details = [f"definition {result.file}: worker {readable(declared)}, node selector {readable(selector)}"]
     if problems:
         return ctx.evidence(False, f"the definition declares {'; '.join(problems)}", details)
     train, volume_task = find_task(result, "train-job"), find_task(result, "create")
@@ -142,7 +143,7 @@ async def verify_platform_settings(ctx: StepContext) -> Evidence:
     job = await cluster.get_job(name)
     pods = await cluster.list_pods(name)
     written = [c for c in await cluster.checkpoints(volume) if c.valid and c.run == train.outputs.get("run")]
-    details += [f"TrainJob {name}: {job.phase.value}, {len(pods)} worker pods, volumes {job.volumes}",
+    details += [f"TrainJob {name}: {job.phase.value}, {len(pods)} worker pods, volumes {readable(job.volumes)}",
                 f"{len(written)} checkpoints the workers wrote through the mount onto {volume}"]
     if volume not in job.volumes:
         return ctx.evidence(False, f"TrainJob {name} does not mount the run's volume {volume}", details)
@@ -155,7 +156,8 @@ async def verify_platform_settings(ctx: StepContext) -> Evidence:
                        "tasks' own settings")
     return ctx.evidence(True, f"a fresh run from the definition gave TrainJob {name} 2 worker pods "
                               f"mounting {volume} (they wrote {len(written)} checkpoints there), with "
-                              f"requests {resources['requests']} and node selector {selector} declared",
+                              f"requests ({readable(resources['requests'])}) and node selector "
+                              f"{readable(selector)} declared",
                         details)
 
 

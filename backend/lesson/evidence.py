@@ -3,10 +3,13 @@ can be tested on a real log and on a tampered one."""
 
 from __future__ import annotations
 
+import ast
+import re
 import time
 from typing import Iterable
 
 from backend.models import Evidence
+from backend.quantity import size_text
 from training.logfmt import parse_line
 
 
@@ -20,6 +23,50 @@ def clock(epoch: float | None, now: float | None = None) -> str:
     if (when.tm_year, when.tm_yday) == (today.tm_year, today.tm_yday):
         return time.strftime("%H:%M:%S", when)
     return time.strftime("%b %d %H:%M:%S", when)
+
+
+def readable(value: object, key: str = "") -> str:
+    """How evidence spells a value, never as a Python repr: a mapping as "cpu: 500m, memory: 1Gi"
+    (a nested one as "requests (cpu: 500m)"), a list as "a, b", nothing as "none"; a number of bytes
+    (a `*bytes` key) as "1.5 MiB", of seconds (a `*seconds` key) as "12.5 s"."""
+    if isinstance(value, dict):
+        if not value:
+            return "none"
+        parts = []
+        for k, v in value.items():
+            text = readable(v, str(k))
+            parts.append(f"{k} ({text})" if isinstance(v, dict) and v else f"{k}: {text}")
+        return ", ".join(parts)
+    if isinstance(value, (list, tuple, set)):
+        return ", ".join(readable(v) for v in value) if value else "none"
+    if value is None or value == "":
+        return "none"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if key.endswith("bytes"):
+            return size_text(value)
+        if key.endswith("seconds"):
+            return f"{value:.1f} s"
+    return str(value)
+
+
+# A Python dict or list literal inside a line of text (one level of nesting): what evidence saved
+# before `readable` spelled its values holds, e.g. "requests {'cpu': '500m'}".
+_REPR = re.compile(r"\{(?:[^{}]|\{[^{}]*\})*\}|\[[^\[\]]*'[^\[\]]*\]")
+
+
+def respelled(text: str) -> str:
+    """`text` with every Python dict or list repr in it spelled by `readable`; anything that is
+    not a literal (a "[task]" prefix, braces in a message) stays as it is."""
+    def spell(found: re.Match) -> str:
+        try:
+            value = ast.literal_eval(found.group(0))
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return found.group(0)
+        if isinstance(value, dict) and len(value) > 1:
+            return f"({readable(value)})"  # its commas are not the sentence's
+        return readable(value) if isinstance(value, (dict, list)) else found.group(0)
+
+    return _REPR.sub(spell, text) if ("{" in text or "['" in text) else text
 
 
 def _int(value: str | None) -> int | None:

@@ -6,15 +6,14 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass
-from pathlib import Path
 
 from backend.cluster import Cluster
 from backend.lesson.context import StepContext
-from backend.lesson.progress import write_atomic
+from training.atomic import write_atomic
 from backend.models import LogLine, TrainJob, parse_manifests
+from backend.project import MANIFESTS
 from training.logfmt import step_and_loss
 
-MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 VOLUME = "checkpoints"  # manifests/volume.yaml
 MOUNT = "/checkpoints"  # where manifests/trainjob.yaml mounts it
 RECORD = "job.json"

@@ -12,7 +12,7 @@ from backend.cluster import ClusterError
 from backend.lesson.context import Handler, StepContext, job_started, line, needs_cluster
 from backend.lesson.jobs import VOLUME, apply_runtime_and_volume, fresh_name, lesson_trainjob
 from backend.lesson.notes import check_note
-from backend.lesson.progress import write_atomic
+from training.atomic import write_atomic
 from backend.models import Evidence, JobPhase, RunMetrics, Snapshot
 
 WORKER_COUNTS = (1, 2)
@@ -37,10 +37,6 @@ def side_by_side(runs: list[tuple[str, RunMetrics]]) -> str:
     ])
 
 
-def _metrics_of(found: list[RunMetrics], run: str) -> RunMetrics | None:
-    return next((m for m in found if m.run == run or m.run.endswith(f"/{run}")), None)
-
-
 async def run_two_sizes(ctx: StepContext):
     cluster = ctx.require_cluster()
     for result in await apply_runtime_and_volume(cluster):
@@ -60,7 +56,7 @@ async def run_two_sizes(ctx: StepContext):
         write_atomic(ctx.run_dir / RECORD, json.dumps(runs, indent=2) + "\n")
     measured = []
     for run in runs:
-        found = _metrics_of(await cluster.read_metrics(snapshot=run["snapshot"]), run["job"])
+        found = RunMetrics.of_run(await cluster.read_metrics(snapshot=run["snapshot"]), run["job"])
         if found is not None:
             measured.append((run["snapshot"], found))
     table = side_by_side(measured)
@@ -122,7 +118,7 @@ async def verify_snapshots(ctx: StepContext) -> Evidence:
                                        "not exist (deleted?); run step 7 again")
         if not snap.ready:
             return ctx.evidence(False, f"snapshot {snap.name} is not ready yet")
-        metrics = _metrics_of(await cluster.read_metrics(snapshot=snap.name), run["job"])
+        metrics = RunMetrics.of_run(await cluster.read_metrics(snapshot=snap.name), run["job"])
         if metrics is None:
             return ctx.evidence(False, f"snapshot {snap.name} holds no metrics.json of run {run['job']}")
         if metrics.world_size != workers:

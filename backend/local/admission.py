@@ -8,7 +8,7 @@ object is stored, as the CRDs' OpenAPI defaults, CEL rules and the Trainer's web
   the name is an RFC 1035 label; runtimeRef and managedBy are immutable; the runtime must
   exist ("unsupported runtime"); each runtimePatches[].manager is a domain-prefixed path.
 - The shapes the cockpit's own models check (numNodes >= 1, mount paths...) are the models'
-  (backend/models.py) and answer 422 Invalid with the field path.
+  (backend/models/) and answer 422 Invalid with the field path.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def validate_trainjob(kind: Kind, obj: dict[str, Any], old: dict[str, Any] | Non
                      f'{plural} "{ref.get("name")}" not found: specified {which} must be created before the '
                      "TrainJob is created", kind.group)
     problems = []
-    for i, patch in enumerate(spec.get("runtimePatches") or []):
+    for patch in spec.get("runtimePatches") or []:
         manager = patch.get("manager", "") if isinstance(patch, dict) else ""
         problem = domain_prefixed_path_error(manager)
         if problem:

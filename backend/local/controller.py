@@ -139,7 +139,8 @@ class Controller:
         for kind, name, mount in getattr(plan, "projected", []):
             data = resolve(kind, name)
             if data is None:
-                raise InvalidResource(f"volume at {mount}: {kind.lower()} {name!r} not found (CreateContainerConfigError)")
+                raise InvalidResource(f"volume at {mount}: {kind.lower()} {name!r} not found "
+                                      "(CreateContainerConfigError)")
             directory = self.layout.root / "projected" / plan.name / f"{kind.lower()}-{name}"
             volumes.project(directory, data)
             dirs[mount] = str(directory)
@@ -164,8 +165,7 @@ class Controller:
         then a runner for every job, recovered from its status file."""
         self.api.load()
         self._migrate_resource_files()
-        for kind_name, target in (("TrainingRuntime", None), ("ClusterTrainingRuntime", None),
-                                  ("PersistentVolumeClaim", None), ("VolumeSnapshot", None)):
+        for kind_name in ("TrainingRuntime", "ClusterTrainingRuntime", "PersistentVolumeClaim", "VolumeSnapshot"):
             for obj in self.api.store.all_of(self.api.kinds[kind_name]):
                 try:
                     resource = parse_resource(obj, f"stored {kind_name}")
@@ -499,7 +499,7 @@ class Controller:
         if op == "ping":
             return {"pid": os.getpid(), "home": str(self.layout.home), "started": self.started,
                     "jobs": len(self.runners),
-                    "pods_running": sum(1 for r in self.runners.values() for p in r.pods() if p.phase.value == "Running"),
+                    "pods_running": sum(p.phase.value == "Running" for r in self.runners.values() for p in r.pods()),
                     "warm": self.zygotes.status() if self.zygotes else []}
         if op == "up":
             self.prewarm()

@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from typing import Callable
 from pathlib import Path
 
+from backend import project
 from backend.cluster import InvalidResource
 from backend.models import TRAINER_CONTAINER, TrainJob, TrainingRuntime
 
 # Pods run the interpreter and console scripts of this environment ("the image").
 VENV_BIN = str(Path(sys.executable).parent)
-# The project root: the image's working directory, so `-m training.ddp` resolves.
-PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+# The image's working directory, so `-m training.ddp` resolves.
+PROJECT_ROOT = str(project.PROJECT_ROOT)
 
 # Annotation that turns warm start off for a job: its pods then run the command exactly (torchrun).
 WARM_ANNOTATION = "kfcockpit.io/warm-start"
@@ -240,7 +241,7 @@ def rewrite_mounts(value: str, mounts: dict[str, str]) -> str:
     """Replace each mount path (as a whole path prefix) by the directory that backs it."""
     for mount_path in sorted(mounts, key=len, reverse=True):
         pattern = re.compile(r"(^|[=:,])" + re.escape(mount_path.rstrip("/")) + r"(?=/|$|[:,])")
-        value = pattern.sub(lambda m: m.group(1) + mounts[mount_path], value)
+        value = pattern.sub(lambda m, to=mounts[mount_path]: m.group(1) + to, value)
     return value
 
 

@@ -17,7 +17,8 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
-from backend.pipelines.images import LOCK_FILE, PROJECT_ROOT
+from backend.pipelines.images import LOCK_FILE
+from backend.project import PROJECT_ROOT
 
 # Runtime dependencies a pod never uses: they draw the cockpit.
 UI_ONLY = frozenset({"textual", "textual-plotext", "textual-serve"})

@@ -6,12 +6,10 @@ starts without installing anything. manifests/runtime.yaml names the same tag fo
 
 from __future__ import annotations
 
-from pathlib import Path
+from backend.project import MANIFESTS
 
 BASE_IMAGE = "kfcockpit-base:0.1.0"
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-MANIFESTS = PROJECT_ROOT / "manifests"
 IMAGE_DIR = MANIFESTS / "image"
 LOCK_FILE = IMAGE_DIR / "requirements.lock"
 DOCKERFILE = IMAGE_DIR / "Dockerfile"

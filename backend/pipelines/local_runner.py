@@ -20,7 +20,7 @@ from typing import Any
 
 from backend.models import ManifestError
 from backend.pipelines.compiled import COMPILED_FILES, CompiledPipeline
-from backend.pipelines.images import PROJECT_ROOT
+from backend.project import PROJECT_ROOT
 from backend.pipelines.kfp_local_log import KfpLocalLog
 from backend.pipelines.platform import IGNORED_LOCALLY
 from backend.pipelines.results import OnEvent, PipelineEvent, PipelineRunResult, TaskOutcome, TaskState

@@ -23,9 +23,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from backend.models import JobPhase, JobSummary, TrainJob, parse_resource
+from backend.models import JobPhase, JobSummary, RunMetrics, TrainJob, parse_resource
 from backend.pipelines.platform import MOUNT_PATH
 from backend.pipelines.task_log import outputs_line
+from backend.raytrain.entrypoint import ray_train_argv
 from backend.settings import Settings
 
 # Set by the local runner (with KFCOCKPIT_HOME) for the tasks it starts; absent in a cluster pod.
@@ -267,11 +268,11 @@ def compare_runs(snapshot_a: str, run_a: str, snapshot_b: str, run_b: str) -> st
 
 
 async def _run_metrics(cluster, snapshot: str, run: str) -> dict[str, Any]:
-    for m in await cluster.read_metrics(snapshot=snapshot):
-        if m.run == run or m.run.endswith(f"/{run}"):
-            return {"snapshot": snapshot, "run": run, "final_loss": m.final_loss, "steps": m.steps,
-                    "world_size": m.world_size, "wall_seconds": m.wall_seconds}
-    raise RuntimeError(f"snapshot {snapshot} holds no metrics of run {run}")
+    m = RunMetrics.of_run(await cluster.read_metrics(snapshot=snapshot), run)
+    if m is None:
+        raise RuntimeError(f"snapshot {snapshot} holds no metrics of run {run}")
+    return {"snapshot": snapshot, "run": run, "final_loss": m.final_loss, "steps": m.steps,
+            "world_size": m.world_size, "wall_seconds": m.wall_seconds}
 
 
 # ---------------------------------------------------------------- step 8: Ray Train in the task
@@ -286,9 +287,8 @@ def ray_train(volume: str, num_workers: int, steps: int, ckpt_every: int) -> tup
     run = f"ray-{num_workers}w-{secrets.token_hex(3)}"
     # Ray's socket paths must stay short, so its temp dir lives in /tmp, not under the volume.
     with tempfile.TemporaryDirectory(prefix="kfc-ray-", dir="/tmp") as temp_dir:
-        cmd = [sys.executable, "-m", "training.ray_train", "--num-workers", str(num_workers),
-               "--steps", str(steps), "--ckpt-every", str(ckpt_every), "--storage", str(storage),
-               "--name", run, "--temp-dir", temp_dir]
+        cmd = ray_train_argv(sys.executable, num_workers=num_workers, storage=str(storage), name=run,
+                             temp_dir=temp_dir, options={"steps": steps, "ckpt_every": ckpt_every})
         say("$ " + " ".join(cmd[1:]))
         code = subprocess.call(cmd, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     if code != 0:

@@ -10,6 +10,27 @@ from __future__ import annotations
 RAY_TRAIN_MODULE = "training.ray_train"
 
 
+def ray_train_argv(python: str, *, num_workers: int, storage: str, name: str, max_failures: int | None = None,
+                   temp_dir: str | None = None, options: dict[str, object] | None = None) -> list[str]:
+    """The command line of one run of the Ray Train variant: `options` are the loop's own
+    ({"steps": 30} -> --steps 30), as training.ddp takes them too."""
+    argv = [python, "-m", RAY_TRAIN_MODULE, "--num-workers", str(num_workers)]
+    if max_failures is not None:
+        argv += ["--max-failures", str(max_failures)]
+    argv += ["--storage", storage, "--name", name]
+    if temp_dir is not None:
+        argv += ["--temp-dir", temp_dir]
+    return argv + option_args(options or {})
+
+
+def option_args(options: dict[str, object]) -> list[str]:
+    """{"ckpt_every": 5} -> ["--ckpt-every", "5"]: the loop's options as both launchers take them."""
+    args: list[str] = []
+    for key, value in options.items():
+        args += ["--" + key.replace("_", "-"), str(value)]
+    return args
+
+
 def ray_train_args(argv: list[str]) -> list[str] | None:
     """The arguments after `-m training.ray_train`; None when argv runs anything else."""
     try:

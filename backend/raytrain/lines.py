@@ -105,10 +105,3 @@ def python_env(**extra: str) -> dict[str, str]:
     env.update(extra)
     return env
 
-
-def option_args(options: dict[str, object]) -> list[str]:
-    """{"ckpt_every": 5} -> ["--ckpt-every", "5"]: the loop's options as both launchers take them."""
-    args: list[str] = []
-    for key, value in options.items():
-        args += ["--" + key.replace("_", "-"), str(value)]
-    return args

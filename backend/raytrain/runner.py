@@ -8,8 +8,8 @@ private Ray on 127.0.0.1) as a child process with Ray's temp files under the sta
     <home>/ray/drivers/<run>.stderr  the driver's stderr: Ray's own messages
 
 Its stdout is the workers' logfmt lines. While you read `lines()` the run keeps track of the
-current worker group (rank -> pid, restart attempt) from the `event=start` lines; `wait()` returns the driver's exit code once every Ray process of the run is
-gone (stragglers are killed).
+current worker group (rank -> pid, restart attempt) from the `event=start` lines; `wait()`
+returns the driver's exit code once every Ray process of the run is gone (stragglers are killed).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import AsyncIterator
 from backend.cluster import InvalidResource
 from backend.raytrain.groups import WorkerGroups
 from backend.raytrain.leftovers import MARKER, reap_async, run_processes
-from backend.raytrain.lines import LineProcess, TimedLine, option_args, python_env
+from backend.raytrain.entrypoint import ray_train_argv
+from backend.raytrain.lines import LineProcess, TimedLine, python_env
 from backend.raytrain.tempdir import prune_sessions, ray_temp_dir
 from backend.settings import Settings
 from training.ray_train import new_run_name
@@ -43,9 +44,8 @@ class RaySpec:
     name: str = field(default_factory=new_run_name)
 
     def argv(self, temp_dir: Path) -> list[str]:
-        args = [sys.executable, "-m", "training.ray_train", "--num-workers", str(self.num_workers),
-                "--max-failures", str(self.max_failures), "--storage", str(self.storage),
-                "--name", self.name, "--temp-dir", str(temp_dir), *option_args(self.train)]
+        args = ray_train_argv(sys.executable, num_workers=self.num_workers, max_failures=self.max_failures,
+                              storage=str(self.storage), name=self.name, temp_dir=str(temp_dir), options=self.train)
         if self.report_every is not None:
             args += ["--report-every", str(self.report_every)]
         return args

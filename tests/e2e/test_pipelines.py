@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from backend.models import PodPhase, parse_manifests
-from backend.pipelines.images import BASE_IMAGE, MANIFESTS
+from backend.pipelines.images import BASE_IMAGE
+from backend.project import MANIFESTS
 from backend.pipelines.results import TaskState
 from backend.pipelines.runs import run_lesson_pipeline, run_print_pipeline
 from backend.settings import Settings

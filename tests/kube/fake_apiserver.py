@@ -47,6 +47,7 @@ SERVED = {
     ("apis/snapshot.storage.k8s.io/v1", "volumesnapshotclasses"): ("VolumeSnapshotClass", False),
     ("apis/snapshot.storage.k8s.io/v1", "volumesnapshotcontents"): ("VolumeSnapshotContent", False),
     ("apis/storage.k8s.io/v1", "storageclasses"): ("StorageClass", False),
+    ("apis/metrics.k8s.io/v1beta1", "pods"): ("PodMetrics", True),  # metrics-server: tests only list it
 }
 
 PODS = ("api/v1", "pods")
@@ -713,6 +714,16 @@ def set_phase(phase: str, exit_code: int | None = None) -> Callable[[dict], None
     return change
 
 
+def pod_metrics(pod: dict, **usage: dict[str, str]) -> dict:
+    """The PodMetrics metrics-server reports for a pod: container name -> {"cpu", "memory"}."""
+    meta = pod["metadata"]
+    return {"apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
+            "metadata": {"name": meta["name"], "labels": dict(meta.get("labels") or {})},
+            "timestamp": now_rfc3339(), "window": "15s",
+            "containers": [{"name": name, "usage": dict(u)} for name, u in usage.items()]}
+
+
+PODMETRICS = ("apis/metrics.k8s.io/v1beta1", "pods")
 TRAINJOBS = ("apis/trainer.kubeflow.org/v1alpha1", "trainjobs")
 JOBSETS = ("apis/jobset.x-k8s.io/v1alpha2", "jobsets")
 

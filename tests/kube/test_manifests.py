@@ -3,7 +3,7 @@ Kubeflow Trainer resources through the `kubeflow_trainer_api` models (from_dict 
 field: a field the v2.3 API does not have would be dropped, and the round trip would differ),
 core Kubernetes types through kubernetes-validate (strict: unknown fields fail). VolumeSnapshot and
 VolumeSnapshotClass have no schema package on the registries this project can install from, so
-they are checked against the snapshot.storage.k8s.io/v1 types of backend/models.py, with unknown
+they are checked against the snapshot.storage.k8s.io/v1 types of backend/models/core.py, with unknown
 fields refused as the API server's strict field validation does."""
 
 from __future__ import annotations
@@ -139,7 +139,8 @@ def test_install_exits_0_when_every_tool_it_calls_succeeds(tmp_path):
     # git clone ... DIR: leave a deploy script where install.sh runs it.
     (stubs / "git").write_text(f'#!/bin/sh\necho "git $*" >> "{calls}"\nfor last; do :; done\n'
                                'mkdir -p "$last/deploy/kubernetes-latest"\n'
-                               f'printf \'#!/bin/sh\\necho deploy.sh >> "{calls}"\\n\' > "$last/deploy/kubernetes-latest/deploy.sh"\n'
+                               f'printf \'#!/bin/sh\\necho deploy.sh >> "{calls}"\\n\' '
+                               '> "$last/deploy/kubernetes-latest/deploy.sh"\n'
                                'chmod +x "$last/deploy/kubernetes-latest/deploy.sh"\n')
     for stub in stubs.iterdir():
         stub.chmod(0o755)

@@ -36,7 +36,7 @@ def write_checkpoint(directory: Path, step: int, loss: float, truncate: bool = F
 
 
 def write_metrics(directory: Path, final_loss: float) -> None:
-    metrics.write_atomic(directory / metrics.FILE_NAME, {
+    metrics.write_json(directory / metrics.FILE_NAME, {
         "final_loss": final_loss, "steps": 20, "world_size": 2, "wall_seconds": 12.5, "resumes": 1,
         "loss_history": [0.9, final_loss], "launcher": "torchrun"})
 
@@ -90,6 +90,7 @@ async def test_checkpoints_are_read_by_a_pod_that_is_gone_afterwards(api, cluste
 
     (run_metrics,) = await cluster.read_metrics("checkpoints")
     assert (run_metrics.run, run_metrics.final_loss, run_metrics.resumes) == ("lesson-ddp", 0.125, 1)
+    assert run_metrics.written == (run / metrics.FILE_NAME).stat().st_mtime  # the loss chart draws the newest
     assert await cluster.read_metrics() == [run_metrics]  # every volume
     assert api.names(PODS) == []
 

@@ -11,7 +11,8 @@ from packaging.version import Version
 
 from backend.pipelines import image_lock
 from backend.pipelines.compiled import COMPILED_FILES, load_compiled
-from backend.pipelines.images import BASE_IMAGE, DOCKERFILE, LOCK_FILE, MANIFESTS, PROJECT_ROOT, RAY_PACKAGES
+from backend.pipelines.images import BASE_IMAGE, DOCKERFILE, LOCK_FILE, RAY_PACKAGES
+from backend.project import MANIFESTS, PROJECT_ROOT
 
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==(\S+)$")
 

@@ -45,3 +45,14 @@ def test_evidence_moments_read_as_clock_times_never_epoch_seconds(utc):
     assert clock(None, NOW) == "-"
     shown = evidence_content(Evidence(ok=False, checked="c", seen="s", at=NOW - 90), NOW).plain
     assert shown.startswith("✘ not yet at 07:58:30\n") and "1799999" not in shown
+
+
+def test_cpu_and_memory_read_as_kubectl_top_in_the_cells_the_pods_table_gives_them():
+    from tui.format import cpu, memory
+
+    assert [cpu(c) for c in (None, 0.0, 0.25, 0.9996, 1.25, 12.5, 128)] == ["-", "0m", "250m", "1.00", "1.25",
+                                                                            "12.5", "128"]
+    assert [memory(n) for n in (None, 500, 980 * 2**10, 512 * 2**20, 999.6 * 2**20, 1.2 * 2**30, 15 * 2**30)] == [
+        "-", "500", "980Ki", "512Mi", "1.0Gi", "1.2Gi", "15Gi"]
+    assert max(len(memory(n * 1.01)) for n in (2**k for k in range(40))) <= 5
+    assert max(len(cpu(c / 1000)) for c in range(0, 200_000, 7)) <= 4

@@ -99,6 +99,15 @@ async def test_ctrl_k_kills_the_selected_pod_and_the_restart_attempt_goes_to_1(h
         assert screen.pods_table.is_history(selected)  # kept, failed, dimmed
         assert [screen.pods_table.get_row(p.name)[2].plain for p in pods_of(screen, attempt=1)] == ["1", "1"]
         assert screen.following.jobs["kill-me"].restart_attempt == 1
+        table = screen.pods_table  # on screen: CPU and MEM fill in from metrics.k8s.io
+
+        def usage(name: str) -> list[str]:
+            return [table.get_row(name)[table.get_column_index(k)].plain for k in ("cpu", "mem")]
+
+        await wait_until(screen, lambda: all("-" not in usage(p.name)
+                                             for p in pods_of(screen, attempt=1, phase="Running")),
+                         "the new workers' CPU and memory")
+        assert usage(selected) == ["-", "-"]  # the killed pod uses nothing
         await screen.session.cluster.delete("TrainJob", "kill-me")
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from textual.app import App, ComposeResult
 from textual_plotext import PlotextPlot
 
-from backend.models import LogLine
-from tui.widgets.loss_chart import LossChart
+from backend.models import LogLine, RunMetrics
+from tui.widgets.loss_chart import OTHER_RUNS, LossChart
 
 POD0, POD0_AGAIN = "job-node-0-0-aaaaa", "job-node-0-0-ccccc"
 
@@ -81,3 +81,39 @@ async def test_a_redraw_with_the_same_legend_does_not_lay_out_the_screen():
             chart.redraw()
             await pilot.pause()
         assert layouts == []
+
+
+def finished(run: str, written: float, steps: int = 10) -> RunMetrics:
+    return RunMetrics(run=run, final_loss=1 / steps, steps=steps, world_size=2, wall_seconds=1.0,
+                      loss_history=[1 / n for n in range(1, steps + 1)], written=written)
+
+
+async def test_one_curve_per_run_the_followed_jobs_own_file_included_and_only_the_newest_others():
+    app = ChartApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        chart = app.query_one(LossChart)
+        chart.follow_run("lesson-ray")
+        chart.add_lines(killed_at_8_resumed_from_5())  # two workers, two attempts: one run
+        older = [finished(f"lesson-{i}", written=100.0 + i) for i in range(6)]
+        # Ray Train writes the followed job's metrics under <storage>/<run name>: the same run
+        chart.set_finished_runs([*older, finished("lesson-ray/ray-20261130-1", written=200.0)])
+        chart.redraw()
+        await pilot.pause()
+        plot = chart.query_one("#loss-plot", PlotextPlot)
+        assert plot.plt._active.monitor.signals == 1 + OTHER_RUNS
+        assert sorted(chart.series["lesson-ray"]) == list(range(1, 12))  # the live curve, past the restart
+        legend = str(chart.query_one("#loss-legend").render())
+        assert "lesson-ray (followed)" in legend and "ray-20261130-1" not in legend
+        assert all(f"lesson-{i}" in legend for i in (5, 4, 3)) and "lesson-2" not in legend  # the newest
+        assert f"+{6 - OTHER_RUNS} older runs not drawn" in legend
+
+
+async def test_a_job_followed_after_it_finished_is_drawn_from_its_file_once():
+    app = ChartApp()
+    async with app.run_test(size=(100, 30)):
+        chart = app.query_one(LossChart)
+        chart.set_finished_runs([finished("lesson-ray/ray-1", written=1.0), finished("lesson-ray/ray-2", 2.0, 12)])
+        chart.follow_run("lesson-ray")
+        assert list(chart.series) == ["lesson-ray"] and len(chart.series["lesson-ray"]) == 12  # the newest run
+        chart.add_lines([step(POD0, 100.0 + n, n) for n in range(1, 4)])  # a new run of the job: its lines only
+        assert sorted(chart.series["lesson-ray"]) == [1, 2, 3]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from textual.app import App, ComposeResult
 
 from backend.models import DRIVER_RANK, Pod, PodEvent, PodEventType, PodPhase
@@ -51,3 +53,66 @@ async def test_a_cursor_moved_down_follows_its_pod_through_a_resort():
         table.apply(PodEvent(type=PodEventType.ADDED, pod=pod("ray-lesson-worker-0-ddddd", 0, attempt=1)))
         await pilot.pause()
         assert table.selected_pod == "ray-lesson-worker-1-bbbbb"
+
+
+async def test_cpu_and_mem_fill_in_from_metrics_readings_and_show_unknown_without():
+    from backend.models import PodUsage
+    from tui.live import sample
+
+    readings = [{"job-node-0-0-aaaaa": PodUsage(pod="job-node-0-0-aaaaa", cpu_cores=0.25, memory_bytes=1.2 * 2**30)},
+                None]
+    app = TableApp()
+    async with app.run_test(size=(120, 10)) as pilot:
+        table = app.query_one(PodsTable)
+        table.reset("job")
+        for name, rank in (("job-node-0-0-aaaaa", 0), ("job-node-0-1-bbbbb", 1)):
+            table.apply(PodEvent(type=PodEventType.ADDED, pod=Pod(
+                name=name, job="job", rank=rank, phase=PodPhase.RUNNING, created=50.0)))
+        await pilot.pause()
+        assert table.wants_usage
+        cells = lambda row: [table.get_row_at(row)[table.get_column_index(k)].plain for k in ("cpu", "mem")]  # noqa: E731
+        assert cells(0) == ["-", "-"]
+        shown = asyncio.Queue()
+
+        async def read():
+            return readings.pop(0)
+
+        def show(usage):
+            table.show_usage(usage)
+            shown.put_nowait(usage)
+
+        worker = app.run_worker(sample(read, show, every=0.01, wanted=lambda: table.wants_usage, absent_every=60))
+        await asyncio.wait_for(shown.get(), 5)
+        assert cells(0) == ["250m", "1.2Gi"]
+        assert cells(1) == ["-", "-"]  # not sampled yet
+        await asyncio.wait_for(shown.get(), 5)  # no metrics-server: unknown again, not zero
+        assert cells(0) == ["-", "-"]
+        worker.cancel()
+
+
+async def test_a_narrow_table_drops_whole_columns_and_keeps_the_ones_that_matter():
+    from tui.widgets.pods_table import columns_for
+
+    assert "cpu" in columns_for(120) and "age" in columns_for(120)
+    assert columns_for(66) == ("pod", "rank", "attempt", "phase", "reason", "step", "loss", "cpu", "mem")
+    assert columns_for(60) == ("pod", "rank", "attempt", "phase", "reason", "step", "cpu", "mem")
+    # the pods panel of the one-screen grid at 120x36, and the pods tab beside the checklist at 80x24
+    assert columns_for(47) == ("pod", "rank", "attempt", "phase", "step", "cpu", "mem")
+    assert columns_for(30) == ("pod", "rank", "attempt", "phase", "step")  # too narrow: never cut short
+    app = TableApp()
+    async with app.run_test(size=(60, 10)) as pilot:
+        table = app.query_one(PodsTable)
+        table.reset("job")
+        table.apply(PodEvent(type=PodEventType.ADDED, pod=pod("job-node-0-0-aaaaa", 0)))
+        await pilot.pause()
+        assert table.shown_columns == columns_for(table.size.width)
+        assert "age" not in table.shown_columns
+        assert table.virtual_size.width <= table.size.width  # nothing scrolls off to the right
+        await pilot.resize_terminal(38, 10)
+        await pilot.pause()
+        assert "mem" not in table.shown_columns
+        table.show_usage({})  # a reading for columns the table dropped changes nothing
+        await pilot.resize_terminal(140, 10)
+        await pilot.pause()
+        assert "age" in table.shown_columns and "cpu" in table.shown_columns
+        assert table.selected_pod == "job-node-0-0-aaaaa"

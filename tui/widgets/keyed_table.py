@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from rich.text import Text
 from textual.widgets import DataTable
 
 
@@ -16,7 +17,15 @@ class KeyedTable(DataTable):
         self._rows: dict[str, tuple[Any, ...]] = {}
 
     def on_mount(self) -> None:
-        for key, header, width in self._column_spec:
+        if not self.columns:  # a subclass may have laid them out already
+            self.set_columns(self._column_spec)
+
+    def set_columns(self, columns: tuple[tuple[str, str, int | None], ...]) -> None:
+        """Show these columns instead (a layout change): the table is emptied; sync() refills it."""
+        self._column_spec = columns
+        self._rows.clear()
+        self.clear(columns=True)
+        for key, header, width in columns:
             self.add_column(header, key=key, width=width)
 
     @property
@@ -30,8 +39,10 @@ class KeyedTable(DataTable):
         row_key, _ = self.coordinate_to_cell_key((self.cursor_row, 0))
         return row_key.value
 
-    def sync(self, rows: Mapping[str, tuple[Any, ...]]) -> None:
-        """Make the table show exactly `rows` (key → cells in column order), in that order for new keys."""
+    def sync(self, rows: Mapping[str, tuple[Any, ...]]) -> bool:
+        """Make the table show exactly `rows` (key → cells in column order), in that order for new
+        keys; only changed cells are written. Whether rows came or went (a sorted table re-sorts)."""
+        changed = any(k not in rows for k in self._rows) or any(k not in self._rows for k in rows)
         for gone in [k for k in self._rows if k not in rows]:
             del self._rows[gone]
             self.remove_row(gone)
@@ -40,8 +51,17 @@ class KeyedTable(DataTable):
             old = self._rows.get(key)
             if old is None:
                 self.add_row(*cells, key=key)
-            elif old != cells:
+            else:
                 for column, before, after in zip(column_keys, old, cells):
-                    if before != after:
+                    if not _same(before, after):
                         self.update_cell(key, column, after)
             self._rows[key] = cells
+        return changed
+
+
+def _same(before: Any, after: Any) -> bool:
+    """Cell equality that sees style: rich's Text == compares the text and spans only, and a row
+    that turns dim must be redrawn."""
+    if isinstance(before, Text) and isinstance(after, Text):
+        return before.plain == after.plain and before.style == after.style and before.spans == after.spans
+    return before == after

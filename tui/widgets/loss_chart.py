@@ -1,6 +1,13 @@
-"""Loss curves, one per run: the followed job live (from its rank-0 step lines) and finished runs
-(from their metrics.json). Redraws at most a few times a second, and only when it is on screen:
-plotting is the slowest thing this screen draws.
+"""Loss curves, one per run: the followed job live (from its rank-0 step lines: every worker and
+every restart attempt of the job is one curve) and finished runs (from their metrics.json).
+Redraws at most a few times a second, and only when it is on screen: plotting is the slowest thing
+this screen draws.
+
+The followed job's own metrics.json (`<job>`, or Ray Train's `<job>/<run name>`) is its curve, not
+another one: it fills the curve of a job that finished before it was followed, and its first live
+line replaces what came from there. A checkpoint volume holds every run of the lesson; beside the
+followed one only the newest OTHER_RUNS are drawn, faint, and the legend counts the rest: seven
+curves on one small plot is a tangle, not a comparison.
 
 A restart of the followed job is a vertical line at the step its new group resumed from (the
 workers' `event=resumed from_step=N`, or a step that comes again without one: a restart from
@@ -27,6 +34,7 @@ MARKERS = ("braille", "dot", "+", "x", "o")
 # How each marker reads in the legend line (plotext draws "dot" as •, braille as dots in a cell).
 MARKER_GLYPHS = {"braille": "⠒", "dot": "•"}
 RESTART_GLYPH = "│"
+OTHER_RUNS = 3  # finished runs drawn beside the followed one (the newest by their metrics.json)
 
 
 # Curve colours given explicitly (textual-plotext's own sequence) so the legend line can show them.
@@ -56,6 +64,8 @@ class LossChart(Vertical, can_focus=True):
         self.series: dict[str, dict[int, float]] = {}  # run → step → loss (a resumed step overwrites)
         self.live_run: str | None = None
         self.restarts: dict[str, set[int]] = {}  # run → steps a restarted group resumed from
+        self.written: dict[str, float] = {}  # finished run → when its metrics.json was written
+        self._from_metrics: set[str] = set()  # the followed curve came from metrics.json so far
         self._last: dict[str, tuple[float, int]] = {}  # run → (time, step) of its newest rank-0 line
         self._dirty = False
         self._legend: list = []
@@ -75,6 +85,15 @@ class LossChart(Vertical, can_focus=True):
     def follow_run(self, run: str | None) -> None:
         self.live_run = run
         if run is not None:
+            # The job's own runs read before it was followed are its curve now, not others.
+            own = sorted((r for r in self.series if r != run and self._curve_of(r) == run),
+                         key=lambda r: self.written.get(r, 0.0))
+            if own and not self.series.get(run):
+                self.series[run], self.written[run] = self.series[own[-1]], self.written.get(own[-1], 0.0)
+                self._from_metrics.add(run)
+            for r in own:
+                del self.series[r]
+                self.written.pop(r, None)
             self.series.setdefault(run, {})
             self.restarts.setdefault(run, set())
         self._dirty = True
@@ -84,6 +103,9 @@ class LossChart(Vertical, can_focus=True):
         run = self.live_run
         if run is None:
             return
+        if run in self._from_metrics and any(line.step is not None and line.rank == 0 for line in batch):
+            self._from_metrics.discard(run)  # live lines from now on: an older run's file is not this run
+            self.series[run] = {}
         points = self.series.setdefault(run, {})
         restarts = self.restarts.setdefault(run, set())
         # (time, step) of the newest rank-0 line: a step that comes again later in time is a new
@@ -111,14 +133,23 @@ class LossChart(Vertical, can_focus=True):
             self.series[run] = {s: points[s] for s in sorted(points)[::2]}
 
     def set_finished_runs(self, metrics: Iterable["RunMetrics"]) -> None:
-        for m in metrics:
-            if m.run == self.live_run and self.series.get(m.run):
+        for m in sorted(metrics, key=lambda m: m.written or 0.0):  # the newest of a job's runs wins
+            run = self._curve_of(m.run)
+            if not m.loss_history or (run == self.live_run and run not in self._from_metrics
+                                      and self.series.get(run)):
                 continue  # the live curve has every step already
-            if m.loss_history:
-                self.series[m.run] = {i + 1: v for i, v in enumerate(m.loss_history)}
-                self._dirty = True
+            if run == self.live_run:
+                self._from_metrics.add(run)
+            self.series[run] = {i + 1: v for i, v in enumerate(m.loss_history)}
+            self.written[run] = m.written or 0.0
+            self._dirty = True
         if self._dirty:  # finished runs arrive once: draw them now, not at the next tick
             self.call_after_refresh(self._redraw_if_needed)
+
+    def _curve_of(self, run: str) -> str:
+        """The curve a run directory belongs to: the followed job's own run is the followed curve."""
+        live = self.live_run
+        return live if live is not None and (run == live or live in run.split("/")) else run
 
     # ------------------------------------------------------------------ drawing
 
@@ -138,14 +169,23 @@ class LossChart(Vertical, can_focus=True):
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
+        followed = [self.live_run] if self.live_run in runs else []
+        others = sorted((r for r in runs if r != self.live_run), key=lambda r: self.written.get(r, 0.0),
+                        reverse=True)
+        shown = others[:OTHER_RUNS + (0 if followed else 1)]
         keys: list = []
-        for i, (run, points) in enumerate(sorted(runs.items(), key=lambda kv: kv[0] != self.live_run)):
+        for i, run in enumerate(followed + shown):
+            points = runs[run]
             steps = sorted(points)
             marker = MARKERS[i % len(MARKERS)]
             colour = CURVE_COLOURS[i % len(CURVE_COLOURS)]
+            if followed and run != self.live_run:
+                colour = _faint(colour)
             plt.plot(steps, [points[s] for s in steps], marker=marker, color=colour)  # no label: no legend on the data
             label = f"{run} (followed)" if run == self.live_run else run
             keys += [(MARKER_GLYPHS.get(marker, marker), f"bold rgb{colour}"), f" {label}   "]
+        if len(others) > len(shown):
+            keys += [(f"+{len(others) - len(shown)} older runs not drawn   ", "dim")]
         restarts = sorted(self.restarts.get(self.live_run, ())) if self.live_run in runs else []
         for step in restarts:
             plt.vline(step)
@@ -161,3 +201,8 @@ class LossChart(Vertical, can_focus=True):
     @property
     def is_on_screen(self) -> bool:
         return self.display and self.region.area > 0
+
+
+def _faint(colour: tuple[int, int, int]) -> tuple[int, int, int]:
+    """A finished run beside the followed one: the same hue, darker, so the followed curve leads."""
+    return tuple(int(c * 0.55) for c in colour)  # type: ignore[return-value]

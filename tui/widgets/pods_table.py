@@ -3,7 +3,12 @@ watch events (k9s style: the table is never rebuilt, so the cursor and scroll st
 
 The platform deletes a failed group's pods when it recreates the group (JobSet), and the watch
 says DELETED; the table keeps those rows as history, dimmed, below the live group, with how each
-ended: a kill is what the lesson is about, and it must stay visible after the new group is up."""
+ended: a kill is what the lesson is about, and it must stay visible after the new group is up.
+
+CPU and MEM are each pod's usage from metrics.k8s.io (`kubectl top pod`), handed in every few
+seconds by `show_usage` ("-" where unknown: no metrics-server, or not sampled yet). A narrow table
+drops its least telling columns (it never cuts a value short): the columns are chosen again when
+its width changes."""
 
 from __future__ import annotations
 
@@ -11,17 +16,15 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from rich.text import Text
-from textual.widgets import DataTable
-from textual.widgets.data_table import CellDoesNotExist
 
 from tui import format as fmt
 from tui.format import short_name
+from tui.widgets.keyed_table import KeyedTable
 
 if TYPE_CHECKING:
-    from backend.models import Pod, PodEvent
+    from backend.models import Pod, PodEvent, PodUsage
 
-# (key, header, width). Ordered by what a learner looks at first: at 80 columns the last ones
-# scroll off to the right rather than squeezing the pod name.
+# (key, header, width), in the order shown.
 COLUMNS = (
     ("pod", "POD", 7),
     ("rank", "RANK", 4),
@@ -30,38 +33,69 @@ COLUMNS = (
     ("reason", "REASON", 10),
     ("step", "STEP", 5),
     ("loss", "LOSS", 8),
+    ("cpu", "CPU", 4),
+    ("mem", "MEM", 5),
     ("age", "AGE", 5),
 )
+# What goes first when the table is too narrow for every column (the grid's pods panel at 120x36
+# and the tabs beside the checklist at 80x24 are ~47 cells): the age (the job bar has the job's),
+# the loss (every rank prints the same all-reduced loss; the job bar and the chart show it), the
+# reason (the phase still says a pod failed), then memory and CPU. Pod, rank, attempt, phase and
+# step always stay (the sort and a kill need the first three).
+DROP_ORDER = ("age", "loss", "reason", "mem", "cpu")
+GAP = 1  # cells between columns: DataTable's padding (1 each side) would cost a column at ~47
+USAGE_SECONDS = 3.0  # how often CPU and MEM are read while the table is on screen
 HISTORY_ROWS = 12  # rows of ended attempts kept below the live group (the oldest go first)
 
 
-class PodsTable(DataTable):
-    """Rows keyed by pod name. Older restart attempts stay visible, dimmed, below the live group."""
+class PodsTable(KeyedTable):
+    """Rows keyed by pod name, drawn from what the watch said (`pods`, `gone`, `usage`): each
+    change recomputes the rows and KeyedTable writes only the cells that differ. Older restart
+    attempts stay visible, dimmed, below the live group."""
 
     DEFAULT_CSS = "PodsTable { height: 1fr; scrollbar-size: 1 1; }"
 
     def __init__(self, clock: Callable[[], float] = time.time, **kwargs) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        super().__init__(COLUMNS, zebra_stripes=False, cell_padding=0, **kwargs)
         self.clock = clock
         self.job: str | None = None
         self.pods: dict[str, "Pod"] = {}
         self.gone: dict[str, None] = {}  # pods the platform deleted, oldest first: history rows
         self.latest_attempt = 0
+        self.usage: dict[str, "PodUsage"] = {}  # the newest metrics.k8s.io reading, by pod
+        self.shown_columns: tuple[str, ...] = ()
 
     def on_mount(self) -> None:
-        for key, header, width in COLUMNS:
-            self.add_column(header, key=key, width=width)
+        self._lay_out_columns(columns_for(self.size.width or 200))
         self.set_interval(1.0, self.tick)
+
+    def on_resize(self) -> None:
+        wanted = columns_for(self.size.width)
+        if wanted != self.shown_columns:
+            self._lay_out_columns(wanted)
+
+    def _lay_out_columns(self, keys: tuple[str, ...]) -> None:
+        """Rebuild with these columns (a width change, not an event: rows and cursor come back)."""
+        selected = self.selected_pod
+        self.shown_columns = keys
+        self.set_columns(tuple((key, header, width + GAP) for key, header, width in COLUMNS if key in keys))
+        self._show()
+        if selected in self.pods:
+            self.move_cursor(row=self.get_row_index(selected), animate=False)
+
+    @property
+    def wants_usage(self) -> bool:
+        """Worth reading metrics for: a job is followed and the table is on screen."""
+        return self.job is not None and self.is_on_screen
+
+    def show_usage(self, usage: "dict[str, PodUsage] | None") -> None:
+        """A metrics.k8s.io reading (None: none to be had); pods it lacks show "-"."""
+        self.usage = dict(usage or {})
+        self._show()
 
     @property
     def selected_pod(self) -> str | None:
-        if not self.pods or self.cursor_row < 0 or self.cursor_row >= self.row_count:
-            return None
-        try:
-            key, _ = self.coordinate_to_cell_key((self.cursor_row, 0))
-        except CellDoesNotExist:
-            return None
-        return key.value
+        return self.selected_key
 
     def is_history(self, name: str) -> bool:
         return name in self.gone
@@ -70,39 +104,23 @@ class PodsTable(DataTable):
         """Another job: its pods arrive from the new watch (list first, then changes). The same
         job's watch reopened (keep_history) lists its live pods again; the deleted ones stay."""
         if keep_history and job == self.job:
-            for name in [n for n in self.pods if n not in self.gone]:
-                del self.pods[name]
-                self.remove_row(name)
-            return
-        self.job = job
-        self.pods.clear()
-        self.gone.clear()
-        self.latest_attempt = 0
-        self.clear()
+            self.pods = {name: pod for name, pod in self.pods.items() if name in self.gone}
+        else:
+            self.job = job
+            self.pods.clear()
+            self.gone.clear()
+            self.latest_attempt = 0
+            self.usage.clear()
+        self._show()
 
     def apply(self, event: "PodEvent") -> None:
         pod = event.pod
         if event.type.value == "DELETED":
             self._ended(pod)
-            return
-        if pod.name in self.gone:
-            return  # a late event for a pod already deleted
-        known = pod.name in self.pods
-        self.pods[pod.name] = pod
-        newer_group = pod.restart_attempt > self.latest_attempt
-        if newer_group:
-            self.latest_attempt = pod.restart_attempt
-        if known:
-            for key, value in self._cells(pod).items():
-                self.update_cell(pod.name, key, value)
-        else:
-            self.add_row(*self._cells(pod).values(), key=pod.name)
-            self._order()
-        if newer_group:  # the previous group is history now: dim it
-            for name, old in self.pods.items():
-                if old.restart_attempt < self.latest_attempt:
-                    for key, value in self._cells(old).items():
-                        self.update_cell(name, key, value)
+        elif pod.name not in self.gone:  # else a late event for a pod already deleted
+            self.pods[pod.name] = pod
+            self.latest_attempt = max(self.latest_attempt, pod.restart_attempt)  # older groups dim
+        self._show()
 
     def _ended(self, pod: "Pod") -> None:
         """DELETED: keep the row as history, with how the pod ended."""
@@ -113,30 +131,26 @@ class PodsTable(DataTable):
         if pod.phase.value not in ("Succeeded", "Failed"):
             update["phase"] = type(pod.phase)("Failed")
             update["reason"] = pod.reason or before.reason or "Deleted"
-        pod = pod.model_copy(update=update) if update else pod
         if pod.last_step is None and before.last_step is not None:
-            pod = pod.model_copy(update={"last_step": before.last_step, "last_loss": before.last_loss})
-        self.pods[pod.name] = pod
+            update.update(last_step=before.last_step, last_loss=before.last_loss)
+        if pod.finished is None:  # its age stops where it was deleted
+            update["finished"] = self.clock()
+        self.pods[pod.name] = pod.model_copy(update=update) if update else pod
         self.gone[pod.name] = None
-        for key, value in self._cells(pod).items():
-            self.update_cell(pod.name, key, value)
         while len(self.gone) > HISTORY_ROWS:
             oldest = next(iter(self.gone))
             del self.gone[oldest]
             del self.pods[oldest]
-            self.remove_row(oldest)
-        self._order()
 
     def tick(self) -> None:
-        """Ages move with the clock, not with events."""
-        now = self.clock()
-        for name, pod in self.pods.items():
-            if pod.finished is not None or name in self.gone:
-                continue  # an ended pod's age stops moving
-            try:
-                self.update_cell(name, "age", self._styled(fmt.age(now - pod.created), pod))
-            except CellDoesNotExist:
-                pass
+        """Ages move with the clock, not with events (an ended pod's age stops)."""
+        self._show()
+
+    def _show(self) -> None:
+        if not self.shown_columns:
+            return  # not laid out yet: on_mount shows what arrived by then
+        if self.sync({name: tuple(self._cells(pod).values()) for name, pod in self.pods.items()}):
+            self._order()
 
     def _order(self) -> None:
         # A cursor on the top row stays on top (the newest group's rank 0); one the learner moved
@@ -157,9 +171,11 @@ class PodsTable(DataTable):
         return Text(value, style=style, no_wrap=True, overflow="ellipsis")
 
     def _cells(self, pod: "Pod") -> dict[str, Text]:
+        """The shown columns' cells of a pod, in column order."""
         phase = pod.phase.value
         now = self.clock()
-        return {
+        usage = self.usage.get(pod.name) if pod.phase.value == "Running" else None
+        cells = {
             "pod": self._styled(short_name(pod.name, self.job), pod),
             "rank": self._styled(fmt.rank_label(pod.rank), pod),
             "attempt": self._styled(str(pod.restart_attempt), pod, "bold" if pod.restart_attempt else ""),
@@ -167,8 +183,28 @@ class PodsTable(DataTable):
             "reason": self._styled(_reason(pod), pod),
             "step": self._styled(fmt.step(pod.last_step), pod),
             "loss": self._styled(fmt.loss(pod.last_loss), pod),
+            "cpu": self._styled(fmt.cpu(usage.cpu_cores if usage else None), pod),
+            "mem": self._styled(fmt.memory(usage.memory_bytes if usage else None), pod),
             "age": self._styled(fmt.age((pod.finished or now) - pod.created), pod),
         }
+        return {key: cell for key, cell in cells.items() if key in self.shown_columns}
+
+
+def columns_for(width: int) -> tuple[str, ...]:
+    """The columns that fit in `width` cells: DROP_ORDER's first go until the rest fit, then
+    any of those that still fits comes back, the most telling first."""
+    widths = {key: cells + GAP for key, _, cells in COLUMNS}
+    keys = set(widths)
+    dropped = []
+    for key in DROP_ORDER:
+        if sum(widths[k] for k in keys) <= width:
+            break
+        keys.discard(key)
+        dropped.append(key)
+    for key in reversed(dropped):
+        if sum(widths[k] for k in keys) + widths[key] <= width:
+            keys.add(key)
+    return tuple(key for key, _, _ in COLUMNS if key in keys)
 
 
 def _reason(pod: "Pod") -> str:

@@ -30,15 +30,16 @@ OUTPUT_LINES = 500  # per step; a run prints progress, not training logs (those 
 def evidence_content(evidence: "Evidence | None", now: float) -> Content:
     if evidence is None:
         return Content.styled("not checked yet · press v to check", "dim")
-    from backend.lesson.evidence import clock
+    from backend.lesson.evidence import clock, respelled
 
     mark = ("✔ passed", "bold $success") if evidence.ok else ("✘ not yet", "bold $error")
     # The clock time, not "3m ago": the card is drawn when the step is shown and would go stale.
     when = f" at {clock(evidence.at, now)}" if evidence.at else ""
-    parts: list = [mark, (when, "dim"), "\n", ("checked ", "bold"), evidence.checked, "\n",
-                   ("seen ", "bold"), evidence.seen]
+    # respelled: evidence saved before verifies spelled their values may hold Python reprs
+    parts: list = [mark, (when, "dim"), "\n", ("checked ", "bold"), respelled(evidence.checked), "\n",
+                   ("seen ", "bold"), respelled(evidence.seen)]
     for detail in evidence.details:
-        parts += ["\n  · ", detail]
+        parts += ["\n  · ", respelled(detail)]
     return Content.assemble(*parts)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from tui.cockpit.part import Part
+from tui.screens.cockpit.part import Part
 
 CHECKPOINT_REFRESH_SECONDS = 3.0  # at most this often while a job writes checkpoints
 

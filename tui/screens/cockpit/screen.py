@@ -3,7 +3,7 @@ timeline, loss, checkpoints: all at once on a large terminal, as tabs on a small
 screens/panels.py), a job bar on top and the footer below.
 
 This is the composition root, where the backend meets the widgets: it lays them out, opens the
-session, routes every message and key to the part of the cockpit it concerns (`tui/cockpit/`:
+session, routes every message and key to the part of the cockpit it concerns (this package:
 following a job, the lesson, storage, pod actions), and holds the one net under every worker.
 The parts run workers that call the Cluster and the Lesson and hand what they get to widgets by
 method calls; widgets report what the learner did with messages. A user error
@@ -27,10 +27,10 @@ from textual.worker import Worker, WorkerState
 
 from backend.errors import USER_ERRORS, one_line
 from tui import actions
-from tui.cockpit.following import GOODPUT_SECONDS, Following
-from tui.cockpit.lesson import LessonDriver
-from tui.cockpit.pods import PodActions
-from tui.cockpit.storage import Storage
+from tui.screens.cockpit.following import GOODPUT_SECONDS, Following
+from tui.screens.cockpit.lesson import LessonDriver
+from tui.screens.cockpit.pods import PodActions
+from tui.screens.cockpit.storage import Storage
 from tui.live import LOST, Backoff
 from tui.widgets.checklist import Checklist
 from tui.widgets.job_bar import JobBar

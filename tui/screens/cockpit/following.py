@@ -7,7 +7,8 @@ job bar and the timeline at most `GOODPUT_SECONDS` apart: its time parts grow wh
 even when no line arrives.
 
 Every watch runs through `live.keep_open` in a worker of its own group, exclusive: following
-another job cancels the old job's pod and log watches. Each pod event and log batch is handed,
+another job cancels the old job's pod and log watches (and the pods' usage sampling, the one
+reading that cannot be watched, `live.sample`). Each pod event and log batch is handed,
 once, to every model fed from it (pods table, logs, loss chart, failure timeline); none of them
 asks the cluster again.
 """
@@ -17,8 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, AsyncIterator
 
 from backend.errors import NotFound, one_line
-from tui.cockpit.part import Part
-from tui.live import keep_open
+from tui.screens.cockpit.part import Part
+from tui.live import keep_open, sample
 
 if TYPE_CHECKING:
     from backend.models import JobSummary, LogLine, Pod, PodEvent
@@ -109,6 +110,7 @@ class Following(Part):
             screen.timeline.model.job_seen(self.jobs[job])
         screen.loss_chart.follow_run(job)
         self.watch_pods(job)
+        self.sample_usage(job)
         self.stream_logs(job)
         self.changed("follow")
 
@@ -156,6 +158,17 @@ class Following(Part):
             if before is None or before.last_step != pod.last_step:
                 screen.storage.checkpoints_changed_soon()
         self.changed("pods")
+
+    def sample_usage(self, job: str):
+        return self.run(self._sample_usage(job), group="usage", exclusive=True)
+
+    async def _sample_usage(self, job: str) -> None:
+        """The pods' CPU and memory (metrics.k8s.io is read, not watched) while the table shows."""
+        from tui.widgets.pods_table import USAGE_SECONDS
+
+        table = self.screen.pods_table
+        await sample(lambda: self.screen.session.cluster.pod_usage(job), table.show_usage,
+                     every=USAGE_SECONDS, wanted=lambda: table.wants_usage)
 
     def _mark_in_logs(self, event: "PodEvent", before: "Pod | None", latest: int) -> None:
         """A separator in the merged logs where a worker failed and where a new group started:

@@ -3,7 +3,7 @@ learner can see, asked first unless the preferences say not to), or read its lin
 
 from __future__ import annotations
 
-from tui.cockpit.part import Part
+from tui.screens.cockpit.part import Part
 
 
 class PodActions(Part):

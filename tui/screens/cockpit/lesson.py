@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from backend.errors import USER_ERRORS, one_line
-from tui.cockpit.part import Part
+from tui.screens.cockpit.part import Part
 
 if TYPE_CHECKING:
     from backend.models import Evidence

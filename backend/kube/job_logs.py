@@ -1,0 +1,80 @@
+"""A job's log: every pod's lines merged in time order, as batches. Followed, it reads each pod
+from its first line as pods appear (a restarted group's too) and ends once the job has finished
+and every pod's log has ended; not followed, it reads what every pod printed so far, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import AsyncIterator
+
+from backend.cluster import ClusterError
+from backend.kube.job_ops import JobOps
+from backend.kube.pod_ops import PodOps
+from backend.kube.threads import Ended, cancel_all, drain, pump
+from backend.models import LogLine
+
+# Lines per batch when a whole (not followed) log is handed over.
+LOG_BATCH = 5000
+
+
+async def stream_logs(jobs: JobOps, pods: PodOps, job: str, follow: bool = True) -> AsyncIterator[list[LogLine]]:
+    await jobs.get(job)  # NotFound before anything starts
+    selectors = await pods.selectors(job, wait=follow)
+    if not follow:
+        async for batch in _whole_logs(pods, selectors):
+            yield batch
+        return
+    queue: asyncio.Queue = asyncio.Queue()
+    followers = pods.followers(queue)
+    tasks = [pump(pods.watches.pods(selectors), queue, "pod"),
+             pump(jobs.summaries(job), queue, "job")]
+    finished = False
+    try:
+        while True:
+            items = await drain(queue)
+            batch: list[LogLine] = []
+            for tag, item in items:
+                if isinstance(item, Ended):
+                    if item.error is not None:
+                        raise item.error
+                    if tag != "log":
+                        raise ClusterError(f"the {tag} watch of job {job} ended")
+                elif tag == "pod" and item.type in ("ADDED", "MODIFIED"):
+                    followers.start(item.object)
+                elif tag == "job" and item.phase.finished and not finished:
+                    finished = True
+                    # Pods that started after the last pod event we saw: read them too.
+                    for raw in await pods.raw(selectors):
+                        followers.start(raw)
+                elif tag == "log":
+                    batch.extend(item)
+            if batch:
+                batch.sort(key=lambda line: line.time)
+                yield batch
+            if finished and followers.idle():
+                return
+    finally:
+        await cancel_all(tasks)
+        await followers.close()
+
+
+async def _whole_logs(pods: PodOps, selectors: list[str]) -> AsyncIterator[list[LogLine]]:
+    queue: asyncio.Queue = asyncio.Queue()
+    followers = pods.followers(queue)
+    try:
+        for raw in await pods.raw(selectors):
+            followers.start(raw, follow=False)
+        lines: list[LogLine] = []
+        while not followers.idle() or not queue.empty():
+            _, item = await queue.get()
+            if isinstance(item, Ended):
+                if item.error is not None:
+                    raise item.error
+            else:
+                lines.extend(item)
+    finally:
+        await followers.close()
+    lines.sort(key=lambda line: line.time)
+    for start in range(0, len(lines), LOG_BATCH):
+        yield lines[start:start + LOG_BATCH]
