@@ -47,6 +47,9 @@ class ScriptedCluster:
         while True:
             yield await self.logs.get()
 
+    async def pod_usage(self, job: str):
+        return None  # no metrics-server
+
     async def volumes(self):
         return []
 
