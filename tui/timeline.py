@@ -104,6 +104,13 @@ def _int(value: str | None) -> int | None:
         return None
 
 
+def _seconds(value: str) -> float:
+    try:
+        return float(value) if value else 0.0
+    except ValueError:
+        return 0.0
+
+
 class FailureTimeline:
     def __init__(self, job: str | None = None) -> None:
         self.job = job  # only to shorten pod names
@@ -221,7 +228,10 @@ class FailureTimeline:
             return None
         if failed:
             first = min(failed, key=lambda p: p.ended)
-            t0 = first.ended
+            # A survivor saves because the failure happened: it was there by the time the save
+            # began (as backend.goodput counts it), even when the pod's end is seen later (a
+            # whole-second stamp is timed by when its event arrived, and events lag lines).
+            t0 = min([first.ended] + [at - _seconds(took) for p in old for at, _, _, took in p.saves])
             moments = [Moment(t0, f"failure seen: pod {short_name(first.name, self.job)} (rank "
                                   f"{first.rank}) {first.why}", "failure")]
         else:  # the new group is here but the failure itself was never seen (joined late)

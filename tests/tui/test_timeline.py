@@ -106,3 +106,20 @@ def test_goodput_is_fed_with_the_timeline_and_counted_again_when_the_lines_come_
     assert t.goodput_report(now=99.0).total == 10.0
     t.reset(None)
     assert t.goodput_report(now=99.0) is None
+
+
+def test_a_survivors_save_seen_before_the_failed_pods_event_still_comes_after_the_failure():
+    """Under load the watch event of the killed pod arrives after the survivor's save line: the
+    save began because of the failure, so the failure is placed no later than that."""
+    t = FailureTimeline("j")
+    for rank in (0, 1):
+        t.pod_event(ev("ADDED", f"j-{rank}-a", rank, 0, PodPhase.RUNNING, created=100.0, started=101.0), 101.0)
+    t.add_lines([LogLine("j-0-a", 0, 130.3, "event=checkpoint_saved step=9 reason=peer_failure file=x "
+                         "bytes=9 seconds=0.1 rank=0")])
+    t.pod_event(ev("MODIFIED", "j-1-a", 1, 0, PodPhase.FAILED, created=100.0, finished=130.0,
+                   reason="Killed", exit_code=137), 130.8)  # seen 0.8 s late: 130.8 counts
+    t.pod_event(ev("ADDED", "j-0-b", 0, 1, PodPhase.RUNNING, created=131.0, started=131.0), 131.5)
+    t.add_lines([LogLine.parsed("j-0-b", 0, 132.0, "step=10 loss=0.4 rank=0 world=2")])
+    [restart] = t.restarts()
+    assert [m.kind for m in restart.moments][:2] == ["failure", "save"]
+    assert round(restart.failed_at, 6) == 130.2 and round(restart.recovery_seconds, 1) == 1.8
