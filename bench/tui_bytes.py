@@ -128,7 +128,7 @@ def run_child(args) -> None:
             screen.loss_chart.follow_run("bench")
             screen.timeline.reset("bench")
             screen.action_show_tab("logs")  # the costly tab at 80x24; at 120x40 all is on one screen
-            self.run_worker(_feed(self, report_fd, args, screen._log_batch))
+            self.run_worker(_feed(self, report_fd, args, screen.following.log_batch))
 
     with tempfile.TemporaryDirectory(prefix="kfc-bench-") as home:
         app = Fed(Launch.of(Settings(home=Path(home)), CockpitConfig()))

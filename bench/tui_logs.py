@@ -85,7 +85,7 @@ async def feed(app: ProbedApp, pool: list[LogLine], rate: int, seconds: float) -
             batch = [pool[(index + k) % len(pool)] for k in range(min(due, per_tick * 5))]
             index += len(batch)
             fed += len(batch)
-            screen._log_batch(batch)
+            screen.following.log_batch(batch)
         if now >= next_probe and app.sent_at is None:
             app.sent_at = time.perf_counter()
             app.post_message(events.Key("f12", None))
@@ -122,7 +122,7 @@ async def retained_bytes(app: ProbedApp, pool: list[LogLine]) -> tuple[float, fl
         nonlocal fed
         while fed < until:
             n = min(5000, until - fed)
-            screen._log_batch([pool[(fed + k) % len(pool)] for k in range(n)])
+            screen.following.log_batch([pool[(fed + k) % len(pool)] for k in range(n)])
             fed += n
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.2)

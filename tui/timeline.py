@@ -7,6 +7,10 @@ data. Facts are kept per pod as they arrive; which restart they belong to is wor
 the timeline is read, so a log line that arrives before its pod's first watch event (the two
 streams are not ordered with each other) still lands in the right place.
 
+It also keeps the job's goodput (`backend.goodput`), fed from the same observations: every line,
+each failed pod's end as a failure (a deleted one too, as the timeline counts it), and the job's
+creation and end when the screen sees the job itself.
+
 The workers' own lines say what the platform cannot see: `event=start` (the process group formed:
 rendezvous done), `event=checkpoint_saved reason=sigterm|peer_failure` (a survivor saved on the
 way down), `event=resumed from_step=N` (the checkpoint loaded) and the first `step=` line after it.
@@ -17,10 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
+from backend.goodput import Goodput
 from tui.format import short_name
 
 if TYPE_CHECKING:
-    from backend.models import LogLine, Pod, PodEvent
+    from backend.goodput import GoodputReport
+    from backend.models import JobSummary, LogLine, Pod, PodEvent
 
 FINISHED = ("Succeeded", "Failed")
 # Saves that happen because the group is going down (a periodic save is not part of a failure).
@@ -98,16 +104,37 @@ def _int(value: str | None) -> int | None:
         return None
 
 
+def _seconds(value: str) -> float:
+    try:
+        return float(value) if value else 0.0
+    except ValueError:
+        return 0.0
+
+
 class FailureTimeline:
     def __init__(self, job: str | None = None) -> None:
         self.job = job  # only to shorten pod names
         self.pods: dict[str, PodFacts] = {}
         self.version = 0  # bumped on every change that can alter what is shown
+        self.goodput = Goodput()
+        self._summary: "JobSummary | None" = None
 
     def reset(self, job: str | None = None) -> None:
         self.job = job
         self.pods.clear()
         self.version += 1
+        self.goodput = Goodput()
+        self._summary = None
+
+    def lines_resent(self) -> None:
+        """The log stream reopened and sends the job's lines again from its start: the goodput
+        is counted again from them (the failures seen stay)."""
+        self.goodput = Goodput()
+        if self._summary is not None:
+            self.job_seen(self._summary)
+        for facts in self.pods.values():
+            if facts.failed and facts.ended is not None:
+                self.goodput.failure(facts.ended)
 
     def _facts(self, name: str) -> PodFacts:
         facts = self.pods.get(name)
@@ -117,9 +144,19 @@ class FailureTimeline:
 
     # ------------------------------------------------------------------ feeding
 
+    def job_seen(self, summary: "JobSummary") -> None:
+        """The job as listed or watched: its creation starts the goodput's wall time, its end
+        ends it."""
+        self._summary = summary
+        if self.goodput.started is None or summary.created < self.goodput.started:
+            self.goodput.started = summary.created
+        if summary.finished is not None:
+            self.goodput.finish(summary.finished)
+
     def pod_event(self, event: "PodEvent", seen_at: float) -> None:
         pod: "Pod" = event.pod
         facts = self._facts(pod.name)
+        was_failed = facts.failed and facts.ended is not None
         before = (facts.attempt, facts.started, facts.phase, facts.ended, facts.deleted, facts.reason)
         facts.rank, facts.attempt = pod.rank, pod.restart_attempt
         facts.created = facts.created if facts.created is not None else _when(pod.created, seen_at)
@@ -132,6 +169,8 @@ class FailureTimeline:
         if (pod.phase.value in FINISHED or deleted) and facts.ended is None:
             facts.ended = _when(pod.finished, seen_at)
         facts.deleted = facts.deleted or deleted
+        if facts.failed and facts.ended is not None and not was_failed:
+            self.goodput.failure(facts.ended)  # once per pod, at the finer of its two times
         if (facts.attempt, facts.started, facts.phase, facts.ended, facts.deleted, facts.reason) != before:
             self.version += 1  # a step or loss update changes nothing here: no redraw
 
@@ -139,6 +178,7 @@ class FailureTimeline:
         from training.logfmt import parse_line
 
         for line in batch:
+            self.goodput.feed(line.time, line.text)
             if line.step is not None:
                 facts = self._facts(line.pod)
                 facts.rank = line.rank
@@ -166,6 +206,11 @@ class FailureTimeline:
 
     # ------------------------------------------------------------------ reading
 
+    def goodput_report(self, now: float) -> "GoodputReport | None":
+        """The followed job's goodput up to `now` (its end, once it has ended); None when no job
+        is followed."""
+        return None if self.job is None else self.goodput.report(now)
+
     def restarts(self) -> list[Restart]:
         by_attempt: dict[int, list[PodFacts]] = {}
         for facts in self.pods.values():
@@ -183,7 +228,10 @@ class FailureTimeline:
             return None
         if failed:
             first = min(failed, key=lambda p: p.ended)
-            t0 = first.ended
+            # A survivor saves because the failure happened: it was there by the time the save
+            # began (as backend.goodput counts it), even when the pod's end is seen later (a
+            # whole-second stamp is timed by when its event arrived, and events lag lines).
+            t0 = min([first.ended] + [at - _seconds(took) for p in old for at, _, _, took in p.saves])
             moments = [Moment(t0, f"failure seen: pod {short_name(first.name, self.job)} (rank "
                                   f"{first.rank}) {first.why}", "failure")]
         else:  # the new group is here but the failure itself was never seen (joined late)

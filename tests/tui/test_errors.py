@@ -54,7 +54,7 @@ async def test_v_before_the_cluster_answers_keeps_a_done_step_done(home):
         assert screen.checklist.status["6"] == "done"
         await pilot.press("enter")  # running it is held back the same way
         await pilot.pause()
-        assert screen.running_step is None
+        assert screen.lesson.running_step is None
     assert lesson.store.path.read_bytes() == saved
     assert lesson.state("6").status.value == "done"
 

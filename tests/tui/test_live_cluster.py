@@ -34,7 +34,7 @@ async def test_step_6_waits_for_the_learners_kill_and_everything_shows_it_at_onc
         await wait_until(screen, lambda: screen.checklist.status.get("6") == "running", "step 6 to start")
         await wait_until(screen, lambda: len(pods_of(screen, attempt=0, phase="Running")) == 2,
                          "two running worker pods of the step's job")
-        job = screen.followed
+        job = screen.following.followed
         assert job is not None and job.startswith("lesson-resume-")
         assert screen.query_one("#pods-panel").border_title == f"pods · {job}"
         assert screen.panels.arrangement == "grid"
@@ -71,7 +71,7 @@ async def test_step_6_waits_for_the_learners_kill_and_everything_shows_it_at_onc
         await wait_until(screen, lambda: screen.checklist.status.get("6") in ("done", "failed"),
                          "step 6 to finish")
         assert screen.checklist.status["6"] == "done", screen.session.lesson.state("6").evidence
-        assert screen.jobs[job].phase.value == "Complete"
+        assert screen.following.jobs[job].phase.value == "Complete"
 
 
 async def test_ctrl_k_kills_the_selected_pod_and_the_restart_attempt_goes_to_1(home):
@@ -80,7 +80,7 @@ async def test_ctrl_k_kills_the_selected_pod_and_the_restart_attempt_goes_to_1(h
         screen = app.screen
         await connected(screen)
         await start_job(screen, "kill-me", steps=2000, step_delay=0.1)
-        await wait_until(screen, lambda: screen.followed == "kill-me", "the cockpit to follow the new job")
+        await wait_until(screen, lambda: screen.following.followed == "kill-me", "the cockpit to follow the new job")
         await wait_until(screen, lambda: len(pods_of(screen, attempt=0, phase="Running")) == 2,
                          "two running workers")
         await pilot.press("2")  # the pods tab
@@ -98,7 +98,7 @@ async def test_ctrl_k_kills_the_selected_pod_and_the_restart_attempt_goes_to_1(h
                          "the group to come back as restart attempt 1")
         assert screen.pods_table.is_history(selected)  # kept, failed, dimmed
         assert [screen.pods_table.get_row(p.name)[2].plain for p in pods_of(screen, attempt=1)] == ["1", "1"]
-        assert screen.jobs["kill-me"].restart_attempt == 1
+        assert screen.following.jobs["kill-me"].restart_attempt == 1
         table = screen.pods_table  # on screen: CPU and MEM fill in from metrics.k8s.io
 
         def usage(name: str) -> list[str]:
@@ -118,7 +118,7 @@ async def test_logs_merge_ranks_filter_by_text_and_pod_and_pause_when_scrolled_u
         await connected(screen)  # the tabs are mounted by then
         view = screen.log_view
         await start_job(screen, "logs-job", steps=3000, step_delay=0.05)
-        await wait_until(screen, lambda: screen.followed == "logs-job", "the cockpit to follow the job")
+        await wait_until(screen, lambda: screen.following.followed == "logs-job", "the cockpit to follow the job")
         await wait_until(screen, lambda: sum(1 for s in view.buffer if "step=" in s and s.startswith("r1 ")) >= 20
                          and sum(1 for s in view.buffer if "step=" in s and s.startswith("r0 ")) >= 20,
                          "step lines from both ranks")

@@ -32,7 +32,7 @@ async def test_an_unknown_volume_and_a_bad_snapshot_name_are_notifications(home)
     async with app.run_test(size=(100, 30)) as pilot:
         screen = app.screen
         await connected(screen)
-        worker = screen.load_volume("no-such-volume")
+        worker = screen.storage.load_volume("no-such-volume")
         await worker.wait()
         title, message, severity = notes(app)[-1]
         assert severity == "error" and "no-such-volume" in message and "not found" in message
@@ -60,7 +60,7 @@ async def test_a_killed_controller_does_not_stop_the_cockpit_and_new_jobs_still_
         await kill_and_wait(status["pid"])
         await apply_runtime_and_volume(cluster)  # starts a new controller
         await cluster.apply(lesson_trainjob("after-crash", 1, 3, ckpt_every=5, step_delay=0.0))
-        await wait_until(screen, lambda: screen.followed == "after-crash",
+        await wait_until(screen, lambda: screen.following.followed == "after-crash",
                          "the cockpit's watch to see a job applied after the crash")
         assert app.is_running
         assert (await cluster.embedded.status())["pid"] != status["pid"]

@@ -3,7 +3,7 @@ order they happen to arrive (a worker's lines may come before its pod's first ev
 
 from __future__ import annotations
 
-from backend.models import LogLine, Pod, PodEvent, PodEventType, PodPhase
+from backend.models import JobPhase, JobSummary, LogLine, Pod, PodEvent, PodEventType, PodPhase
 from tui.timeline import FailureTimeline
 
 
@@ -81,3 +81,45 @@ def test_whole_second_pod_times_are_ordered_by_when_they_were_seen():
     kinds = [m.kind for m in restart.moments]
     assert kinds.index("down") < kinds.index("up")  # torn down (130.6) before the new pods (130.8)
     assert round(restart.recovery_seconds, 1) == 0.9
+
+
+def test_goodput_is_fed_with_the_timeline_and_counted_again_when_the_lines_come_again():
+    """The failed pod's end is the failure; a log stream that reopens sends every line again, and
+    the goodput counts them once."""
+    t = FailureTimeline("j")
+    t.job_seen(JobSummary(name="j", phase=JobPhase.RUNNING, num_nodes=1, created=0.0))
+    t.pod_event(ev("ADDED", "j-a", 0, 0, PodPhase.RUNNING, created=0.0, started=1.0), 1.0)
+    old = [LogLine("j-a", 0, 1.5, "event=start rank=0 world=1 pid=1 steps=9 restart=0")]
+    old += [LogLine.parsed("j-a", 0, 2.0 + s, f"step={s} loss=0.5 rank=0 world=1") for s in range(1, 6)]
+    t.add_lines(old)  # step 5 at 7 s
+    t.pod_event(ev("MODIFIED", "j-a", 0, 0, PodPhase.FAILED, created=0.0, finished=7.5, reason="Killed"), 7.5)
+    new = [LogLine("j-b", 0, 9.0, "event=start rank=0 world=1 pid=2 steps=9 restart=1"),
+           LogLine("j-b", 0, 9.5, "event=resumed from_step=5 rank=0 world=1"),
+           LogLine.parsed("j-b", 0, 10.0, "step=6 loss=0.4 rank=0 world=1")]
+    t.add_lines(new)
+    report = t.goodput_report(now=10.0)
+    assert (report.startup, report.productive, report.lost_work, report.recovery) == (3.0, 4.0, 0.5, 2.5)
+    t.lines_resent()
+    t.add_lines(old + new)
+    assert t.goodput_report(now=10.0) == report
+    t.job_seen(JobSummary(name="j", phase=JobPhase.COMPLETE, num_nodes=1, created=0.0, finished=10.0))
+    assert t.goodput_report(now=99.0).total == 10.0
+    t.reset(None)
+    assert t.goodput_report(now=99.0) is None
+
+
+def test_a_survivors_save_seen_before_the_failed_pods_event_still_comes_after_the_failure():
+    """Under load the watch event of the killed pod arrives after the survivor's save line: the
+    save began because of the failure, so the failure is placed no later than that."""
+    t = FailureTimeline("j")
+    for rank in (0, 1):
+        t.pod_event(ev("ADDED", f"j-{rank}-a", rank, 0, PodPhase.RUNNING, created=100.0, started=101.0), 101.0)
+    t.add_lines([LogLine("j-0-a", 0, 130.3, "event=checkpoint_saved step=9 reason=peer_failure file=x "
+                         "bytes=9 seconds=0.1 rank=0")])
+    t.pod_event(ev("MODIFIED", "j-1-a", 1, 0, PodPhase.FAILED, created=100.0, finished=130.0,
+                   reason="Killed", exit_code=137), 130.8)  # seen 0.8 s late: 130.8 counts
+    t.pod_event(ev("ADDED", "j-0-b", 0, 1, PodPhase.RUNNING, created=131.0, started=131.0), 131.5)
+    t.add_lines([LogLine.parsed("j-0-b", 0, 132.0, "step=10 loss=0.4 rank=0 world=2")])
+    [restart] = t.restarts()
+    assert [m.kind for m in restart.moments][:2] == ["failure", "save"]
+    assert round(restart.failed_at, 6) == 130.2 and round(restart.recovery_seconds, 1) == 1.8

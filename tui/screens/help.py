@@ -27,7 +27,9 @@ PANELS = """\
   line a worker's failure and a new group's start, and the resumed line is highlighted. Long lines
   wrap. Scrolling up pauses following (the border counts new lines); `f` or `end` follows again.
 - **timeline**: each restart from the failure to the first step trained again, every moment with
-  its seconds after the failure, the steps lost and the recovery time.
+  its seconds after the failure, the steps lost and the recovery time. Above them, the followed
+  job's goodput (the share of its wall time that became progress it kept) and where the rest went:
+  lost work, recovery, checkpoint stall, start-up; the top bar shows it too.
 - **checkpoints**: files on the volume (step, loss, world size, size, valid) and its snapshots;
   space marks two snapshots, `c` compares them.
 - **loss**: one curve per run, the followed job live.

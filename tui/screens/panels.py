@@ -122,7 +122,11 @@ class Panels(Container):
         if focus:
             self.focus_panel(name)
 
-    def toggle_zoom(self, name: str) -> None:
+    def toggle_zoom(self, name: str | None = None) -> None:
+        """Zoom `name`, else the focused panel (the checklist's focus zooms the step card), or
+        put the zoomed one back."""
+        name = name or self.panel_of(self.app.focused) or self.zoomed or (
+            self.active if self.arrangement == "tabs" else "step")
         self.zoomed = None if self.zoomed == name else name
         self.focus_panel(name)
 

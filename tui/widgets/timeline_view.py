@@ -1,7 +1,8 @@
 """The failure timeline panel: for each restart of the followed job, what happened from the failure
 to the first step trained again, each with its offset from the failure, then steps lost and the
-recovery time. The model (`tui/timeline.py`) is fed by the screen; this widget only draws it, at
-most a few times a second and only when the model changed."""
+recovery time; above them, the job's goodput so far and where the rest of its wall time went. The
+model (`tui/timeline.py`) is fed by the screen; this widget only draws it, at most a few times a
+second and only when the model changed (the goodput when the screen hands it a new report)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,50 @@ from typing import TYPE_CHECKING
 
 from textual.containers import VerticalScroll
 from textual.content import Content
+from textual.widget import Widget
 from textual.widgets import Static
 
+from backend.goodput import LABELS
 from tui.timeline import FailureTimeline
 
 if TYPE_CHECKING:
     from textual.app import ComposeResult
 
+    from backend.goodput import GoodputReport
     from tui.timeline import Restart
 
 REDRAW_SECONDS = 0.25
 GLYPH = {"failure": ("✘", "bold $error"), "save": ("⤓", "$accent"), "down": ("▼", "$warning"),
          "up": ("▲", "$success"), "resume": ("↺", "bold $success"), "step": ("▶", "bold $success"),
          "info": ("·", "dim")}
+# Each part of the wall time: its colour in the bar and its legend (text names it, colour helps).
+PART_STYLE = {"productive": "$success", "lost_work": "$error", "recovery": "$warning",
+              "checkpoint_stall": "$accent", "startup": "$primary", "other": "$text-muted"}
+
+
+def goodput_content(report: "GoodputReport", width: int) -> Content:
+    """`goodput 87% of 61.2 s`, a bar of the wall time by part, then each part that took any."""
+    total = report.total
+    parts: list = [("goodput ", "bold"), (f"{report.goodput:.0%}", "bold $success"), f" of {total:.1f} s"]
+    if report.attempts_unseen:
+        parts.append(("  (earlier attempts' logs are gone)", "dim"))
+    if total > 0 and width > 0:
+        parts.append("\n")
+        so_far = drawn = 0  # each part ends where its running sum does: the bar is `width` long
+        for name, seconds in report.parts():
+            so_far += seconds
+            end = min(width, round(width * so_far / total))
+            parts.append(("█" * (end - drawn), PART_STYLE[name]))
+            drawn = max(drawn, end)
+    counts = {"productive": f" ({report.steps_kept} steps)",
+              "lost_work": f" ({report.steps_lost} steps)" if report.steps_lost else "",
+              "recovery": f" ({report.restarts} restart{'s' if report.restarts != 1 else ''})"
+              if report.restarts else "",
+              "checkpoint_stall": f" ({report.saves} saves)" if report.saves else ""}
+    for name, seconds in report.parts():
+        if seconds >= 0.05 or name == "productive":
+            parts += ["\n", ("■ ", PART_STYLE[name]), f"{LABELS[name]} {seconds:.1f} s{counts.get(name, '')}"]
+    return Content.assemble(*parts)
 
 
 def restart_content(r: "Restart") -> Content:
@@ -38,6 +70,33 @@ def restart_content(r: "Restart") -> Content:
     return Content.assemble(*parts)
 
 
+class GoodputSummary(Widget):
+    """The goodput above the restarts, its bar as wide as the panel is."""
+
+    DEFAULT_CSS = "GoodputSummary { height: auto; margin-bottom: 1; display: none; }"
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.report: "GoodputReport | None" = None
+
+    def show(self, report: "GoodputReport | None") -> None:
+        """Redrawn only when it reads or looks different (a running job's report changes with
+        the clock; what it shows, to a tenth of a second and a cell of the bar, less often)."""
+        before, self.report = self.report, report
+        self.display = report is not None
+        width = self.size.width
+        if report is not None and (before is None or _drawn(before, width) != _drawn(report, width)):
+            self.refresh(layout=True)  # a part that took no time so far adds a line
+
+    def render(self) -> Content:
+        return goodput_content(self.report, self.size.width) if self.report is not None else Content("")
+
+
+def _drawn(report: "GoodputReport", width: int) -> tuple:
+    content = goodput_content(report, width)
+    return content.plain, tuple(content.spans)  # Content's == compares the text alone
+
+
 class TimelineView(VerticalScroll, can_focus=True):
     DEFAULT_CSS = """
     TimelineView { padding: 0 1; scrollbar-size-vertical: 1; }
@@ -52,6 +111,7 @@ class TimelineView(VerticalScroll, can_focus=True):
         self._drawn = -1
 
     def compose(self) -> "ComposeResult":
+        yield GoodputSummary(id="goodput")
         yield Static("no restart yet: kill a worker (ctrl+k on a pod) and watch the group recover",
                      id="timeline-empty")
 
@@ -61,6 +121,10 @@ class TimelineView(VerticalScroll, can_focus=True):
     def reset(self, job: str | None = None) -> None:
         self.model.reset(job)
         self.redraw()
+
+    def show_goodput(self, report: "GoodputReport | None") -> None:
+        """The followed job's goodput (None: no job followed)."""
+        self.query_one(GoodputSummary).show(report)
 
     def redraw(self) -> None:
         if self.model.version == self._drawn:

@@ -1,0 +1,176 @@
+"""Goodput live in the cockpit: the followed job's pods and lines, fed through the screen's real
+watches from a scripted cluster (no controller), show in the job bar and the failure timeline,
+and a restart moves time from productive into lost work and recovery."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from backend.models import JobPhase, JobSummary, LogLine, Pod, PodEvent, PodEventType, PodPhase
+from tests.tui.conftest import make_app, wait_until
+
+JOB = "gp-job"
+T0 = 1_700_000_000.0  # the job's creation; every time below is an offset from it
+
+
+def approx(seconds: float):
+    return pytest.approx(seconds, abs=1e-6)
+
+
+class ScriptedCluster:
+    """The Cluster calls the cockpit makes while following a job, answered from queues the test
+    fills: one job listed, then its pod events and log batches as the test sends them."""
+
+    def __init__(self) -> None:
+        self.job = JobSummary(name=JOB, phase=JobPhase.RUNNING, num_nodes=2, max_restarts=3, created=T0)
+        self.pods: asyncio.Queue = asyncio.Queue()
+        self.logs: asyncio.Queue = asyncio.Queue()
+        self.jobs: asyncio.Queue = asyncio.Queue()
+
+    async def list_jobs(self):
+        return [self.job]
+
+    async def get_job(self, name: str):
+        return self.job
+
+    async def watch_jobs(self):
+        while True:
+            yield await self.jobs.get()
+
+    async def watch_pods(self, job: str):
+        while True:
+            yield await self.pods.get()
+
+    async def stream_logs(self, job: str, follow: bool = True):
+        while True:
+            yield await self.logs.get()
+
+    async def pod_usage(self, job: str):
+        return None  # no metrics-server
+
+    async def volumes(self):
+        return []
+
+    async def snapshots(self):
+        return []
+
+    async def close(self) -> None:
+        pass
+
+
+def pod(rank: int, attempt: int, phase: PodPhase = PodPhase.RUNNING, **kw) -> PodEvent:
+    kind = kw.pop("type", PodEventType.MODIFIED if phase is not PodPhase.RUNNING else PodEventType.ADDED)
+    return PodEvent(type=kind, pod=Pod(name=f"{JOB}-node-0-{rank}-a{attempt}xyz", job=JOB, rank=rank,
+                                       restart_attempt=attempt, phase=phase, created=T0 + 30 * attempt, **kw))
+
+
+def line(rank: int, attempt: int, at: float, text: str) -> LogLine:
+    return LogLine.parsed(f"{JOB}-node-0-{rank}-a{attempt}xyz", rank, T0 + at, text)
+
+
+def steps(attempt: int, first: int, last: int, at: float) -> list[LogLine]:
+    """Both ranks' step lines, one step a second from `at`."""
+    return [line(rank, attempt, at + i, f"step={s} loss=0.5 rank={rank} world=2")
+            for i, s in enumerate(range(first, last + 1)) for rank in (0, 1)]
+
+
+def starts(attempt: int, at: float) -> list[LogLine]:
+    return [line(rank, attempt, at, f"event=start rank={rank} world=2 pid={100 * attempt + rank} steps=99 "
+                 f"restart={attempt}") for rank in (0, 1)]
+
+
+def scripted_app(home):
+    """The cockpit on a scripted cluster, its clock in the test's hands (`now[0]`)."""
+    now = [T0]
+    app = make_app(home, clock=lambda: now[0])
+    app.animation_level = "none"
+    cluster = ScriptedCluster()
+
+    async def open_cluster() -> None:
+        app.session.cluster = cluster
+
+    app.session.open_cluster = open_cluster
+    return app, cluster, now
+
+
+async def first_group(screen, cluster: ScriptedCluster, now: list[float]) -> None:
+    """Attempt 0: started at 2 s, steps 1..10 from 3 s to 12 s."""
+    await wait_until(screen, lambda: screen.following.followed == JOB, "the cockpit to follow the job")
+    for event in (pod(0, 0, started=T0 + 1), pod(1, 0, started=T0 + 1)):
+        cluster.pods.put_nowait(event)
+    cluster.logs.put_nowait(starts(0, 2.0) + steps(0, 1, 10, 3.0))
+    now[0] = T0 + 12.0
+    bar = screen.job_bar
+    await wait_until(screen, lambda: bar.goodput is not None and bar.goodput.steps_kept == 10,
+                     "the first group's steps in the job bar's goodput")
+
+
+def kill(cluster: ScriptedCluster, now: list[float]) -> None:
+    """Rank 1 is killed at 12.4 s; rank 0 saves step 10; the group is torn down and recreated."""
+    cluster.pods.put_nowait(pod(1, 0, PodPhase.FAILED, started=T0 + 1, finished=T0 + 12.4,
+                                reason="Killed", exit_code=137))
+    cluster.logs.put_nowait([line(0, 0, 12.8, "event=checkpoint_saved step=10 reason=peer_failure "
+                                  "file=x bytes=1 seconds=0.2 rank=0")])
+    for rank in (0, 1):
+        cluster.pods.put_nowait(pod(rank, 0, type=PodEventType.DELETED))
+        cluster.pods.put_nowait(pod(rank, 1, started=T0 + 31))
+    now[0] = T0 + 20.0
+
+
+async def second_group(screen, cluster: ScriptedCluster, now: list[float]) -> None:
+    """Attempt 1 starts at 32 s, resumes from step 10 and steps 11..15 from 33 s."""
+    cluster.logs.put_nowait(starts(1, 32.0) + [line(0, 1, 32.5, "event=resumed from_step=10 rank=0 world=2")]
+                            + steps(1, 11, 15, 33.0))
+    now[0] = T0 + 37.0
+    bar = screen.job_bar
+    await wait_until(screen, lambda: bar.goodput.restarts == 1 and bar.goodput.steps_kept == 15,
+                     "the new group's steps")
+
+
+async def test_the_job_bar_and_the_timeline_show_goodput_and_a_restart_moves_its_parts(home):
+    app, cluster, now = scripted_app(home)
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = app.screen
+        bar = screen.job_bar
+        await first_group(screen, cluster, now)
+        before = bar.goodput
+        assert before.productive == approx(9.0) and before.startup == approx(3.0)
+        assert before.lost_work == before.recovery == 0 and before.restarts == 0
+        assert "goodput 75%" in bar.render().plain  # 9 s of 12
+        await pilot.pause()
+        assert "goodput 75%" in screen.timeline.query_one("#goodput").render().plain
+
+        kill(cluster, now)
+        await wait_until(screen, lambda: bar.goodput.recovery > 0, "the recovery to count while the group is down")
+        assert bar.goodput.lost_work == approx(0.4) and bar.goodput.productive == approx(9.0)  # the interrupted step
+        await second_group(screen, cluster, now)
+        after = bar.goodput
+        assert after.recovery == approx(33.0 - 12.4) and after.productive == approx(9.0 + 4.0)
+        assert after.goodput < before.goodput
+        shown = bar.render().plain
+        assert "goodput 35%" in shown and "lost 0.4s" in shown and "recovery 20.6s" in shown
+        await pilot.pause()
+        timeline = screen.timeline.query_one("#goodput").render().plain
+        for part in ("productive 13.0 s", "lost work 0.4 s", "recovery 20.6 s (1 restart)", "start-up 3.0 s"):
+            assert part in timeline
+
+        # the job ends: the wall time stops at its finished time, whatever the clock says
+        cluster.jobs.put_nowait(cluster.job.model_copy(update={"phase": JobPhase.COMPLETE, "finished": T0 + 37.0}))
+        now[0] = T0 + 100.0
+        await wait_until(screen, lambda: bar.goodput.finished, "the finished job's goodput")
+        assert bar.goodput.total == approx(37.0)
+
+
+def test_goodput_after_a_restart_at_160x45(home, snap_compare):
+    app, cluster, now = scripted_app(home)
+
+    async def restarted(pilot) -> None:
+        screen = pilot.app.screen
+        await first_group(screen, cluster, now)
+        kill(cluster, now)
+        await second_group(screen, cluster, now)
+        await pilot.pause(0.6)  # the timeline's next redraw
+
+    assert snap_compare(app, terminal_size=(160, 45), run_before=restarted)

@@ -1,0 +1,180 @@
+"""Driving the lesson from the cockpit: the checklist and the step card shown from the engine's
+states, a step run (its output into the step card, the job it starts followed) or verified, the
+learner's notes saved, and the running step's seconds in the job bar.
+
+A step that needs the cluster, asked for before the cluster has answered, is refused with "still
+connecting" and nothing is saved (see ARCHITECTURE.md, "The cockpit").
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from backend.errors import USER_ERRORS, one_line
+from tui.screens.cockpit.part import Part
+
+if TYPE_CHECKING:
+    from backend.models import Evidence
+
+
+class LessonDriver(Part):
+    def __init__(self, screen) -> None:
+        super().__init__(screen)
+        self.running_step: str | None = None
+        self._step_started: float | None = None
+
+    # ------------------------------------------------------------------ showing it
+
+    def show_lesson(self) -> None:
+        lesson = self.screen.session.lesson
+        checklist = self.screen.checklist
+        if checklist.steps:  # already shown: keep the learner's place
+            self.refresh_states()
+            return
+        checklist.set_steps(lesson.steps, lesson.states())
+        self.changed("steps")
+
+    def show_step(self, step_id: str) -> None:
+        lesson = self.screen.session.lesson
+        if lesson is None:
+            return
+        step = lesson.step(step_id)
+        try:
+            note = lesson.note(step_id) if step.kind == "reading" else ""
+        except (OSError, ValueError) as exc:  # unreadable note file: the learner can fix it
+            self.notify(one_line(exc), title=f"note of {step.label}", severity="error")
+            note = ""
+        self.screen.step_view.show(step, lesson.state(step_id), note, running=step_id == self.running_step)
+        if step.kind == "reading" and not note:
+            self.run(self._load_draft(step_id), group="draft", exclusive=True)
+
+    async def _load_draft(self, step_id: str) -> None:
+        """A reading step with no note yet starts from the engine's draft (headings, prompts and,
+        for step 10, the measured runs); an untouched draft does not pass the check."""
+        try:
+            text = await self.screen.session.lesson.draft_note(step_id)
+        except USER_ERRORS as exc:
+            self.notify(one_line(exc), title="no draft for the note", severity="warning")
+            return
+        self.screen.step_view.offer_draft(step_id, text)
+
+    def refresh_states(self) -> None:
+        states = self.screen.session.lesson.states()
+        if self.running_step is not None:  # our own run is live whatever the file says
+            states.pop(self.running_step, None)
+        checklist = self.screen.checklist
+        checklist.set_states(states)
+        if checklist.step_id is not None:
+            self.show_step(checklist.step_id)
+        self.changed("steps")
+
+    def tick(self) -> None:
+        """A long step shows it is alive: the job bar counts its seconds."""
+        if self.running_step is not None and self._step_started is not None:
+            self.screen.job_bar.running_for = self.screen.clock() - self._step_started
+
+    # ------------------------------------------------------------------ notes
+
+    def save_note(self, step_id: str, text: str, failed: str = "note not kept") -> bool:
+        """Save through the engine; a refused note (too long) or a full disk is a notification."""
+        try:
+            self.screen.session.lesson.save_note(step_id, text)
+        except (*USER_ERRORS, OSError) as exc:
+            self.notify(one_line(exc), title=failed, severity="error")
+            return False
+        return True
+
+    def keep_note_now(self, step_id: str, text: str) -> None:
+        """Called by the step view as it unmounts (quitting): no message would be handled then."""
+        if self.screen.session.lesson is not None:
+            self.save_note(step_id, text)
+
+    def note_saved(self, step_id: str, text: str) -> None:
+        """ctrl+s in the note: save it, then check it."""
+        if self.save_note(step_id, text, "note not saved"):
+            self.notify("note saved; checking it", title=self.screen.session.lesson.step(step_id).label)
+            self.verify(step_id)
+
+    # ------------------------------------------------------------------ run and verify
+
+    def start(self, step_id: str) -> None:
+        """Run a step (enter): a reading step is done by its note, so that gets the focus instead."""
+        lesson = self.screen.session.lesson
+        if lesson is None or self._still_connecting(step_id):
+            return
+        if self.running_step is not None:
+            self.notify(f"step {self.running_step} is still running; its result comes first",
+                        severity="warning")
+            return
+        step = lesson.step(step_id)
+        if step.kind == "reading":
+            self.screen.panels.show("step", focus=False)
+            self.screen.step_view.focus_note()
+            self.notify("a reading step is done by your note: write it, then ctrl+s", title=step.label)
+            return
+        self.run(self._run_step(step_id), group="step-run")
+
+    async def _run_step(self, step_id: str) -> None:
+        screen = self.screen
+        lesson = screen.session.lesson
+        step = lesson.step(step_id)
+        step_view = screen.step_view
+        self.running_step = step_id
+        self._step_started = screen.clock()
+        screen.job_bar.running_for = 0.0
+        screen.job_bar.running_step = step.label
+        screen.checklist.set_status(step_id, "running")
+        step_view.clear_output(step_id)
+        step_view.add_output(step_id, f"$ run {step.label}: {step.title}")
+        if screen.checklist.step_id == step_id:
+            self.show_step(step_id)
+            step_view.show_output_box()
+        try:
+            async for update in lesson.run(step_id):
+                if update.kind == "line":
+                    step_view.add_output(step_id, update.text)
+                elif update.kind == "job" and update.job:
+                    step_view.add_output(step_id, f"following job {update.job}")
+                    screen.following.follow(update.job)
+                elif update.kind == "evidence" and update.evidence is not None:
+                    self._announce(step.label, update.evidence)
+        except USER_ERRORS as exc:
+            step_view.add_output(step_id, f"error: {one_line(exc)}")
+            self.notify(one_line(exc), title=step.label, severity="error")
+        finally:
+            self.running_step = None
+            screen.job_bar.running_step = None
+            self.refresh_states()
+
+    def verify(self, step_id: str):
+        return self.run(self._verify(step_id), group="step-verify")
+
+    async def _verify(self, step_id: str) -> None:
+        lesson = self.screen.session.lesson
+        try:
+            if lesson is None or self._still_connecting(step_id):
+                return
+            evidence = await lesson.verify(step_id)
+            self._announce(lesson.step(step_id).label, evidence)
+            self.refresh_states()
+        except USER_ERRORS as exc:
+            self.notify(one_line(exc), title=f"verify {step_id}", severity="error")
+        finally:
+            self.changed("verified")
+
+    def _announce(self, label: str, evidence: "Evidence") -> None:
+        if evidence.ok:
+            self.notify(evidence.seen, title=f"{label} done ✔")
+        else:
+            self.notify(evidence.seen, title=f"{label} not done yet ✘", severity="warning")
+
+    def _still_connecting(self, step_id: str) -> bool:
+        """A step that needs the cluster, asked for before it has answered: say so, and touch
+        nothing (a check now would only find the cluster missing)."""
+        session = self.screen.session
+        lesson = session.lesson
+        if session.cluster is not None or lesson.unavailable(step_id) is None:
+            return False
+        self.notify("still connecting to the cluster: try again once the top bar says connected",
+                    title=lesson.step(step_id).label, severity="warning")
+        return True

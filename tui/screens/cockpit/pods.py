@@ -1,0 +1,43 @@
+"""What the learner does to a pod: kill it (the fault the lesson is about: only a running pod the
+learner can see, asked first unless the preferences say not to), or read its lines alone."""
+
+from __future__ import annotations
+
+from tui.screens.cockpit.part import Part
+
+
+class PodActions(Part):
+    def ask_kill(self) -> None:
+        screen = self.screen
+        panels, table = screen.panels, screen.pods_table
+        if not panels.is_shown("pods"):  # never kill a pod the learner cannot see
+            panels.show("pods")
+            self.notify("pick the pod to kill, then ctrl+k again", title="pods")
+            return
+        pod = table.selected_pod
+        if pod is None or table.is_history(pod):
+            self.notify("no running pod selected: pick one in the pods panel", severity="warning")
+            return
+        if not screen.app.config.confirm_kill:  # loaded before the panels: kill needs them
+            self.kill(pod)
+            return
+        from tui.screens.confirm import ConfirmScreen
+
+        screen.app.push_screen(
+            ConfirmScreen(f"Kill pod {pod}?", "Its group restarts with restart attempt + 1 and "
+                          "resumes from the newest valid checkpoint.", yes="Kill"),
+            lambda yes: self.kill(pod) if yes else None)
+
+    def kill(self, pod: str):
+        return self.run(self._kill(pod), group="kill")
+
+    async def _kill(self, pod: str) -> None:
+        cluster = self.screen.session.cluster
+        if await self.call(f"kill {pod}", cluster.kill_pod(pod), ok=True) is not None:
+            self.notify(f"killed {pod}: watch the group restart and resume", title="fault injected")
+
+    def show_logs(self, pod: str | None) -> None:
+        """The logs panel, with only `pod`'s lines when one is given."""
+        if pod is not None:
+            self.screen.log_view.show_pod(pod)
+        self.screen.panels.show("logs")
