@@ -16,7 +16,7 @@ from pathlib import Path
 from tests.training.conftest import REPO, env, run, torchrun_cmd
 from training import checkpoint_format as fmt
 from training.logfmt import parse_line
-from training.ray_train import SURVIVOR_REASONS
+from training.ray_checkpoints import SURVIVOR_REASONS
 
 ARGS = ["--steps", "30", "--ckpt-every", "5", "--samples", "640"]
 KILL_AFTER_STEP = 12
