@@ -61,9 +61,15 @@ def _install(api: ClusterApi, files: tuple[Path, ...]) -> None:
 
     for path in files:
         for doc in yaml.safe_load_all(path.read_text()):
-            kind = api.registry.by_kind(doc["apiVersion"], doc["kind"])
-            meta = doc.setdefault("metadata", {})
-            if kind.namespaced:
-                meta.setdefault("namespace", "default")
-            if api.store.find(kind, meta.get("namespace"), meta["name"]) is None:
-                api.store.create(kind, doc)
+            create_missing(api, doc)
+
+
+def create_missing(api: ClusterApi, manifest: dict) -> None:
+    """Store `manifest` (namespaced ones in "default" when they name none) unless an object of
+    its kind and name is there already."""
+    kind = api.registry.by_kind(manifest["apiVersion"], manifest["kind"])
+    meta = manifest.setdefault("metadata", {})
+    if kind.namespaced:
+        meta.setdefault("namespace", "default")
+    if api.store.find(kind, meta.get("namespace"), meta["name"]) is None:
+        api.store.create(kind, manifest)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from backend.cluster import ClusterError, InvalidResource
-from backend.local import objects, podspec, rayjobs
+from backend.local import bootstrap, objects, podspec, rayjobs
 from backend.local.apiserver.status import ApiError
 from backend.local.events import EventLog
 from backend.local.jobs import JobRunner
@@ -93,13 +93,7 @@ class JobControl:
         for kind_dir in sorted(self.layout.resources.glob("*")):
             for path in sorted(kind_dir.glob("*.yaml")):
                 try:
-                    manifest = yaml.safe_load(path.read_text())
-                    kind = self.api.registry.by_kind(manifest["apiVersion"], manifest["kind"])
-                    meta = manifest.setdefault("metadata", {})
-                    if kind.namespaced:
-                        meta.setdefault("namespace", "default")
-                    if self.api.store.find(kind, meta.get("namespace"), meta["name"]) is None:
-                        self.api.store.create(kind, manifest)
+                    bootstrap.create_missing(self.api, yaml.safe_load(path.read_text()))
                 except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, ApiError) as exc:
                     log.error("not migrated: %s: %s", path, exc)
                     continue
