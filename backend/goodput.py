@@ -91,7 +91,7 @@ class _Attempt:
                 self._redo_last_sums()
             return
         # Steps missing in between (lines not seen) share the interval with the one that arrived.
-        for missing in range(last + 1, step):
+        for _ in range(last + 1, step):
             self._append(at, 0.0)
         self._append(at, stall)
 

@@ -312,7 +312,8 @@ def main() -> None:
     args = p.parse_args()
     args.presets = (args.presets or ("tiny" if args.quick else "tiny,1gb")).split(",")
     args.launchers = args.launchers.split(",")
-    schedule = Schedule(kills=args.kills or (2 if args.quick else 5), every=args.every or (20.0 if args.quick else 60.0))
+    schedule = Schedule(kills=args.kills or (2 if args.quick else 5),
+                        every=args.every or (20.0 if args.quick else 60.0))
     home = Path(tempfile.mkdtemp(prefix="kfg-", dir="/tmp"))  # short: Ray's socket paths
     scratch = Path(tempfile.mkdtemp(prefix="kfg-torchrun-", dir="/tmp"))
     try:

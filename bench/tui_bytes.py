@@ -106,7 +106,7 @@ def run_child(args) -> None:
                 log = self.query_one(Log)
 
                 def ingest(batch) -> None:
-                    log.write_lines([f"{rank_label(l.rank)} {l.text}" for l in batch])
+                    log.write_lines([f"{rank_label(line.rank)} {line.text}" for line in batch])
 
                 self.run_worker(_feed(self, report_fd, args, ingest))
 

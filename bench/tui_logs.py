@@ -167,7 +167,7 @@ async def main() -> int:
           f"buffer {args.capacity} lines, logs tab on screen (120x40)")
     print(f"{'offered/s':>10} {'shown/s':>10} {'key p50 ms':>11} {'key p99 ms':>11} {'probes':>7} "
           f"{'retained':>9}")
-    for rate, r in results.items():
+    for r in results.values():
         print(f"{r['offered']:>10.0f} {r['shown']:>10.0f} {r['p50']:>11.1f} {r['p99']:>11.1f} "
               f"{r['probes']:>7} {r['retained_lines']:>9}")
     print(f"retained bytes per buffered line: {per_line:.0f} B; growth per line past capacity: "

@@ -64,7 +64,7 @@ def first_paint(argv: list[str], marker: bytes, env: dict[str, str], timeout: fl
                 try:
                     chunk = os.read(fd, 65536)
                 except OSError:  # the child exited
-                    raise RuntimeError(f"{argv} exited before painting:\n{seen.decode(errors='replace')}")
+                    raise RuntimeError(f"{argv} exited before painting:\n{seen.decode(errors='replace')}") from None
                 seen = seen[-4096:] + chunk
         return time.perf_counter() - start
     finally:
@@ -97,7 +97,7 @@ def main() -> int:
             "kfcockpit": ([python, "-m", "tui"], b"lesson"),
         }
         times: dict[str, list[float]] = {name: [] for name in programs}
-        for name, (argv, marker) in programs.items():  # one warm-up each: disk cache, .pyc files
+        for argv, marker in programs.values():  # one warm-up each: disk cache, .pyc files
             first_paint(argv, marker, env)
         for _ in range(args.runs):
             for name, (argv, marker) in programs.items():

@@ -177,7 +177,7 @@ class FileCheckpoints:
         another survivor claimed it. Waits for a periodic save in flight first."""
         try:
             self.wait()
-        except Exception as exc:  # that save failed; this one may still succeed
+        except Exception as exc:  # noqa: BLE001 - that save failed; this one may still succeed
             emit(event="checkpoint_failed", reason=str(exc), rank=self.rank)
         if save_once(self.directory, state, reason, self.rank):
             self._prune()
@@ -194,7 +194,7 @@ class FileCheckpoints:
     def _stage_and_write(self, state: dict) -> None:
         try:
             staged = self._stage(state)
-        except BaseException as exc:  # surfaced by the next save() or wait()
+        except BaseException as exc:  # noqa: BLE001 - surfaced by the next save() or wait()
             self._failure = exc
             return
         finally:
@@ -208,7 +208,7 @@ class FileCheckpoints:
                     fmt.release(self.directory, step)  # a survivor may still save this step
                     raise
                 self._prune()
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - surfaced by the next save() or wait()
             self._failure = exc
 
     def _stage(self, state: dict) -> dict:

@@ -162,7 +162,7 @@ def _holder_alive(path: Path) -> bool:
 
 def write_sidecar(data: Path, meta: dict) -> None:
     """Commit a data file already renamed into place: its sidecar, atomically, then the directory."""
-    metrics.write_atomic(sidecar_path(data), dict(meta, format=FORMAT, file=data.name))
+    metrics.write_json(sidecar_path(data), dict(meta, format=FORMAT, file=data.name))
     fsync_dir(data.parent)
 
 

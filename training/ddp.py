@@ -90,7 +90,7 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
         return EXIT_TERMINATED
     keep_alive.append(training)
     if rank == 0 and args.ckpt_dir is not None:
-        metrics.write_atomic(args.ckpt_dir / metrics.FILE_NAME, training.final_metrics("torchrun"))
+        metrics.write_json(args.ckpt_dir / metrics.FILE_NAME, training.final_metrics("torchrun"))
     return 0
 
 
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         code = train(args, keep_alive)
     except KeyboardInterrupt:
         code = 130
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - printed, then the exit code below
         traceback.print_exc()
     finally:
         # Leave without interpreter teardown. Freeing DDP's reducer drops the last reference to

@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from training.atomic import write_atomic
 
 FILE_NAME = "metrics.json"
 
 
-def write_atomic(path: Path, data: dict) -> None:
-    """Write JSON to a temp file, fsync, rename: readers see the old file or the new one."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+def write_json(path: Path, data: dict) -> None:
+    """`data` as indented JSON, written atomically (readers see the old file or the new one)."""
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def read(directory: Path) -> dict | None:

@@ -308,7 +308,7 @@ def train_per_worker(config: dict) -> None:
     finally:
         _Worker.left.set()
     if rank == 0:
-        metrics.write_atomic(run_dir / metrics.FILE_NAME, training.final_metrics("ray"))
+        metrics.write_json(run_dir / metrics.FILE_NAME, training.final_metrics("ray"))
 
 
 # ---------------------------------------------------------------- in the Ray Train controller
@@ -418,7 +418,7 @@ def _fit(args: argparse.Namespace, cfg, run_dir: Path, temp_dir: Path) -> int:
     )
     try:
         result = trainer.fit()
-    except Exception as exc:  # TrainingFailedError: out of restarts, or the controller gave up
+    except Exception as exc:  # noqa: BLE001 - TrainingFailedError: out of restarts, or the controller gave up
         emit(event="failed", name=args.name, reason=_one_line(exc))
         sys.stderr.write(f"training.ray_train: error: run {args.name} failed: {_one_line(exc)}\n")
         return EXIT_FAILED

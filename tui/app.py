@@ -16,8 +16,6 @@ from tui.screens.cockpit import CockpitScreen
 from tui.session import Session
 
 if TYPE_CHECKING:
-    import argparse
-
     from backend.settings import Settings
     from tui.config import CockpitConfig
 
@@ -80,15 +78,14 @@ class CockpitApp(App):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         if isinstance(screen, CockpitScreen):
-            for title, help, callback in screen.commands():
-                yield SystemCommand(title, help, callback)
+            for title, description, callback in screen.commands():
+                yield SystemCommand(title, description, callback)
         yield from super().get_system_commands(screen)
 
 
-def run_cockpit(args: "argparse.Namespace") -> int:
+def run_cockpit(launch: Launch) -> int:
     from tui.hangup import leave_on_hangup
 
-    launch = Launch.from_args(args)
     app = CockpitApp(launch)
     leave_on_hangup()
     app.run(mouse=launch.mouse)

@@ -7,13 +7,13 @@ workshop machine set to the light theme for the projector stays that way. Comman
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
 from tui.launch import PREFERENCES_FILE as FILE_NAME
+from training.atomic import write_atomic
 from tui.launch import THEMES
 
 
@@ -41,8 +41,4 @@ class CockpitConfig(BaseModel):
             return cls(), f"{path}: ignored ({first}); using defaults"
 
     def save(self, home: Path) -> None:
-        path = Path(home) / FILE_NAME
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(self.model_dump(), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(Path(home) / FILE_NAME, json.dumps(self.model_dump(), indent=2) + "\n")

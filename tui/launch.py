@@ -13,11 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from backend.home import default_home
 
 if TYPE_CHECKING:
-    import argparse
-
     from backend.settings import Settings
     from tui.config import CockpitConfig
 
@@ -49,21 +46,6 @@ class Launch:
     theme_override: str | None = None  # --theme
     mouse: bool = True  # --no-mouse turns it off
     config: "CockpitConfig | None" = field(default=None)  # preset (tests); else loaded after paint
-
-    @classmethod
-    def from_args(cls, args: "argparse.Namespace") -> "Launch":
-        def make_settings() -> "Settings":
-            from tui.cli.common import settings_from
-
-            return settings_from(args)
-
-        home = Path(args.home).expanduser() if args.home else default_home()
-        saved = saved_preferences(home)
-        override = getattr(args, "theme", None)
-        return cls(home=home, platform="kube" if args.context else args.backend,
-                   theme=override or first_theme(saved), make_settings=make_settings,
-                   theme_override=override,
-                   mouse=not getattr(args, "no_mouse", False) and saved.get("mouse") is not False)
 
     @classmethod
     def of(cls, settings: "Settings", config: "CockpitConfig | None" = None) -> "Launch":

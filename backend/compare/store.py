@@ -23,7 +23,7 @@ def save_comparison(settings: Settings, comparison: Comparison) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(comparison.measured_at))
     path = folder / f"comparison-{stamp}.json"
-    json_files.write_atomic(path, comparison.model_dump(mode="json"))
+    json_files.write_json(path, comparison.model_dump(mode="json"))
     return path
 
 

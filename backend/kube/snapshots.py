@@ -93,7 +93,8 @@ def restore_claim(name: str, snapshot: dict, source_claim: dict | None) -> dict:
     """A PVC whose content is the snapshot (spec.dataSource), for the reader pod to mount."""
     status = snapshot.get("status") or {}
     source_spec = (source_claim or {}).get("spec") or {}
-    size = status.get("restoreSize") or ((source_spec.get("resources") or {}).get("requests") or {}).get("storage") or "1Gi"
+    requested = ((source_spec.get("resources") or {}).get("requests") or {}).get("storage")
+    size = status.get("restoreSize") or requested or "1Gi"
     spec: dict = {
         "accessModes": source_spec.get("accessModes") or ["ReadWriteOnce"],
         "resources": {"requests": {"storage": size}},

@@ -20,7 +20,7 @@ from backend.cluster import ClusterError, NotFound
 from backend.lesson.context import Handler, StepContext, line, needs_cluster
 from backend.lesson.jobs import apply_runtime_and_volume, job_logs
 from backend.lesson.pipeline_runs import find_task, load_run, run_pipeline
-from backend.lesson.progress import write_atomic
+from training.atomic import write_atomic
 from backend.models import Evidence, JobPhase, yaml_documents
 
 # What a package install prints (pip's phases); a pinned image shows none of it.

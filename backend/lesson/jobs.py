@@ -10,7 +10,7 @@ from pathlib import Path
 
 from backend.cluster import Cluster
 from backend.lesson.context import StepContext
-from backend.lesson.progress import write_atomic
+from training.atomic import write_atomic
 from backend.models import LogLine, TrainJob, parse_manifests
 from training.logfmt import step_and_loss
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable
 
 from backend.cluster import ClusterError
 from backend.lesson.context import RunUpdate, StepContext, job_started, line
-from backend.lesson.progress import write_atomic
+from training.atomic import write_atomic
 from backend.models import LABEL_JOB
 
 if TYPE_CHECKING:
@@ -84,7 +84,8 @@ def _stuck(running: dict[str, str]) -> str:
     if not running:
         return ""
     task, job = next(iter(running.items()))
-    return f": task {task} was still running" + (f" (TrainJob {job}: kubectl get pods -l {LABEL_JOB}={job})" if job else "")
+    where = f" (TrainJob {job}: kubectl get pods -l {LABEL_JOB}={job})" if job else ""
+    return f": task {task} was still running{where}"
 
 
 def load_run(ctx: StepContext, record: str = RECORD, step_id: str | None = None) -> "PipelineRunResult | None":

@@ -24,6 +24,7 @@ from typing import Iterator
 from pydantic import BaseModel, ValidationError
 
 from backend.models import Evidence
+from training.atomic import write_atomic
 
 PROGRESS_FILE = "progress.json"
 
@@ -42,14 +43,6 @@ class StepState(BaseModel):
     pid: int | None = None  # the process running the step, while RUNNING
 
 
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _alive(pid: int) -> bool:

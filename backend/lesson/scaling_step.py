@@ -12,7 +12,7 @@ from backend.cluster import ClusterError
 from backend.lesson.context import Handler, StepContext, job_started, line, needs_cluster
 from backend.lesson.jobs import VOLUME, apply_runtime_and_volume, fresh_name, lesson_trainjob
 from backend.lesson.notes import check_note
-from backend.lesson.progress import write_atomic
+from training.atomic import write_atomic
 from backend.models import Evidence, JobPhase, RunMetrics, Snapshot
 
 WORKER_COUNTS = (1, 2)

@@ -104,7 +104,7 @@ def validate_trainjob(kind: Kind, obj: dict[str, Any], old: dict[str, Any] | Non
                      f'{plural} "{ref.get("name")}" not found: specified {which} must be created before the '
                      "TrainJob is created", kind.group)
     problems = []
-    for i, patch in enumerate(spec.get("runtimePatches") or []):
+    for patch in spec.get("runtimePatches") or []:
         manager = patch.get("manager", "") if isinstance(patch, dict) else ""
         problem = domain_prefixed_path_error(manager)
         if problem:

@@ -160,8 +160,8 @@ class ClusterApi(Hooks):
             if content and self.store.find(self.kinds["VolumeSnapshotContent"], None, content) is not None:
                 self.store.delete(self.kinds["VolumeSnapshotContent"], None, content)
         elif kind.kind == "VolumeSnapshotContent":
-            raise ApiError(403, "Forbidden", f'volumesnapshotcontents.{provisioner.SNAPSHOT_GROUP} "{name}" is forbidden: it goes '
-                                             "with its VolumeSnapshot (delete that instead)")
+            raise ApiError(403, "Forbidden", f'volumesnapshotcontents.{provisioner.SNAPSHOT_GROUP} "{name}" is '
+                                             "forbidden: it goes with its VolumeSnapshot (delete that instead)")
         elif kind.kind == "Namespace":
             if name in bootstrap.SYSTEM_NAMESPACES:
                 raise ApiError(403, "Forbidden", f'namespaces "{name}" is forbidden: this namespace may not be deleted')
@@ -188,8 +188,9 @@ class ClusterApi(Hooks):
         if kind.kind == "NodeMetrics":
             return [metrics.node_metrics()]
         pods = self.store.list(self.kinds["Pod"], namespace)
-        return [m for m in (metrics.pod_metrics(p, self.ctl.pod_pid(p["metadata"]["name"], p["metadata"]["namespace"])) for p in pods)
-                if m is not None]
+        readings = (metrics.pod_metrics(p, self.ctl.pod_pid(p["metadata"]["name"], p["metadata"]["namespace"]))
+                    for p in pods)
+        return [m for m in readings if m is not None]
 
 
 def _listen(port_file: Path) -> socket.socket:

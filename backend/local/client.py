@@ -187,7 +187,8 @@ class ControllerClient:
 
     def _log_tail(self) -> str:
         try:
-            lines = [line for line in self.layout.controller_log.read_text(errors="replace").splitlines() if line.strip()]
+            text = self.layout.controller_log.read_text(errors="replace")
+            lines = [line for line in text.splitlines() if line.strip()]
         except OSError:
             return "no controller log"
         return lines[-1][-300:] if lines else "the controller printed nothing"

@@ -12,7 +12,6 @@ Start-up is the controller client's (flock, no polling); a cluster stopped on pu
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import tempfile
@@ -104,9 +103,6 @@ class Embedded:
             checks.append(Check(name="controller", ok=False, fix="kfcockpit cluster up",
                                 detail="the embedded cluster was stopped (kfcockpit cluster down)" if stopped
                                 else "the embedded cluster's controller is not running"))
-        torch = importlib.util.find_spec("torch") is not None
-        checks.append(Check(name="torch", ok=torch, detail="torch importable by pods" if torch else "torch is not installed",
-                            fix="" if torch else "make run (builds .venv with torch)"))
         problem = await asyncio.to_thread(self._hard_link_problem)
         checks.append(Check(name="snapshots-on-disk", ok=not problem,
                             detail="hard-linked snapshots supported" if not problem else f"cannot hard-link: {problem}",

@@ -63,8 +63,7 @@ class JobControl:
         then a runner for every job, recovered from its status file."""
         self.api.load()
         self._migrate_resource_files()
-        for kind_name, target in (("TrainingRuntime", None), ("ClusterTrainingRuntime", None),
-                                  ("PersistentVolumeClaim", None), ("VolumeSnapshot", None)):
+        for kind_name in ("TrainingRuntime", "ClusterTrainingRuntime", "PersistentVolumeClaim", "VolumeSnapshot"):
             for obj in self.api.store.all_of(self.api.kinds[kind_name]):
                 try:
                     resource = parse_resource(obj, f"stored {kind_name}")

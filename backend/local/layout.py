@@ -103,13 +103,3 @@ def socket_address(path: Path) -> tuple[str, int | None]:
     return f"/proc/self/fd/{fd}/{path.name}", fd
 
 
-def write_atomic(path: Path, data: bytes, durable: bool = True) -> None:
-    """Readers see the old content or the new, never a mix: temp file, (fsync), rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        if durable:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)

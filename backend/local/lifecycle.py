@@ -87,7 +87,7 @@ class Lifecycle:
         if op == "ping":
             return {"pid": os.getpid(), "home": str(self.layout.home), "started": self.started,
                     "jobs": len(self.runners),
-                    "pods_running": sum(1 for r in self.runners.values() for p in r.pods() if p.phase.value == "Running"),
+                    "pods_running": sum(p.phase.value == "Running" for r in self.runners.values() for p in r.pods()),
                     "warm": self.zygotes.status() if self.zygotes else []}
         if op == "up":
             self.prewarm()

@@ -59,7 +59,8 @@ class Mirror:
         if found is None:
             return  # the job is being deleted
         job_kind, job_obj = found
-        owner_obj = self.api.store.find(self.api.kinds["JobSet"], namespace, pod.job) if job_kind.kind == "TrainJob" else job_obj
+        owner_obj = (self.api.store.find(self.api.kinds["JobSet"], namespace, pod.job)
+                     if job_kind.kind == "TrainJob" else job_obj)
         obj = objects.pod_object(pod, namespace, objects.owner(owner_obj) if owner_obj else None, spec)
         was_unschedulable = live is not None and not (live.get("spec") or {}).get("nodeName")
         if live is None:

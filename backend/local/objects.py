@@ -89,8 +89,9 @@ def pod_object(pod: Pod, namespace: str, owner_ref: dict[str, Any] | None, spec:
         status["reason"] = pod.reason if pod.reason in ("Evicted", "DeadlineExceeded") else None
         status = {k: v for k, v in status.items() if v is not None}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"nodeName": pod.node or socket.gethostname(), "restartPolicy": "Never", "schedulerName": "default-scheduler",
-                     "serviceAccountName": "default", "terminationGracePeriodSeconds": 30, **spec},
+            "spec": {"nodeName": pod.node or socket.gethostname(), "restartPolicy": "Never",
+                     "schedulerName": "default-scheduler", "serviceAccountName": "default",
+                     "terminationGracePeriodSeconds": 30, **spec},
             "status": status}
 
 
@@ -122,8 +123,9 @@ def trainjob_status(summary: JobSummary, suspended: bool = False) -> dict[str, A
         conditions.append({"type": "Suspended", "status": "True", "reason": "Suspended",
                            "message": "TrainJob is suspended", "lastTransitionTime": rfc3339(time.time())})
     active = 0 if summary.phase.finished or suspended else summary.num_nodes
+    succeeded = summary.num_nodes if summary.phase == JobPhase.COMPLETE else 0
     status: dict[str, Any] = {"jobsStatus": [{"name": TRAINER_CONTAINER, "active": active, "ready": active,
-                                              "succeeded": summary.num_nodes if summary.phase == JobPhase.COMPLETE else 0,
+                                              "succeeded": succeeded,
                                               "failed": 1 if summary.phase == JobPhase.FAILED else 0,
                                               "suspended": 0}]}
     if conditions:

@@ -240,7 +240,7 @@ def rewrite_mounts(value: str, mounts: dict[str, str]) -> str:
     """Replace each mount path (as a whole path prefix) by the directory that backs it."""
     for mount_path in sorted(mounts, key=len, reverse=True):
         pattern = re.compile(r"(^|[=:,])" + re.escape(mount_path.rstrip("/")) + r"(?=/|$|[:,])")
-        value = pattern.sub(lambda m: m.group(1) + mounts[mount_path], value)
+        value = pattern.sub(lambda m, to=mounts[mount_path]: m.group(1) + to, value)
     return value
 
 

@@ -186,7 +186,8 @@ class RayJobRunner(Runner):
             self._set_phase(JobPhase.COMPLETE, "Succeeded", "the driver exited with code 0")
         else:
             said = f": {self.failure}" if self.failure else ""
-            self._set_phase(JobPhase.FAILED, "AppFailed", f"the driver {pod.name} exited with code {pod.exit_code}{said}")
+            self._set_phase(JobPhase.FAILED, "AppFailed",
+                            f"the driver {pod.name} exited with code {pod.exit_code}{said}")
 
     def _close_workers(self) -> None:
         for run in self.by_pid.values():
@@ -278,7 +279,8 @@ class RayJobRunner(Runner):
             driver.restart_attempt = attempt
             driver.labels[LABEL_RESTART_ATTEMPT] = str(attempt)
             self._publish_pod(driver)
-            self._set_phase(JobPhase.RESTARTING, "Restarting", f"Ray started a new worker group, restart attempt {attempt}")
+            self._set_phase(JobPhase.RESTARTING, "Restarting",
+                            f"Ray started a new worker group, restart attempt {attempt}")
 
     def _worker_gone(self, run: WorkerRun) -> None:
         if run.killed:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from backend.errors import ClusterError
 from backend.local import podspec
-from backend.local.layout import write_atomic
+from training.atomic import write_atomic
 from backend.local.podlogs import PodLog
 from backend.processes import SpawnError, describe_exit, kill_group, spawn, sweep, wait_gone_async
 from backend.models import Condition, JobPhase, JobSummary, Pod, PodPhase

@@ -42,7 +42,8 @@ class Storage:
         for kind, name, mount in getattr(plan, "projected", []):
             data = resolve(kind, name)
             if data is None:
-                raise InvalidResource(f"volume at {mount}: {kind.lower()} {name!r} not found (CreateContainerConfigError)")
+                raise InvalidResource(f"volume at {mount}: {kind.lower()} {name!r} not found "
+                                      "(CreateContainerConfigError)")
             directory = self.layout.root / "projected" / plan.name / f"{kind.lower()}-{name}"
             volumes.project(directory, data)
             dirs[mount] = str(directory)

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from backend.cluster import InvalidResource
-from backend.local.layout import write_atomic
+from training.atomic import write_atomic
 from backend.models import Checkpoint, RunMetrics, Snapshot
 from training import checkpoint_format, metrics
 

@@ -8,15 +8,15 @@ deterministic: the same definition gives the same bytes, so `git diff` shows rea
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from backend.models import ManifestError, yaml_documents
 from backend.pipelines.images import MANIFESTS
+from training.atomic import write_atomic
 
 COMPILED_FILES = {"kube": MANIFESTS / "pipeline.yaml", "local": MANIFESTS / "pipeline-local.yaml"}
 # What kfp.local can run: lightweight Python components, started through KFP's executor module.
@@ -50,10 +50,7 @@ def compile_pipeline(path: Path | str, pipeline: str = "lesson", target: str = "
         raw = Path(tmp) / "pipeline.yaml"
         compiler.Compiler().compile(func, str(raw))
         text = _HEADER.format(pipeline=pipeline, where=_WHERE[target]) + raw.read_text()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    partial.write_text(text)
-    os.replace(partial, path)  # readers see the old file or the new one
+    write_atomic(path, text)
     return path
 
 

@@ -44,7 +44,7 @@ def check_endpoint(host: str, timeout: float = 5.0) -> str:
         raise ClusterError(f"--kfp-host {host!r} is not an http(s) URL, e.g. {DEFAULT_KFP_HOST}")
     url = f"{host}/apis/v2beta1/healthz"
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - http(s) checked above
             body = response.read(4096).decode(errors="replace")
     except urllib.error.HTTPError as exc:
         raise ClusterError(f"{host} answered HTTP {exc.code} at /apis/v2beta1/healthz: not a "
@@ -121,7 +121,7 @@ async def run_remote(settings: Settings, compiled: CompiledPipeline, arguments: 
         try:
             return client, client.create_run_from_pipeline_package(
                 compiled.path, arguments=arguments, run_name=run_name, experiment_name=EXPERIMENT)
-        except Exception as exc:  # kfp_server_api.ApiException and friends: one line for the user
+        except Exception as exc:  # noqa: BLE001 - kfp_server_api.ApiException and friends: one line for the user
             raise _api_error(exc) from None
 
     client, submitted = await asyncio.to_thread(submit)

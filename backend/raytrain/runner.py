@@ -8,8 +8,8 @@ private Ray on 127.0.0.1) as a child process with Ray's temp files under the sta
     <home>/ray/drivers/<run>.stderr  the driver's stderr: Ray's own messages
 
 Its stdout is the workers' logfmt lines. While you read `lines()` the run keeps track of the
-current worker group (rank -> pid, restart attempt) from the `event=start` lines; `wait()` returns the driver's exit code once every Ray process of the run is
-gone (stragglers are killed).
+current worker group (rank -> pid, restart attempt) from the `event=start` lines; `wait()`
+returns the driver's exit code once every Ray process of the run is gone (stragglers are killed).
 """
 
 from __future__ import annotations

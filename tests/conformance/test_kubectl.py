@@ -16,7 +16,8 @@ LESSON = "jobset.sigs.k8s.io/jobset-name"
 
 def test_the_lesson_through_kubectl(kubectl, embedded):
     name = "kc-lesson"
-    out = kubectl("apply", "-f", str(REPO / "manifests" / "runtime.yaml"), "-f", str(REPO / "manifests" / "volume.yaml"))
+    manifests = REPO / "manifests"
+    out = kubectl("apply", "-f", str(manifests / "runtime.yaml"), "-f", str(manifests / "volume.yaml"))
     assert "trainingruntime.trainer.kubeflow.org/kfcockpit-torch" in out and "persistentvolumeclaim/checkpoints" in out
     assert kubectl("apply", "-f", "-", input=lesson_job_yaml(name, steps=40, step_delay=0.1)) == \
         f"trainjob.trainer.kubeflow.org/{name} created\n"
@@ -62,7 +63,8 @@ def test_the_lesson_through_kubectl(kubectl, embedded):
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert f"PASS  step 6: restart attempt 1 resumed from step {resumed[0]} > 0" in verified.stdout
     assert f"TrainJob {name}: Complete, restart attempt 1" in verified.stdout
-    assert kubectl("delete", "trainjob", name) == f'trainjob.trainer.kubeflow.org "{name}" deleted from default namespace\n'
+    deleted = kubectl("delete", "trainjob", name)
+    assert deleted == f'trainjob.trainer.kubeflow.org "{name}" deleted from default namespace\n'
     assert kubectl("get", "jobsets,pods", "-l", selector, "-o", "name") == ""  # owned objects collected
 
 

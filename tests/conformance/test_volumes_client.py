@@ -147,7 +147,8 @@ def test_a_pod_waits_for_its_claim_to_be_provisioned(embedded, kubectl):
     kubectl("apply", "-f", "-", input=claim_yaml("vr-awaited", source=from_snapshot("vr-awaited-snap")))
     kubectl("apply", "-f", "-", input=json.dumps({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "vr-waiting"},
-        "spec": {"restartPolicy": "Never", "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "vr-awaited"}}],
+        "spec": {"restartPolicy": "Never",
+                 "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "vr-awaited"}}],
                  "containers": [{"name": "c", "image": "local", "volumeMounts": [{"name": "d", "mountPath": "/data"}],
                                  "command": ["cat", "/data/x.txt"]}]}}))
     kubectl("wait", "--for=condition=PodScheduled=false", "pod/vr-waiting", "--timeout=300s")
@@ -215,7 +216,7 @@ def finished_run(directory, loss: float, steps: int) -> None:
     for step in (steps // 2, steps):
         checkpoint_format.write_checkpoint(directory, {"step": step, "world_size": 2, "loss": loss,
                                                        "created": time.time()}, b"w" * 64 * step)
-    metrics.write_atomic(directory / metrics.FILE_NAME, {
+    metrics.write_json(directory / metrics.FILE_NAME, {
         "final_loss": loss, "steps": steps, "world_size": 2, "wall_seconds": 1.5, "resumes": 0,
         "launcher": "torchrun", "loss_history": [1.0, loss], "params_sha256": "ab" * 32})
 

@@ -6,7 +6,7 @@ import json
 
 from backend.goodput import Goodput, job_goodput
 from backend.models import JobPhase
-from tests.local.conftest import WAIT, apply_all, cli, cluster, home, lesson_job, lesson_resources  # noqa: F401 (fixtures)
+from tests.local.conftest import WAIT, apply_all, cli, lesson_job, lesson_resources
 
 
 async def test_a_killed_and_resumed_job_shows_its_restart_and_parts_that_add_up(home, cluster):

@@ -139,7 +139,8 @@ def test_install_exits_0_when_every_tool_it_calls_succeeds(tmp_path):
     # git clone ... DIR: leave a deploy script where install.sh runs it.
     (stubs / "git").write_text(f'#!/bin/sh\necho "git $*" >> "{calls}"\nfor last; do :; done\n'
                                'mkdir -p "$last/deploy/kubernetes-latest"\n'
-                               f'printf \'#!/bin/sh\\necho deploy.sh >> "{calls}"\\n\' > "$last/deploy/kubernetes-latest/deploy.sh"\n'
+                               f'printf \'#!/bin/sh\\necho deploy.sh >> "{calls}"\\n\' '
+                               '> "$last/deploy/kubernetes-latest/deploy.sh"\n'
                                'chmod +x "$last/deploy/kubernetes-latest/deploy.sh"\n')
     for stub in stubs.iterdir():
         stub.chmod(0o755)

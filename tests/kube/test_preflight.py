@@ -20,7 +20,8 @@ def controller_pod(ready: bool = True) -> dict:
     return {"metadata": {"name": "kubeflow-trainer-controller-manager-7d9f-x2x", "namespace": "kubeflow-system",
                          "labels": {"app.kubernetes.io/name": "trainer", "app.kubernetes.io/component": "manager",
                                     "app.kubernetes.io/part-of": "kubeflow"}},
-            "spec": {"containers": [{"name": "manager", "image": "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0"}]},
+            "spec": {"containers": [{"name": "manager",
+                                     "image": "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0"}]},
             "status": pod_status("Running" if ready else "Pending")}
 
 

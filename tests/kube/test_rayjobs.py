@@ -212,11 +212,12 @@ async def test_pod_watch_of_a_rayjob_waits_for_its_cluster_and_reports_each_pod_
             "ray.io/originated-from-cr-name": JOB, "ray.io/originated-from-crd": "RayJob"}), "node", "Pending")
         api.put(PODS, both)
         (added,) = await pending
-        assert (added.type, added.pod.name, added.pod.rank) == (PodEventType.ADDED, both["metadata"]["name"], DRIVER_RANK)
+        name = both["metadata"]["name"]
+        assert (added.type, added.pod.name, added.pod.rank) == (PodEventType.ADDED, name, DRIVER_RANK)
         seen = []
         for change in (lambda: api.put(PODS, ray_worker_pod(0)),
-                       lambda: api.update(PODS, both["metadata"]["name"], lambda p: p.update(status=pod_status("Running"))),
-                       lambda: api.remove(PODS, both["metadata"]["name"])):
+                       lambda: api.update(PODS, name, lambda p: p.update(status=pod_status("Running"))),
+                       lambda: api.remove(PODS, name)):
             change()
             seen += [(e.type, e.pod.name, e.pod.phase.value) for e in await take(events, 1)]
         assert seen == [(PodEventType.ADDED, f"{CLUSTER}-workers-worker-0f8rk", "Running"),

@@ -36,7 +36,7 @@ def write_checkpoint(directory: Path, step: int, loss: float, truncate: bool = F
 
 
 def write_metrics(directory: Path, final_loss: float) -> None:
-    metrics.write_atomic(directory / metrics.FILE_NAME, {
+    metrics.write_json(directory / metrics.FILE_NAME, {
         "final_loss": final_loss, "steps": 20, "world_size": 2, "wall_seconds": 12.5, "resumes": 1,
         "loss_history": [0.9, final_loss], "launcher": "torchrun"})
 

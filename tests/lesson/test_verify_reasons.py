@@ -3,7 +3,6 @@ kept log lacks an input, a real TrainJob that finished without anyone killing a 
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest

@@ -111,7 +111,8 @@ async def test_a_pod_watch_lives_through_a_new_controller(cluster):
             if len({e.pod.name for e in events}) == 2:
                 listed.set()  # both running pods seen
             if event.pod.restart_attempt == 1 and event.pod.phase == PodPhase.SUCCEEDED:
-                succeeded = {e.pod.name for e in events if e.pod.restart_attempt == 1 and e.pod.phase == PodPhase.SUCCEEDED}
+                succeeded = {e.pod.name for e in events
+                             if e.pod.restart_attempt == 1 and e.pod.phase == PodPhase.SUCCEEDED}
                 if len(succeeded) == 2:
                     return
 

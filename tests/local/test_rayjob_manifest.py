@@ -56,7 +56,8 @@ def test_the_lesson_rayjob_has_the_kuberay_v1_shape():
         mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
         claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in group["template"]["spec"]["volumes"]}
         assert [(claims[n], p) for n, p in mounts.items()] == [("checkpoints", "/checkpoints")]
-    assert all(g["groupName"] and g["minReplicas"] <= g["replicas"] <= g["maxReplicas"] for g in raw["workerGroupSpecs"])
+    groups = raw["workerGroupSpecs"]
+    assert all(g["groupName"] and g["minReplicas"] <= g["replicas"] <= g["maxReplicas"] for g in groups)
     assert sum(g["replicas"] for g in raw["workerGroupSpecs"]) == 2
     # the two-worker Ray Train run of the lesson, storing under the mounted volume
     argv = rayplan.split_entrypoint(job.metadata.name, job.spec.entrypoint)

@@ -221,7 +221,7 @@ def _cockpit_of(proc: Path, home: Path) -> bool:
 
 
 def address_of(printed: list[str], label: str) -> str:
-    line = next(l for l in printed if l.strip().startswith(label))
+    line = next(text for text in printed if text.strip().startswith(label))
     return line.split()[1]
 
 

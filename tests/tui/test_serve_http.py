@@ -226,4 +226,5 @@ async def test_a_full_server_says_why_in_the_close_reason(private, http):
     message = await asyncio.wait_for(third.receive(), WAIT)
     assert message.type == aiohttp.WSMsgType.CLOSE
     assert message.data == CLOSED_FULL
-    assert message.extra == "Full: 2 browser tabs already drive a cockpit here (the limit). Close one, then open this again."
+    assert message.extra == ("Full: 2 browser tabs already drive a cockpit here (the limit). "
+                             "Close one, then open this again.")

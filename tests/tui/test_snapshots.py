@@ -61,7 +61,7 @@ def prepare(home: Path) -> None:
     broken = checkpoint_format.write_checkpoint(
         run_dir, {"step": 20, "world_size": 2, "loss": 0.02, "created": NOW - 200}, b"x" * 4096)
     broken.write_bytes(b"x" * 3096)  # a torn write
-    metrics.write_atomic(run_dir / metrics.FILE_NAME, {
+    metrics.write_json(run_dir / metrics.FILE_NAME, {
         "final_loss": 0.033333, "steps": 15, "world_size": 2, "wall_seconds": 12.5, "resumes": 0,
         "launcher": "torchrun", "loss_history": [round(0.5 / (s + 1), 6) for s in range(15)]})
 
@@ -139,4 +139,5 @@ def test_the_prepared_state_is_what_the_backend_reports(prepared_home):
     found = asyncio.run(cluster.checkpoints("checkpoints"))
     asyncio.run(cluster.close())
     assert sorted((c.step, c.valid) for c in found) == [(5, True), (10, True), (15, True), (20, False)]
-    assert json.loads((prepared_home / "workspace" / "local" / "progress.json").read_text())["steps"]["3"]["status"] == "done"
+    progress = json.loads((prepared_home / "workspace" / "local" / "progress.json").read_text())
+    assert progress["steps"]["3"]["status"] == "done"

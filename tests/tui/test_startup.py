@@ -18,7 +18,7 @@ import asyncio, json, sys
 from pathlib import Path
 from tui.cli import build_parser
 from tui.app import CockpitApp
-from tui.launch import Launch
+from tui.cli.app_cmds import launch_from_args
 
 HEAVY = ("torch", "ray", "kfp", "kubernetes")
 
@@ -26,7 +26,7 @@ def loaded():
     return sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)
 
 args = build_parser().parse_args(["--home", sys.argv[1]])
-app = CockpitApp(Launch.from_args(args))
+app = CockpitApp(launch_from_args(args))
 report = {"built": loaded()}
 
 # The screen mounts its panels after its first refresh: whatever compose, on_mount and the

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import socket
 import sys
+from pathlib import Path
 
-from tui.cli.common import EXIT_USAGE, add_command, fail
+from backend.home import default_home
+from tui.cli.common import EXIT_USAGE, add_command, fail, settings_from
+from tui.launch import Launch, first_theme, saved_preferences
 
 SERVE_DESCRIPTION = """\
 Serve the cockpit to web browsers. Opening the printed address shows the cockpit at once, in a
@@ -66,10 +69,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=serve)
 
 
+def launch_from_args(args: argparse.Namespace) -> Launch:
+    """What the cockpit's first frame needs, from the command line and a plain look at the saved
+    preferences; the settings are built later, in a thread (tui/launch.py says why)."""
+    home = Path(args.home).expanduser() if args.home else default_home()
+    saved = saved_preferences(home)
+    override = getattr(args, "theme", None)
+    return Launch(home=home, platform="kube" if args.context else args.backend,
+                  theme=override or first_theme(saved), make_settings=lambda: settings_from(args),
+                  theme_override=override,
+                  mouse=not getattr(args, "no_mouse", False) and saved.get("mouse") is not False)
+
+
 def open_cockpit(args: argparse.Namespace) -> int:
     from tui.app import run_cockpit
 
-    return run_cockpit(args)
+    return run_cockpit(launch_from_args(args))
 
 
 def forwarded_options(args: argparse.Namespace) -> list[str]:

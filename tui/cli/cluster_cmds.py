@@ -141,7 +141,8 @@ async def cmd_status(args: argparse.Namespace) -> int:
     if args.output == "json":
         print_json(checks)
     else:
-        print_table(["CHECK", "OK", "DETAIL", "FIX"], [[c.name, "yes" if c.ok else "NO", c.detail, c.fix] for c in checks])
+        print_table(["CHECK", "OK", "DETAIL", "FIX"],
+                    [[c.name, "yes" if c.ok else "NO", c.detail, c.fix] for c in checks])
     return 0 if all(c.ok for c in checks) else EXIT_FAILED
 
 
@@ -186,7 +187,11 @@ async def cmd_snapshot_list(args: argparse.Namespace) -> int:
         print_json(snaps)
         return 0
     now = time.time()
+
+    def runs(s) -> str:
+        return ", ".join(f"{m.run or '.'} ({m.final_loss:.4f})" for m in s.metrics) or "-"
+
     print_table(["NAME", "VOLUME", "READY", "FILES", "SIZE", "AGE", "RUNS (final loss)"],
-                [[s.name, s.volume, "yes" if s.ready else "no", s.files, fmt.size(s.size_bytes), fmt.age(now - s.created),
-                  ", ".join(f"{m.run or '.'} ({m.final_loss:.4f})" for m in s.metrics) or "-"] for s in snaps])
+                [[s.name, s.volume, "yes" if s.ready else "no", s.files, fmt.size(s.size_bytes),
+                  fmt.age(now - s.created), runs(s)] for s in snaps])
     return 0

@@ -63,7 +63,10 @@ async def cmd_compare(args: argparse.Namespace) -> int:
             first = exc.errors()[0]
             option = "--" + str(first["loc"][0]).replace("_", "-").replace("kill-at-step", "kill-at")
             return fail(f"{option}: {first['msg'].lower()}", exit_code=EXIT_USAGE, exit_now=False)
-        progress = (lambda text: print(text, file=sys.stderr, flush=True))
+
+        def progress(text: str) -> None:
+            print(text, file=sys.stderr, flush=True)
+
         try:
             comparison = await run_comparison(settings, plan, progress=progress)
         except ObservationError as exc:

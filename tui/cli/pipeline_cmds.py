@@ -157,7 +157,8 @@ def show_handler(args: argparse.Namespace) -> int:
     print(f"image: {', '.join(compiled.images)}")
     print("parameters: " + ", ".join(f"{k}={_default(p)}" for k, p in compiled.parameters.items()))
     print(f"tasks: {', '.join(compiled.tasks)}")
-    runs_here = "yes" if compiled.runs_locally else f"no (container components: {', '.join(compiled.container_executors)})"
+    containers = ", ".join(compiled.container_executors)
+    runs_here = "yes" if compiled.runs_locally else f"no (container components: {containers})"
     print(f"runs with kfp.local: {runs_here}")
     print("platform settings, request/limit (kfp.local ignores them; a cluster applies them):")
     for executor in sorted(set(compiled.platform) | set(compiled.resources)):
@@ -167,7 +168,8 @@ def show_handler(args: argparse.Namespace) -> int:
             parts.append(f"cpu {r.get('resourceCpuRequest', '-')}/{r.get('resourceCpuLimit', '-')} "
                          f"memory {r.get('resourceMemoryRequest', '-')}/{r.get('resourceMemoryLimit', '-')}")
         if "nodeSelector" in settings:
-            parts.append("nodeSelector " + ",".join(f"{k}={v}" for k, v in settings["nodeSelector"].get("labels", {}).items()))
+            labels = settings["nodeSelector"].get("labels", {})
+            parts.append("nodeSelector " + ",".join(f"{k}={v}" for k, v in labels.items()))
         for mount in settings.get("pvcMount", []):
             parts.append(f"pvc at {mount.get('mountPath')}")
         if "imagePullPolicy" in settings:

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Static
 from tui import format as fmt
 
 if TYPE_CHECKING:
-    from backend.models import RunMetrics, Snapshot
+    from backend.models import Snapshot
 
 ROWS = (
     ("final loss", lambda m: fmt.loss(m.final_loss)),

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from backend.local.layout import write_atomic
+from training.atomic import write_atomic
 
 CONTEXT = "kfcockpit"
 _VALID_DAYS = 3650

@@ -102,7 +102,7 @@ def schema(kind_name: str) -> dict[str, Any] | None:
 
 
 def main(argv: list[str]) -> int:
-    from backend.local.layout import write_atomic
+    from training.atomic import write_atomic
 
     target = Path(argv[0])
     write_atomic(target, json.dumps(build()).encode())

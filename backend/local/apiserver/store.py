@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 
 from backend.local.apiserver.kinds import Kind, Registry
 from backend.local.apiserver.status import already_exists, conflict, gone, not_found
-from backend.local.layout import write_atomic
+from training.atomic import write_atomic
 
 log = logging.getLogger("kfcockpit.apiserver")
 

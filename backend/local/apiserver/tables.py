@@ -160,7 +160,8 @@ _PRINTERS: dict[str, tuple[tuple[Column, ...], Any]] = {
                      lambda o: [o["metadata"]["name"] + (" (default)" if (o["metadata"].get("annotations") or {}).get(
                          "storageclass.kubernetes.io/is-default-class") == "true" else ""),
                                 o.get("provisioner", ""), o.get("reclaimPolicy", "Delete"),
-                                o.get("volumeBindingMode", "Immediate"), str(o.get("allowVolumeExpansion", False)).lower(),
+                                o.get("volumeBindingMode", "Immediate"),
+                                str(o.get("allowVolumeExpansion", False)).lower(),
                                 age(o["metadata"].get("creationTimestamp"))]),
 }
 

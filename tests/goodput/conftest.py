@@ -1,0 +1,1 @@
+from tests.local.conftest import cluster, home  # noqa: F401  (fixtures)
