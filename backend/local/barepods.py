@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from backend.errors import InvalidResource
-from backend.local import podspec
+from backend.local import pod_status, podspec
 from backend.local import volumes as volumes_files
 from backend.local.objects import rfc3339
 from backend.local.podlogs import PodLog
@@ -205,10 +205,10 @@ class BarePod:
                      "ready": running is not None, "started": running is not None, "state": state}
         if last is not None:
             container["lastState"] = {"terminated": _terminated(*last)}
-        self.ctl.api.bare_pod_status(self.namespace, self.name, phase, container, reason)
+        pod_status.report(self.ctl.api, self.namespace, self.name, phase, container, reason)
 
     def _unschedulable(self, why: str) -> None:
-        self.ctl.api.bare_pod_unschedulable(self.namespace, self.name, why)
+        pod_status.unschedulable(self.ctl.api, self.namespace, self.name, why)
 
     def terminate(self, grace: float) -> None:
         self.deleting = True

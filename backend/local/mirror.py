@@ -116,7 +116,7 @@ class Mirror:
         if summary.phase.finished and (obj.get("status") or {}) != status:
             self.event(obj, "Normal" if summary.phase.value == "Complete" else "Warning", summary.phase.value,
                        summary.message or summary.reason, "trainjob-controller")
-        self.api._set_status(kind, obj, status)
+        self.api.set_status(kind, obj, status)
 
     def event(self, involved: dict[str, Any], event_type: str, reason: str, message: str, component: str) -> None:
         meta = involved["metadata"]

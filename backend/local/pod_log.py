@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, AsyncIterator
 
 from backend.local import barepods
-from backend.local.apiserver.server import flag
+from backend.local.apiserver.wire import flag
 from backend.local.apiserver.status import bad_request
 from backend.local.podlogs import read_lines
 

@@ -5,7 +5,7 @@ Provision → getVolumeContentSource → getSnapshotSource / getPVCSource): a cl
 dataSource names a VolumeSnapshot starts with the snapshot's files, one naming a
 PersistentVolumeClaim with a clone of that volume, any other claim empty. A source that is
 missing, not bound, not ready or larger than the request is refused with upstream's message;
-the claim stays Pending with a Warning ProvisioningFailed event (api.py), and is provisioned
+the claim stays Pending with a Warning ProvisioningFailed event (csi.py), and is provisioned
 when the snapshot it waits for is taken (upstream retries with a back-off; here that snapshot's
 creation sets it off). The copy itself is Controller.fill_volume; a source deleted while it was
 being copied fails the provisioning (the copy may be partial) instead of leaving it unnoticed.

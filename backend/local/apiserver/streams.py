@@ -1,0 +1,123 @@
+"""The API server's long-lived responses: watches (backlog from a resourceVersion, the
+initial-events-end bookmark, periodic bookmarks, Table rows, batched events until the timeout)
+and pods/log follows. Each open one counts in `open_streams`, which `Hooks.streams_changed`
+hears: a client watching keeps the embedded cluster up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from backend.local.apiserver import tables
+from backend.local.apiserver.status import ApiError
+from backend.local.apiserver.store import Store
+from backend.local.apiserver.wire import flag, matcher, wants_table
+
+if TYPE_CHECKING:
+    from backend.local.apiserver.server import Hooks, Request
+
+BOOKMARK_SECONDS = 5.0
+
+
+class Streams:
+    """ApiServer's watch and log streams (a part of it): they use its store and hooks."""
+
+    store: Store
+    hooks: Hooks
+    open_streams: int
+
+    async def _watch(self, request: web.Request, target: Request) -> web.StreamResponse:
+        query = request.query
+        match = matcher(request, target.kind)
+        since = query.get("resourceVersion")
+        initial = flag(query.get("sendInitialEvents"))
+        watch, backlog = self.store.watch(target.kind, target.namespace, match, "0" if initial else since)
+        timeout = float(query.get("timeoutSeconds") or 1800)
+        bookmarks = flag(query.get("allowWatchBookmarks"))
+        as_table = wants_table(request)
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        first_table = True
+
+        def encode(event_type: str, obj: dict[str, Any]) -> bytes:
+            nonlocal first_table
+            if as_table and event_type != "BOOKMARK":
+                obj = tables.table(target.kind, [obj], obj["metadata"].get("resourceVersion", ""),
+                                   query.get("includeObject", "Metadata"), headers=first_table)
+                first_table = False
+            return json.dumps({"type": event_type, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+        def bookmark(extra: dict[str, str] | None = None) -> bytes:
+            meta: dict[str, Any] = {"resourceVersion": str(self.store.rv)}
+            if extra:
+                meta["annotations"] = extra
+            return encode("BOOKMARK", {"kind": target.kind.kind, "apiVersion": target.kind.api_version,
+                                       "metadata": meta})
+
+        deadline = time.monotonic() + timeout
+        self._stream(+1)
+        try:
+            chunk = b"".join(encode(e.type, e.object) for e in backlog)
+            if initial:
+                chunk += bookmark({"k8s.io/initial-events-end": "true"})
+            if chunk:
+                await response.write(chunk)
+            while not watch.closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    event = await asyncio.wait_for(watch.queue.get(), min(left, BOOKMARK_SECONDS))
+                except asyncio.TimeoutError:
+                    if bookmarks:
+                        await response.write(bookmark())
+                    continue
+                if event is None:
+                    break
+                events = [event]
+                while not watch.queue.empty() and len(events) < 1000:
+                    queued = watch.queue.get_nowait()
+                    if queued is None:
+                        watch.closed = True
+                        break
+                    events.append(queued)
+                await response.write(b"".join(encode(e.type, e.object) for e in events))
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.store.unwatch(watch)
+            self._stream(-1)
+        return response
+
+    async def _log(self, request: web.Request, target: Request) -> web.StreamResponse:
+        if request.method != "GET" or target.name is None:
+            raise ApiError(405, "MethodNotAllowed", "pods/log supports GET only")
+        self.store.get(target.kind, target.namespace, target.name)
+        options = dict(request.query)
+        lines = self.hooks.pod_log(target.namespace or "default", target.name, options)
+        first = await anext(lines, None)  # errors (unknown container, no previous) before any byte is sent
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        self._stream(+1)
+        try:
+            if first:
+                await response.write(first)
+            async for chunk in lines:
+                await response.write(chunk)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            await lines.aclose()
+            self._stream(-1)
+        return response
+
+    def _stream(self, change: int) -> None:
+        self.open_streams += change
+        self.hooks.streams_changed(self.open_streams)
