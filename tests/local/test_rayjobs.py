@@ -183,24 +183,28 @@ async def _delete(run: LessonRun) -> None:
     cluster = run.cluster
     remaining = {p.name for p in run.final_pods}
     seen: set[str] = set()
-    listed, deleted = asyncio.Event(), asyncio.Event()
+    # Set before the delete is sent, not after it returns: the pods' deletions may reach the
+    # watch while the delete call is still returning (waiting for them then was the hang of the
+    # first merged run, 0e5887d).
+    listed, deleting = asyncio.Event(), asyncio.Event()
 
     async def watch_deletions():
         async for event in cluster.watch_pods(JOB):
             if event.type == PodEventType.DELETED:
-                run.gone.add(event.pod.name)
+                if deleting.is_set():
+                    run.gone.add(event.pod.name)
             else:
                 seen.add(event.pod.name)
             if seen >= remaining:
                 listed.set()
-            if deleted.is_set() and run.gone >= remaining:
+            if deleting.is_set() and run.gone >= remaining:
                 return
 
     watcher = asyncio.create_task(watch_deletions())
     try:
         await asyncio.wait_for(listed.wait(), WAIT)
+        deleting.set()
         await cluster.delete("RayJob", JOB)
-        deleted.set()
         await asyncio.wait_for(watcher, WAIT)
     finally:
         watcher.cancel()
