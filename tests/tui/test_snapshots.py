@@ -9,7 +9,9 @@ clock fixed to a moment after them. Update after an intended change with --snaps
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -140,3 +142,16 @@ def test_the_prepared_state_is_what_the_backend_reports(prepared_home):
     asyncio.run(cluster.close())
     assert sorted((c.step, c.valid) for c in found) == [(5, True), (10, True), (15, True), (20, False)]
     assert json.loads((prepared_home / "workspace" / "local" / "progress.json").read_text())["steps"]["3"]["status"] == "done"
+
+
+def test_every_saved_snapshot_is_one_a_test_here_makes():
+    """syrupy fails a run that leaves a snapshot unused, but not under pytest-xdist (`make test`
+    runs two workers): the same check, from this module's tests and their parameter ids."""
+    made = set()
+    for name, test in inspect.getmembers(sys.modules[__name__], inspect.isfunction):
+        if name.startswith("test_") and "snap_compare" in inspect.signature(test).parameters:
+            marks = [mark for mark in getattr(test, "pytestmark", []) if mark.name == "parametrize"]
+            ids = [i for mark in marks for i in mark.kwargs["ids"]]
+            made |= {f"{name}[{i}].svg" for i in ids} if ids else {f"{name}.svg"}
+    saved = {p.name for p in (Path(__file__).parent / "__snapshots__" / Path(__file__).stem).iterdir()}
+    assert saved == made
