@@ -34,11 +34,15 @@ run: $(STAMP)
 	$(BIN)/kfcockpit $(ARGS)
 
 # The layers and lint rules first (pyproject.toml: [tool.importlinter], [tool.ruff]; seconds),
-# then the suite, which prints its slowest tests.
+# then the suite, which prints its slowest tests. TEST_WORKERS=2: two pytest-xdist workers (most
+# tests wait on processes they started: a cluster, workers, Ray); tests/conftest.py keeps tests
+# that share a fixture on one. 0 (one process) stays the default until the suite has passed twice
+# in a row that way (issue #16).
+TEST_WORKERS ?= 0
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest --durations=15 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15 $(PYTEST_ARGS)
 
 # Opt-in: a real cluster. KFCOCKPIT_E2E_CONTEXT=kind-kind [KFCOCKPIT_E2E_KFP_HOST=URL] make test-e2e
 # (every test marked e2e: the lesson on Kubernetes and the pipelines on its Pipelines endpoint)

@@ -1,9 +1,11 @@
-"""RayJobs on the embedded cluster with real Ray: manifests/rayjob.yaml applied as is, its Ray
-Train workers shown as pods, a killed worker pod making Ray restart the group from a checkpoint,
-and no Ray process left after the job, after `cluster down`, after the controller dies.
+"""RayJobs on the embedded cluster with real Ray, through the kube backend as the cockpit drives
+them: manifests/rayjob.yaml applied as is, its Ray Train workers shown as pods found by KubeRay's
+labels, the job read from the status KubeRay v1.7.0 would write, a killed worker pod making Ray
+restart the group from a checkpoint, delete taking every pod, and no Ray process left after the
+job, after `cluster down`, after the controller dies.
 
 Ray starts slowly on two cores, so one run (`lesson_run`, the lesson's job with a worker killed
-mid-run) serves most assertions; each of the other two tests starts one Ray more.
+mid-run, then deleted) serves most assertions; each of the other two tests starts one Ray more.
 """
 
 from __future__ import annotations
@@ -35,7 +37,11 @@ from backend.models import (
     LogLine,
     Pod,
     PodEvent,
+    PodEventType,
     PodPhase,
+    RAY_LABEL_CLUSTER,
+    RAY_LABEL_NODE_TYPE,
+    RAY_LABEL_ORIGINATED_NAME,
     RunMetrics,
     parse_manifests,
 )
@@ -44,6 +50,12 @@ from training.logfmt import parse_line
 
 JOB = "lesson-ray"
 KILL_AT_STEP = 12  # after the checkpoint of step 10 (the job checkpoints every 5)
+# The whole of `lesson_run`: two Ray groups of 100 paced steps, then the delete. WAIT bounds each
+# wait inside it; under CI load on two cores the run as a whole has taken more than one WAIT.
+RUN_BUDGET = 3 * WAIT
+
+# the module's tests have the run's budget, plus room for the cluster's start and stop
+pytestmark = pytest.mark.timeout(RUN_BUDGET + 300)
 
 
 def short_home() -> Path:
@@ -100,6 +112,12 @@ class LessonRun:
     final_pods: list[Pod] = field(default_factory=list)
     metrics: list[RunMetrics] = field(default_factory=list)
     left_running: list[int] = field(default_factory=list)
+    first: JobSummary | None = None  # read right after the apply
+    listed: list[JobSummary] = field(default_factory=list)
+    status: dict = field(default_factory=dict)  # the RayJob's, as stored
+    gone: set[str] = field(default_factory=set)  # pods the watch saw deleted after the RayJob was
+    after_delete: Exception | None = None
+    listed_after_delete: list[JobSummary] = field(default_factory=list)
 
     def driver(self) -> Pod:
         return next(p for p in self.final_pods if p.rank == DRIVER_RANK)
@@ -113,10 +131,21 @@ class LessonRun:
         return seen
 
 
-async def _lesson_run(cluster: KubeCluster) -> LessonRun:
-    run = LessonRun(cluster)
+    def progress(self) -> str:
+        """How far the run got, for a run that did not end in time."""
+        steps = [line.step for line in self.lines if line.step is not None]
+        phases = [(j.phase.value, j.restart_attempt) for j in self.jobs if j.name == JOB]
+        return (f"{len(self.lines)} log lines, newest step {max(steps, default=None)}, "
+                f"killed {self.killed.name if self.killed else None}, job phases {phases[-5:]}, "
+                f"finished {self.final is not None}, deleted pods {sorted(self.gone)}")
+
+
+async def _lesson_run(run: LessonRun) -> None:
+    cluster = run.cluster
     run.applied = await apply_lesson_rayjob(cluster)
     run.applied_again = await apply_lesson_rayjob(cluster)
+    run.first = await cluster.get_job(JOB)
+    run.listed = await cluster.list_jobs()
 
     async def record_pods():
         async for event in cluster.watch_pods(JOB):
@@ -141,23 +170,67 @@ async def _lesson_run(cluster: KubeCluster) -> LessonRun:
         run.final_pods = await cluster.list_pods(JOB)
         run.metrics = await cluster.read_metrics("checkpoints")
         run.left_running = ray_processes(cluster, run.driver().name)
+        run.status = (await cluster.resources.get("RayJob", JOB))["status"]
         await asyncio.gather(*recorders)  # each ends once it has seen the end
     finally:
         for task in recorders:
             task.cancel()
-    return run
+    await _delete(run)
+
+
+async def _delete(run: LessonRun) -> None:
+    """Delete the RayJob while a pod watch is open: every pod of the job goes, and the job."""
+    cluster = run.cluster
+    remaining = {p.name for p in run.final_pods}
+    seen: set[str] = set()
+    # Set before the delete is sent, not after it returns: the pods' deletions may reach the
+    # watch while the delete call is still returning (waiting for them then was the hang of the
+    # first merged run, 0e5887d).
+    listed, deleting = asyncio.Event(), asyncio.Event()
+
+    async def watch_deletions():
+        async for event in cluster.watch_pods(JOB):
+            if event.type == PodEventType.DELETED:
+                if deleting.is_set():
+                    run.gone.add(event.pod.name)
+            else:
+                seen.add(event.pod.name)
+            if seen >= remaining:
+                listed.set()
+            if deleting.is_set() and run.gone >= remaining:
+                return
+
+    watcher = asyncio.create_task(watch_deletions())
+    try:
+        await asyncio.wait_for(listed.wait(), WAIT)
+        deleting.set()
+        await cluster.delete("RayJob", JOB)
+        await asyncio.wait_for(watcher, WAIT)
+    finally:
+        watcher.cancel()
+    try:
+        await cluster.get_job(JOB)
+    except NotFound as exc:
+        run.after_delete = exc
+    run.listed_after_delete = await cluster.list_jobs()
 
 
 @pytest.fixture(scope="module")
 def lesson_run():
     home = short_home()
 
-    async def run() -> LessonRun:
+    async def main() -> LessonRun:
         async with embedded_cluster(home) as cluster:
-            return await asyncio.wait_for(_lesson_run(cluster), WAIT)
+            run = LessonRun(cluster)
+            try:
+                await asyncio.wait_for(_lesson_run(run), RUN_BUDGET)
+            except TimeoutError:
+                pytest.fail(f"the lesson RayJob did not run and go within {RUN_BUDGET:.0f} s: {run.progress()}",
+                            pytrace=False)
+            return run
 
     try:
-        yield asyncio.run(run())
+        yield asyncio.run(main())
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -250,6 +323,57 @@ def test_no_ray_process_is_left_after_the_job_and_its_files_stay_under_the_state
     assert list((home / "ray").glob("session_*/logs")), "Ray's session is not under the state root"
     started = next(parse_line(line.text) for line in lesson_run.lines if "event=ray_started" in line.text)
     assert started["temp_dir"] == str(home / "ray") and started["node"] == "127.0.0.1"
+
+
+def test_the_rayjob_is_a_ray_job_of_the_kube_backend(lesson_run):
+    assert lesson_run.first.launcher == "ray" and lesson_run.first.phase in (JobPhase.CREATED, JobPhase.RUNNING)
+    (listed,) = [j for j in lesson_run.listed if j.name == JOB]
+    assert (listed.launcher, listed.num_nodes, listed.max_restarts, listed.volumes) == ("ray", 2, 3, ["checkpoints"])
+
+
+def test_its_status_is_kuberays(lesson_run):
+    """What the kube backend reads on any cluster with KubeRay v1.7.0 (apis/ray/v1/rayjob_types.go)."""
+    status = lesson_run.status
+    assert (status["jobDeploymentStatus"], status["jobStatus"], status["failed"], status["succeeded"]) == (
+        "Complete", "SUCCEEDED", 1, 1)
+    assert status["rayClusterName"] and status["startTime"] <= status["endTime"]
+
+
+def test_driver_and_worker_pods_are_found_by_kuberays_labels(lesson_run):
+    """KubeRay's pod labels (ray-operator/controllers/ray/common/pod.go labelPod)."""
+    cluster = lesson_run.status["rayClusterName"]
+    pods = {e.pod.name: e.pod for e in lesson_run.pod_events}
+    assert all(p.job == JOB and p.labels[RAY_LABEL_CLUSTER] == cluster for p in pods.values())
+    (driver,) = [p for p in pods.values() if p.rank == DRIVER_RANK]
+    assert driver.labels[RAY_LABEL_ORIGINATED_NAME] == JOB and driver.labels[RAY_LABEL_NODE_TYPE] == "head"
+    workers = sorted((p.restart_attempt, p.rank) for p in pods.values() if p.rank != DRIVER_RANK)
+    assert workers == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert all(pods[n].labels[RAY_LABEL_NODE_TYPE] == "worker" for n in pods if n != driver.name)
+    # matched by both selectors (submitter and head at once), the driver is still added once
+    added = [e.pod.name for e in lesson_run.pod_events if e.type == PodEventType.ADDED]
+    assert len(added) == len(set(added)) == 5
+
+
+def test_worker_logs_carry_every_step_and_the_killed_pod_is_deleted_not_kept_failed(lesson_run):
+    steps = {line.step for line in lesson_run.lines if line.step is not None}
+    assert steps == set(range(1, 101))
+    assert all(line.pod.startswith(f"{JOB}-worker-{line.rank}-") for line in lesson_run.lines if line.step is not None)
+    killed = lesson_run.killed
+    assert killed is not None and (killed.rank, killed.restart_attempt) == (1, 0)
+    # deleted with grace period 0, as kill_pod does on any cluster: the pod is gone, not kept Failed
+    (last,) = [e for e in lesson_run.pod_events if e.pod.name == killed.name][-1:]
+    assert (last.type, last.pod.reason) == (PodEventType.DELETED, "Deleted")
+    final = lesson_run.final
+    assert (final.phase, final.restart_attempt, final.launcher) == (JobPhase.COMPLETE, 1, "ray")
+    phases = [(j.phase, j.restart_attempt) for j in lesson_run.jobs if j.name == JOB]
+    assert (JobPhase.RESTARTING, 1) in phases and phases[-1] == (JobPhase.COMPLETE, 1)
+    assert all(p.phase == PodPhase.SUCCEEDED for p in lesson_run.final_pods)
+
+
+def test_delete_removes_the_rayjob_and_its_pods(lesson_run):
+    assert lesson_run.gone >= {p.name for p in lesson_run.final_pods}
+    assert str(lesson_run.after_delete) == f"TrainJob {JOB}: not found in namespace default"
+    assert JOB not in [j.name for j in lesson_run.listed_after_delete]
 
 
 async def test_cluster_down_mid_run_leaves_no_ray_process_and_the_job_ends_lost():

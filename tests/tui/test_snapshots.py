@@ -9,7 +9,9 @@ clock fixed to a moment after them. Update after an intended change with --snaps
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -151,3 +153,16 @@ def test_the_pods_tab_at_80x24(prepared_home, snap_compare):
         await pilot.press("2")
 
     assert snap_compare(cockpit(prepared_home), terminal_size=(80, 24), run_before=pods_tab)
+
+
+def test_every_saved_snapshot_is_one_a_test_here_makes():
+    """syrupy fails a run that leaves a snapshot unused, but not under pytest-xdist (`make test`
+    runs two workers): the same check, from this module's tests and their parameter ids."""
+    made = set()
+    for name, test in inspect.getmembers(sys.modules[__name__], inspect.isfunction):
+        if name.startswith("test_") and "snap_compare" in inspect.signature(test).parameters:
+            marks = [mark for mark in getattr(test, "pytestmark", []) if mark.name == "parametrize"]
+            ids = [i for mark in marks for i in mark.kwargs["ids"]]
+            made |= {f"{name}[{i}].svg" for i in ids} if ids else {f"{name}.svg"}
+    saved = {p.name for p in (Path(__file__).parent / "__snapshots__" / Path(__file__).stem).iterdir()}
+    assert saved == made
