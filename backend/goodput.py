@@ -194,9 +194,7 @@ class Goodput:
         if "=" not in text:
             return
         fields = parse_line(text)
-        self._newest = at if self._newest is None else max(self._newest, at)
-        if self.started is None:
-            self.started = at
+        self._seen(at)
         event = fields.get("event")
         if event == "start" and "rank" in fields:
             try:
@@ -225,6 +223,17 @@ class Goodput:
             attempt = self._current(at)
             if attempt.done is None:
                 attempt.done, attempt.done_wait = at, _number(fields.get("ckpt_wait"))
+
+    def feed_step(self, at: float, step: int) -> None:
+        """A plain training-step line its reader already parsed (no event=, no ckpt_wait=): what
+        `feed` would do with it, without parsing it again (the cockpit's hot path)."""
+        self._seen(at)
+        self._current(at).add_step(step, at, 0.0)
+
+    def _seen(self, at: float) -> None:
+        self._newest = at if self._newest is None else max(self._newest, at)
+        if self.started is None:
+            self.started = at
 
     def failure(self, at: float) -> None:
         """A worker failed at `at` (a pod that died, a kill): where recovery starts."""

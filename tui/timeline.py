@@ -178,7 +178,11 @@ class FailureTimeline:
         from training.logfmt import parse_line
 
         for line in batch:
-            self.goodput.feed(line.time, line.text)
+            text = line.text
+            if line.step is not None and "event=" not in text and "ckpt_wait=" not in text:
+                self.goodput.feed_step(line.time, line.step)
+            else:
+                self.goodput.feed(line.time, text)
             if line.step is not None:
                 facts = self._facts(line.pod)
                 facts.rank = line.rank
@@ -187,7 +191,6 @@ class FailureTimeline:
                     self.version += 1
                 facts.last_step = (line.time, line.step)
                 continue
-            text = line.text
             if "event=" not in text:
                 continue
             fields = parse_line(text)

@@ -163,6 +163,26 @@ def test_live_lines_fed_one_by_one_give_the_same_report_as_the_whole_log():
     assert before.steps_lost == 0 and before.productive == approx(11.0 - 0.3)
 
 
+def test_step_lines_fed_already_parsed_give_the_same_report_as_their_text():
+    """The cockpit hands plain step lines over parsed (feed_step, no second parse): every part
+    must come out as feeding their text would give, stalls and restarts included."""
+    t = Timeline()
+    t.start(0.0)
+    t.steps(1, 12, at=1.0, every=1.0, waits={6: 0.2, 11: 0.1})
+    t.restart(20.0, from_step=10, resumed_at=21.0)
+    t.steps(11, 15, at=22.0, every=1.0)
+    fast = Goodput(started=0.0)
+    parsed = 0
+    for line in t.lines:
+        if line.step is not None and "event=" not in line.text and "ckpt_wait=" not in line.text:
+            fast.feed_step(line.time, line.step)
+            parsed += 1
+        else:
+            fast.feed(line.time, line.text)
+    assert parsed > 20  # the fast path was taken for most lines
+    assert fast.report() == goodput_of(t.lines, started=0.0)
+
+
 def test_live_after_a_reported_failure_the_time_since_is_recovery():
     live = Goodput(started=0.0)
     t = Timeline()
