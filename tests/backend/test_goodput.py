@@ -146,12 +146,18 @@ def test_parts_add_up_to_the_wall_time():
     assert [name for name, _ in report.parts()] == list(PARTS)
 
 
-def test_live_lines_fed_one_by_one_give_the_same_report_as_the_whole_log():
+def _saved_killed_and_resumed() -> Timeline:
+    """Steps 1-12 with two saves' stalls, a restart from step 10, steps 11-15 again."""
     t = Timeline()
     t.start(0.0)
     t.steps(1, 12, at=1.0, every=1.0, waits={6: 0.2, 11: 0.1})
     t.restart(20.0, from_step=10, resumed_at=21.0)
     t.steps(11, 15, at=22.0, every=1.0)
+    return t
+
+
+def test_live_lines_fed_one_by_one_give_the_same_report_as_the_whole_log():
+    t = _saved_killed_and_resumed()
     live = Goodput(started=0.0)
     seen = []
     for line in t.lines:
@@ -166,11 +172,7 @@ def test_live_lines_fed_one_by_one_give_the_same_report_as_the_whole_log():
 def test_step_lines_fed_already_parsed_give_the_same_report_as_their_text():
     """The cockpit hands plain step lines over parsed (feed_step, no second parse): every part
     must come out as feeding their text would give, stalls and restarts included."""
-    t = Timeline()
-    t.start(0.0)
-    t.steps(1, 12, at=1.0, every=1.0, waits={6: 0.2, 11: 0.1})
-    t.restart(20.0, from_step=10, resumed_at=21.0)
-    t.steps(11, 15, at=22.0, every=1.0)
+    t = _saved_killed_and_resumed()
     fast = Goodput(started=0.0)
     parsed = 0
     for line in t.lines:
