@@ -78,15 +78,17 @@ class GoodputSummary(Widget):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.report: "GoodputReport | None" = None
+        self._drawn: tuple | None = None  # what the last shown report draws, at the width then
 
     def show(self, report: "GoodputReport | None") -> None:
         """Redrawn only when it reads or looks different (a running job's report changes with
         the clock; what it shows, to a tenth of a second and a cell of the bar, less often)."""
-        before, self.report = self.report, report
+        self.report = report
         self.display = report is not None
-        width = self.size.width
-        if report is not None and (before is None or _drawn(before, width) != _drawn(report, width)):
+        drawn = _drawn(report, self.size.width) if report is not None else None
+        if drawn is not None and drawn != self._drawn:
             self.refresh(layout=True)  # a part that took no time so far adds a line
+        self._drawn = drawn
 
     def render(self) -> Content:
         return goodput_content(self.report, self.size.width) if self.report is not None else Content("")
