@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import shutil
@@ -38,6 +39,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import yaml
 
@@ -97,8 +99,9 @@ def presets(schedule: Schedule, names: list[str]) -> list[Preset]:
 class Run:
     """One launcher's run: lines into the goodput model, kills on the schedule."""
 
-    def __init__(self, schedule: Schedule):
+    def __init__(self, schedule: Schedule, record: TextIO | None = None):
         self.schedule = schedule
+        self.record = record  # --lines: every line and kill as JSON, to read a restart's parts
         self.model = Goodput(started=time.time())
         self.stepped = asyncio.Event()  # a step line since the last kill
         self.first_step: float | None = None
@@ -106,6 +109,8 @@ class Run:
 
     def see(self, at: float, text: str) -> None:
         self.model.feed(at, text)
+        if self.record is not None:
+            self.record.write(json.dumps({"time": at, "text": text}) + "\n")
         if step_and_loss(text) is not None:
             self.first_step = self.first_step or at
             self.stepped.set()
@@ -121,6 +126,8 @@ class Run:
                     break
                 self.stepped.clear()
             self.model.failure(time.time())
+            if self.record is not None:
+                self.record.write(json.dumps({"time": time.time(), "kill": rank}) + "\n")
             self.kills += 1
             self.stepped.clear()
 
@@ -160,9 +167,10 @@ def ray_job(name: str, preset: Preset, max_failures: int):
     return parse_manifests(yaml.safe_dump(data))[0]
 
 
-async def on_cluster(cluster: Cluster, job, schedule: Schedule) -> tuple[GoodputReport, int]:
+async def on_cluster(cluster: Cluster, job, schedule: Schedule,
+                     record: TextIO | None = None) -> tuple[GoodputReport, int]:
     name = job.metadata.name
-    run = Run(schedule)
+    run = Run(schedule, record)
     await cluster.apply(job)
 
     async def kill(rank: int) -> bool:
@@ -192,10 +200,11 @@ async def on_cluster(cluster: Cluster, job, schedule: Schedule) -> tuple[Goodput
 # ---------------------------------------------------------------- plain torchrun
 
 
-async def on_torchrun(preset: Preset, schedule: Schedule, scratch: Path) -> tuple[GoodputReport, int, int]:
+async def on_torchrun(preset: Preset, schedule: Schedule, scratch: Path,
+                      record: TextIO | None = None) -> tuple[GoodputReport, int, int]:
     """(report, kills, relaunches): torchrun --max-restarts, relaunched on a fresh store when its
     own restart fails or hangs."""
-    run = Run(schedule)
+    run = Run(schedule, record)
     pids: dict[int, int] = {}
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORKERS}",
@@ -269,7 +278,8 @@ HEADERS = ["PRESET", "LAUNCHER", "GOODPUT", *(LABELS[p].upper() for p in PARTS),
            "RESTARTS", "LOST STEPS", "STEP MS", "STALL/SAVE", "NOTE"]
 
 
-async def measure(args: argparse.Namespace, schedule: Schedule, home: Path, scratch: Path) -> list[list[str]]:
+async def measure(args: argparse.Namespace, schedule: Schedule, home: Path, scratch: Path,
+                  record: TextIO | None) -> list[list[str]]:
     rows = []
     embedded = Embedded(home)
     cluster = None
@@ -285,13 +295,16 @@ async def measure(args: argparse.Namespace, schedule: Schedule, home: Path, scra
                       f"{schedule.kills} kills every {schedule.every:g}s ...", flush=True)
                 started = time.time()
                 note = ""
+                if record is not None:
+                    record.write(json.dumps({"run": f"{preset.name}/{launcher}"}) + "\n")
                 if launcher == "trainer":
-                    report, kills = await on_cluster(cluster, trainer_job(f"gp-{preset.name}", preset), schedule)
+                    job = trainer_job(f"gp-{preset.name}", preset)
+                    report, kills = await on_cluster(cluster, job, schedule, record)
                 elif launcher == "ray":
                     job = ray_job(f"gp-{preset.name}-ray", preset, schedule.kills + 2)
-                    report, kills = await on_cluster(cluster, job, schedule)
+                    report, kills = await on_cluster(cluster, job, schedule, record)
                 else:
-                    report, kills, relaunches = await on_torchrun(preset, schedule, scratch)
+                    report, kills, relaunches = await on_torchrun(preset, schedule, scratch, record)
                     note = f"{relaunches} relaunch(es) on a fresh store" if relaunches else ""
                 rows.append(row(launcher, preset, report, kills, note))
                 print(f"  {report.one_line()}  [{time.time() - started:.0f}s]", flush=True)
@@ -309,6 +322,8 @@ def main() -> None:
     p.add_argument("--launchers", default="trainer,torchrun,ray", help="comma-separated (default: all three)")
     p.add_argument("--kills", type=int, help="kills per run (default 5; --quick 2)")
     p.add_argument("--every", type=float, help="seconds between kills (default 60; --quick 20)")
+    p.add_argument("--lines", type=Path, metavar="FILE",
+                   help="also write every worker line and kill, with its time, to FILE as JSON lines")
     args = p.parse_args()
     args.presets = (args.presets or ("tiny" if args.quick else "tiny,1gb")).split(",")
     args.launchers = args.launchers.split(",")
@@ -316,9 +331,12 @@ def main() -> None:
                         every=args.every or (20.0 if args.quick else 60.0))
     home = Path(tempfile.mkdtemp(prefix="kfg-", dir="/tmp"))  # short: Ray's socket paths
     scratch = Path(tempfile.mkdtemp(prefix="kfg-torchrun-", dir="/tmp"))
+    record = args.lines.open("w") if args.lines else None
     try:
-        rows = asyncio.run(measure(args, schedule, home, scratch))
+        rows = asyncio.run(measure(args, schedule, home, scratch, record))
     finally:
+        if record is not None:
+            record.close()
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
     from tui.cli.common import print_table

@@ -10,7 +10,11 @@ through a sha256 into a temp file, fsyncs, renames, writes the sidecar and prune
 
 `save_now` is the survivor's save: any rank, synchronous, before the process exits. Every rank
 of a data-parallel group holds the same state, so survivors of a peer failure may all try; the
-first to claim the step writes it, the others leave it.
+first to claim the step writes it, the others leave it. It skips the fsync: the group's restart
+waits for this save, and at 1 GB the fsync was most of it (seconds per recovery). The next group
+reads the file from the page cache anyway, and its rank 0 fsyncs the checkpoint it resumed from
+in the background; if the machine goes down before that, the checksum rejects a torn file at the
+next resume and an older, synced checkpoint is taken.
 
 Resume picks the newest checkpoint whose checksum holds, reporting each one it skips in one line.
 """
@@ -62,8 +66,8 @@ def sidecar_meta(state: dict, reason: str, rank: int) -> dict:
             "reason": reason, "rank": rank}
 
 
-def write_files(directory: Path, state: dict, reason: str, rank: int) -> Path:
-    """torch.save to a temp file, fsync, rename, then the sidecar that commits it; the data path."""
+def write_files(directory: Path, state: dict, reason: str, rank: int, durable: bool = True) -> Path:
+    """torch.save to a temp file, fsync (if `durable`), rename, then the sidecar that commits it."""
     started = time.perf_counter()
     step = int(state["step"])
     final = directory / fmt.file_name(step)
@@ -72,7 +76,8 @@ def write_files(directory: Path, state: dict, reason: str, rank: int) -> Path:
         hashed = _HashingFile(f)
         torch.save(state, hashed)
         f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            os.fsync(f.fileno())
     if os.environ.get(FAULT_ENV) in (f"crash_before_rename@{step}", f"crash_before_rename@{step}:{reason}"):
         os._exit(137)
     fmt.sidecar_path(final).unlink(missing_ok=True)  # re-saving a step: the old sidecar no longer applies
@@ -92,9 +97,27 @@ def save_once(directory: Path, state: dict, reason: str, rank: int) -> bool:
         return False
     # A claim taken over from a dead holder: it may have committed the step just before dying.
     if fmt.claim(directory, int(state["step"])) and not committed():
-        write_files(directory, state, reason, rank)
+        write_files(directory, state, reason, rank, durable=False)  # synced by the next group
         return True
     return False
+
+
+def sync_in_background(path: Path) -> None:
+    """fsync a checkpoint (and its sidecar) off the training thread: a survivor's save is written
+    without one. Cheap when the file is synced already."""
+
+    def sync() -> None:
+        for file in (path, fmt.sidecar_path(path)):
+            try:
+                fd = os.open(file, os.O_RDONLY)
+            except OSError:
+                return  # pruned meanwhile: nothing left to keep
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    threading.Thread(target=sync, name="checkpoint-sync", daemon=True).start()
 
 
 def newest_valid(directory: Path, rank: int) -> Path | None:
@@ -154,6 +177,8 @@ class FileCheckpoints:
     def load_latest(self) -> dict | None:
         # Rank 0 chooses (after checking the checksum); the others load the file it names.
         found = newest_valid(self.directory, self.rank) if self.rank == 0 else None
+        if found is not None:
+            sync_in_background(found)
         chosen = [found.name if found else ""]
         if dist.is_initialized() and dist.get_world_size() > 1:
             dist.broadcast_object_list(chosen, src=0)

@@ -31,15 +31,20 @@ def emit(**fields: object) -> None:
     sys.stdout.flush()
 
 
-def build_model(cfg: TrainConfig) -> nn.Module:
+def build_model(cfg: TrainConfig, initialise: bool = True) -> nn.Module:
+    """The MLP, seeded: every rank builds the same weights. `initialise=False` leaves the
+    parameters' memory unset, for a resume that overwrites them (at 1 GB the random init of
+    weights about to be replaced costs seconds of recovery)."""
     torch.manual_seed(cfg.seed)
-    return nn.Sequential(
-        nn.Linear(cfg.features, cfg.hidden),
-        nn.Tanh(),
-        nn.Linear(cfg.hidden, cfg.hidden),
-        nn.Tanh(),
-        nn.Linear(cfg.hidden, 1),
-    )
+    with torch.device("cpu" if initialise else "meta"):
+        model = nn.Sequential(
+            nn.Linear(cfg.features, cfg.hidden),
+            nn.Tanh(),
+            nn.Linear(cfg.hidden, cfg.hidden),
+            nn.Tanh(),
+            nn.Linear(cfg.hidden, 1),
+        )
+    return model if initialise else model.to_empty(device="cpu")
 
 
 def make_dataset(cfg: TrainConfig) -> TensorDataset:
@@ -157,19 +162,24 @@ class _LossCarrier(nn.Module):
 class Training:
     """Model, optimizer and data plan of one worker, with the state a checkpoint holds."""
 
-    def __init__(self, cfg: TrainConfig, rank: int, world: int):
+    def __init__(self, cfg: TrainConfig, rank: int, world: int, resume_from: dict | None = None):
         self.cfg, self.rank, self.world = cfg, rank, world
         dataset = make_dataset(cfg)
         self.x, self.y = dataset.tensors
         self.plan = BatchPlan(dataset, cfg, rank, world)
-        self.module = build_model(cfg)
+        self.module = build_model(cfg, initialise=resume_from is None)
         self.carrier = _LossCarrier(self.module)
-        self.model = DistributedDataParallel(self.carrier)
+        # No broadcast of rank 0's weights at start (init_sync): every rank already holds the same
+        # ones, seeded alike or loaded from the one checkpoint rank 0 chose. At 1 GB that
+        # broadcast was the largest part of a restart's set-up (seconds per recovery).
+        self.model = DistributedDataParallel(self.carrier, init_sync=False)
         self.optimizer = torch.optim.Adam(self.module.parameters(), lr=cfg.lr)
         self.steps_done = 0
         self.loss_history: list[float] = []
         self.first_started_at = time.time()
         self.resumes = 0
+        if resume_from is not None:
+            self.load(resume_from)
 
     def train_step(self, before_update: Callable[[], None] | None = None) -> float:
         """One optimizer step; returns the loss averaged over all workers (same on every rank).
@@ -254,12 +264,12 @@ def run(
     A failed collective (PeerFailure) or a stop request (StopRequested, checked at each step
     boundary) first saves the newest complete step, so a restarted group loses no work.
     With no store (no volume) nothing is resumed or saved, and no state is built to be dropped."""
-    training = Training(cfg, rank, world)
     state = checkpoints.load_latest() if checkpoints is not None else None
+    training = Training(cfg, rank, world, resume_from=state)
     if state is not None:
-        training.load(state)
         emit(event="resumed", from_step=training.steps_done, rank=rank, world=world,
              checkpoint_world=state["world_size"])
+    del state  # copied into the model and optimizer: at 1 GB, not a second copy for the whole run
     # Seconds the loop waited on checkpoints since the last step line (handing a save over, the
     # store's hook, waiting for the copy before the next update), printed on the next step line as
     # ckpt_wait=S when a save happened, so goodput can tell checkpoint stalls from training.

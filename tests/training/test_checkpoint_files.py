@@ -108,3 +108,32 @@ def test_resume_skips_unfinished_and_torn_checkpoints_and_prunes_to_keep(tmp_pat
     unfinished = tmp_path / fmt.file_name(7)  # renamed into place, no sidecar yet
     unfinished.write_bytes(newest.read_bytes())
     assert newest_valid(tmp_path, 0) == tmp_path / fmt.file_name(5)
+
+
+def test_a_survivors_save_skips_fsync_and_the_resuming_rank_0_syncs_it(tmp_path, monkeypatch):
+    """The group's restart waits for a survivor's save, so it is not fsynced on the way down; the
+    next group's rank 0 syncs the file it resumes from, off the training thread."""
+    import os
+    import threading
+
+    from training import checkpoint
+
+    synced: list[str] = []
+    all_synced = threading.Event()
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        if synced[-1] == str(fmt.sidecar_path(tmp_path / fmt.file_name(3))):
+            all_synced.set()
+        real_fsync(fd)
+
+    monkeypatch.setattr(checkpoint.os, "fsync", recording_fsync)
+    FileCheckpoints(tmp_path, keep=3, rank=1).save_now(_training().state(), "peer_failure")
+    data = tmp_path / fmt.file_name(3)
+    assert fmt.verify_file(data)["reason"] == "peer_failure"
+    assert not [p for p in synced if fmt.file_name(3) in p]  # neither the data file nor its temp
+
+    assert FileCheckpoints(tmp_path, keep=3, rank=0).load_latest()["step"] == 3
+    assert all_synced.wait(30)
+    assert synced[-2:] == [str(data), str(fmt.sidecar_path(data))]
