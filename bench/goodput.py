@@ -75,7 +75,7 @@ class Preset:
 class Schedule:
     kills: int
     every: float  # seconds between kills, the first `every` after the first step
-    seed: int = 15
+    seed: int = 4  # ranks 0, 1, 0, 1, 1: both are hit (seed 15 chose rank 0 all five times)
 
     def ranks(self) -> list[int]:
         """The rank killed each time: random, and the same for every launcher."""
