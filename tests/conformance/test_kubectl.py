@@ -53,8 +53,12 @@ def test_the_lesson_through_kubectl(kubectl, embedded):
     # The group resumed from the step the victim saved when SIGTERM came (its log stays on the
     # node after the pod is gone, as a kubelet's does until it is collected).
     victim_log = (embedded[0] / "cluster" / "logs" / name / f"{victim}.log").read_text()
+    last_step = int(re.findall(r"\bstep=(\d+) loss=", victim_log)[-1])
+    assert resumed[0] == last_step, victim_log[-1500:]  # not one step lost
+    # The victim wrote that step at SIGTERM, unless it was a periodic step (every 5): then rank 0's
+    # writer held the step's claim and the victim left it to that save (one writer per step).
     saved = re.findall(r"event=checkpoint_saved step=(\d+) reason=sigterm", victim_log)
-    assert saved and int(saved[-1]) == resumed[0], victim_log[-1500:]
+    assert (saved and int(saved[-1]) == last_step) or last_step % 5 == 0, victim_log[-1500:]
     assert logs.count("event=done") == 2
     events = kubectl("get", "events", "--field-selector", f"involvedObject.name={name}", "-o", "json")
     reasons = {e["reason"] for e in json.loads(events)["items"]}
