@@ -438,15 +438,14 @@ async def watch_latency(api: Api, target: Target, rate: float, seconds: float) -
                 KubectlWatch(api, target, expected)]
     for w in watchers:
         w.start()
-    for attempt in range(100):  # a patch both have seen: both watches are open
-        await asyncio.to_thread(api.client.call_api, target.path, "PATCH", body=target.patch(-1, attempt),
-                                header_params={"Content-Type": "application/merge-patch+json"},
-                                auth_settings=["BearerToken"], _preload_content=False)
-        await asyncio.sleep(0.2)
-        if all(w.warm.is_set() for w in watchers):
-            break
-    else:
-        raise RuntimeError(f"the watches of {target.path} saw no event in 20 s")
+    # One patch both have seen: both watches are open. Neither can miss it: the client watches from
+    # the version listed before it, kubectl lists (showing the patch) or watches from its listing.
+    await asyncio.to_thread(api.client.call_api, target.path, "PATCH", body=target.patch(-1, 0),
+                            header_params={"Content-Type": "application/merge-patch+json"},
+                            auth_settings=["BearerToken"], _preload_content=False)
+    for w in watchers:
+        if not await asyncio.to_thread(w.warm.wait, 20):
+            raise RuntimeError(f"the watches of {target.path} saw no event in 20 s")
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
     load = context.Process(target=patch_load, daemon=True,
@@ -466,7 +465,7 @@ async def watch_latency(api: Api, target: Target, rate: float, seconds: float) -
             "client": list(watchers[0].latency.values()), "kubectl": list(watchers[1].latency.values())}
 
 
-SLEEPER = "import time; time.sleep(3600)"  # a pod that lives while its object is patched
+SLEEPER = "import signal; signal.pause()"  # a pod that lives, until deleted, while its object is patched
 
 
 async def watch_both(api: Api, rate: float, seconds: float) -> dict[str, dict[str, Any]]:
@@ -498,14 +497,16 @@ async def watch_both(api: Api, rate: float, seconds: float) -> dict[str, dict[st
 # ---------------------------------------------------------------- 3. kubectl logs -f throughput
 
 
-# Each worker prints one line, waits for the go file (so the follower is attached before the
-# flood), then prints its lines as fast as it can and exits.
+# Each worker opens the go FIFO, prints one line and waits until the bench opens and closes the
+# FIFO's other end (so the follower is attached before the flood), then prints its lines as fast as
+# it can and exits. Opened without blocking, the FIFO wakes a reader only once a writer has come
+# and gone, and every reader at once.
 PRINTER = """
-import os, sys, time
+import os, select, sys
 rank, go, n = os.environ.get("PET_NODE_RANK", "0"), sys.argv[1], int(sys.argv[2])
+fifo = os.open(go, os.O_RDONLY | os.O_NONBLOCK)
 print(f"ready rank={rank}", flush=True)
-while not os.path.exists(go):
-    time.sleep(0.002)
+select.select([fifo], [], [])
 write = sys.stdout.write
 for i in range(n):
     write(f"line={i:09d} rank={rank} loss=0.{i:06d} some text a worker would print\\n")
@@ -516,6 +517,7 @@ sys.stdout.flush()
 async def logs_throughput(api: Api, lines: int) -> dict[str, Any]:
     name = "log-flood"
     go = api.home / "log-flood.go"
+    os.mkfifo(go)
     follower = await Follower.start(api, name)
     proc = None
     try:
@@ -525,7 +527,7 @@ async def logs_throughput(api: Api, lines: int) -> dict[str, Any]:
                                        "trainer": {"numNodes": 2, "command": ["python", "-c", PRINTER],
                                                    "args": [str(go), str(lines)]}}})
         ready = set()
-        async for _arrival, pod, text in follower.lines():  # both workers up, waiting for the go file
+        async for _arrival, pod, text in follower.lines():  # both workers up, the go FIFO open
             if text.startswith("ready"):
                 ready.add(pod)
             if len(ready) == 2:
@@ -537,7 +539,7 @@ async def logs_throughput(api: Api, lines: int) -> dict[str, Any]:
         if not await asyncio.to_thread(reader.ready.wait, 60):
             raise RuntimeError("kubectl logs -f showed no worker's first line within 60 s")
         started = time.time()
-        go.touch()
+        os.close(os.open(go, os.O_WRONLY | os.O_NONBLOCK))  # a writer came and went: both workers go
         await asyncio.to_thread(reader.join, 600)
         received = reader.data.split(b"\n")[:-1]
         counts = {rank: sum(1 for line in received if line.startswith(b"line=") and f"rank={rank} ".encode() in line)
