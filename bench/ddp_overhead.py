@@ -28,9 +28,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from training.launch import TORCHRUN, ddp_command, with_python  # noqa: E402
 from training.logfmt import parse_line  # noqa: E402
 
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+TORCHRUN_OPTIONS = ("--standalone", "--nproc-per-node=2")  # the same for both sides
 ENV = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
 
 
@@ -43,7 +44,7 @@ def _run(cmd: list[str]) -> list[dict[str, str]]:
 
 def ours(steps: int, ckpt_dir: str | None = None, ckpt_every: int = 10) -> list[dict[str, str]]:
     extra = ["--ckpt-dir", ckpt_dir, "--ckpt-every", str(ckpt_every)] if ckpt_dir else []
-    return _run([*TORCHRUN, "-m", "training.ddp", "--steps", str(steps), *extra])
+    return _run(with_python(ddp_command(*TORCHRUN_OPTIONS, args=["--steps", str(steps), *extra]), sys.executable))
 
 
 def rank0_done(records: list[dict[str, str]]) -> dict[str, str]:
@@ -62,7 +63,8 @@ def main() -> None:
         core.append(float(rank0_done(ours(a.steps))["steps_per_sec"]))
 
     def run_plain() -> None:
-        records = _run([*TORCHRUN, str(REPO / "bench" / "_plain_ddp.py"), str(a.steps)])
+        plain_ddp = [TORCHRUN, *TORCHRUN_OPTIONS, str(REPO / "bench" / "_plain_ddp.py"), str(a.steps)]
+        records = _run(with_python(plain_ddp, sys.executable))
         plain.append(float(records[-1]["steps_per_sec"]))
 
     for r in range(a.rounds):

@@ -54,8 +54,10 @@ from backend.local.embedded import Embedded  # noqa: E402
 from backend.settings import Settings  # noqa: E402
 from backend.processes import sweep  # noqa: E402
 from backend.models import JobPhase, PodPhase, parse_manifests  # noqa: E402
-from backend.raytrain.entrypoint import option_args, ray_train_argv  # noqa: E402
+from backend.raytrain.entrypoint import ray_train_argv  # noqa: E402
+from training.launch import ddp_command, with_python  # noqa: E402
 from training.logfmt import parse_line, step_and_loss  # noqa: E402
+from training.options import option_args  # noqa: E402
 
 MANIFESTS = REPO / "manifests"
 WORKERS = 2
@@ -207,9 +209,9 @@ async def on_torchrun(preset: Preset, schedule: Schedule, scratch: Path,
     run = Run(schedule, record)
     pids: dict[int, int] = {}
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORKERS}",
-            "--max-restarts", str(schedule.kills + 2), "-m", "training.ddp",
-            *option_args(preset.options), "--ckpt-dir", str(scratch / f"torchrun-{preset.name}")]
+    argv = with_python(ddp_command(
+        "--standalone", f"--nproc-per-node={WORKERS}", "--max-restarts", str(schedule.kills + 2),
+        args=[*option_args(preset.options), "--ckpt-dir", str(scratch / f"torchrun-{preset.name}")]), sys.executable)
 
     async def kill(rank: int) -> bool:
         try:

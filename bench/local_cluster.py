@@ -44,9 +44,9 @@ from backend.settings import Settings  # noqa: E402
 from backend.local.podspec import ENV_CLUSTER, WARM_ANNOTATION  # noqa: E402
 from backend.processes import sweep  # noqa: E402
 from backend.models import JobPhase, parse_manifests  # noqa: E402
+from training.launch import ddp_command, with_python  # noqa: E402
 from training.logfmt import parse_line, step_and_loss  # noqa: E402
 
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
 MARKER = "KFCOCKPIT_BENCH_RUN"  # torchrun starts its workers in sessions of their own: found by this
 ENV = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
 MANIFESTS = REPO / "manifests"
@@ -68,7 +68,8 @@ class Torchrun:
     async def start(cls, *args: str, extra: tuple[str, ...] = ()) -> "Torchrun":
         marker = uuid.uuid4().hex
         proc = await asyncio.create_subprocess_exec(
-            *TORCHRUN, *extra, "-m", "training.ddp", *args, cwd=REPO, env=dict(ENV, **{MARKER: marker}),
+            *with_python(ddp_command("--standalone", "--nproc-per-node=2", *extra, args=args), sys.executable),
+            cwd=REPO, env=dict(ENV, **{MARKER: marker}),
             start_new_session=True, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
             limit=1 << 20)
         return cls(proc, marker)

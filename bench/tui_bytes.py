@@ -61,7 +61,7 @@ def _line(workers: int, i: int, now: float):
 
 async def _feed(app, report_fd: int, args, ingest) -> None:
     """Lines at a steady rate; tells the parent when the measured window starts and ends."""
-    rate, loop = args.rate, asyncio.get_running_loop()
+    rate = args.rate
     profiler = None
     if args.profile_to:  # the measured window only, not the start-up
         import cProfile
@@ -87,7 +87,7 @@ async def _feed(app, report_fd: int, args, ingest) -> None:
         profiler.disable()
         profiler.dump_stats(args.profile_to)
     os.write(report_fd, (json.dumps({"wall": wall, "cpu": cpu, "fed": fed}) + "\n").encode())
-    loop.call_later(0.05, app.exit)
+    app.exit()
 
 
 def run_child(args) -> None:
@@ -194,14 +194,9 @@ def measure(subject: str, size: tuple[int, int], rate: int, args, profile_to: st
             tail = re.sub(rb"\x1b\[[0-9;?<>=$]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b[=>]", b"", seen)
             raise RuntimeError(f"{subject}: no report (exit {child.poll()}); its terminal ended with:\n"
                                + tail.decode(errors="replace")[-3000:])
-        # Drain until the child exits: it must not block on a full pty while tearing down.
-        end = time.monotonic() + 30
-        while child.poll() is None and time.monotonic() < end:
-            if selector.select(timeout=0.2):
-                try:
-                    os.read(master, 65536)
-                except OSError:
-                    break
+        # Drain until the child exits (its pidfd turns readable): it must not block on a full pty
+        # while tearing down.
+        drain_until_exit(child, selector, seconds=30)
     finally:
         if child.poll() is None:
             child.terminate()
@@ -213,6 +208,28 @@ def measure(subject: str, size: tuple[int, int], rate: int, args, profile_to: st
         os.close(report_r)
     return {"bytes_per_s": total / report["wall"], "cpu": report["cpu"] / report["wall"],
             "lines_per_s": report["fed"] / (SETTLE_SECONDS + report["wall"])}
+
+
+def drain_until_exit(child: subprocess.Popen, selector: selectors.BaseSelector, seconds: float) -> None:
+    """Read and drop whatever the child still writes (terminal, report pipe) until it exits or
+    `seconds` pass."""
+    pidfd = os.pidfd_open(child.pid)
+    try:
+        selector.register(pidfd, selectors.EVENT_READ, "exit")
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            for key, _ in selector.select(timeout=left):
+                if key.data == "exit":
+                    return
+                try:
+                    data = os.read(key.fd, 65536)
+                except OSError:  # the child closed the terminal
+                    data = b""
+                if not data:
+                    selector.unregister(key.fd)
+    finally:
+        selector.unregister(pidfd)
+        os.close(pidfd)
 
 
 def main() -> int:

@@ -25,6 +25,7 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -92,7 +93,7 @@ async def feed(app: ProbedApp, pool: list[LogLine], rate: int, seconds: float) -
             next_probe = now + PROBE_EVERY
         await asyncio.sleep(TICK)
     elapsed = time.perf_counter() - start
-    await asyncio.sleep(0.2)  # let the last flush land
+    await all_lines_shown(screen)
     lat = sorted(app.latencies)
     app.latencies.clear()
     return {
@@ -120,12 +121,11 @@ async def retained_bytes(app: ProbedApp, pool: list[LogLine]) -> tuple[float, fl
 
     async def fill(until: int) -> int:
         nonlocal fed
-        while fed < until:
+        while fed < until:  # each batch in the Log widget before the next, as a stream's would be
             n = min(5000, until - fed)
             screen.following.log_batch([pool[(fed + k) % len(pool)] for k in range(n)])
             fed += n
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(0.2)
+            await all_lines_shown(screen)
         gc.collect()
         return tracemalloc.get_traced_memory()[0]
 
@@ -188,11 +188,24 @@ async def main() -> int:
 
 async def panels_mounted(screen) -> None:
     """The tabs are mounted just after the first paint; the screen says so on its signal."""
-    if screen.panels_ready:
+    await screen_reports(screen, lambda: screen.panels_ready)
+
+
+async def all_lines_shown(screen) -> None:
+    """Every line fed is in the Log widget: its last flush has run (the screen says "logs-shown")."""
+    await screen_reports(screen, lambda: not screen.log_view.flush_pending)
+
+
+async def screen_reports(screen, done: Callable[[], bool], timeout: float = 60.0) -> None:
+    """Return once `done()` holds, checked again at each of the screen's `changed` signals."""
+    if done():
         return
-    ready = asyncio.Event()
-    screen.changed.subscribe(screen, lambda what: what == "panels" and ready.set(), immediate=True)
-    await asyncio.wait_for(ready.wait(), 60)
+    happened = asyncio.Event()
+    screen.changed.subscribe(screen, lambda _what: done() and happened.set(), immediate=True)
+    try:
+        await asyncio.wait_for(happened.wait(), timeout)
+    finally:
+        screen.changed.unsubscribe(screen)
 
 
 async def _stop_cluster(app: CockpitApp) -> None:

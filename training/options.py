@@ -81,6 +81,15 @@ def add_train_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads per worker (default 1)")
 
 
+def option_args(options: dict[str, object]) -> list[str]:
+    """{"ckpt_every": 5} -> ["--ckpt-every", "5"]: the loop's options (or any other of a launcher's)
+    as words of a command line, the inverse of `add_train_options`."""
+    args: list[str] = []
+    for key, value in options.items():
+        args += ["--" + key.replace("_", "-"), str(value)]
+    return args
+
+
 def check_train_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
                         also_at_least_one: tuple[str, ...] = ()) -> None:
     if args.hidden is None:

@@ -11,7 +11,8 @@ import shlex
 from backend.compare.figures import ComparisonPlan
 from backend.models import PersistentVolumeClaim, RayJob, TrainingRuntime, TrainJob, parse_manifests
 from backend.project import MANIFESTS
-from backend.raytrain.entrypoint import option_args, ray_train_argv
+from backend.raytrain.entrypoint import ray_train_argv
+from training.options import option_args
 
 NAME = re.compile(r"^cmp-\d{8}-\d{6}$")  # a comparison's volume; its jobs add -trainer, -ray
 TRAINER_DIR = "trainer"  # on the volume: the TrainJob's checkpoints and metrics.json

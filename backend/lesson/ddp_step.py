@@ -15,12 +15,13 @@ from pathlib import Path
 from backend.lesson.context import Handler, StepContext, line
 from backend.lesson.evidence import same_loss_every_step
 from backend.models import Evidence
+from training.launch import ddp_command, with_python
+from training.options import option_args
 
 LOG_NAME = "ddp.log"
 WORKERS = 2
 STEPS = 40
-COMMAND = ["torchrun", "--standalone", "--nproc-per-node", str(WORKERS), "-m", "training.ddp",
-           "--steps", str(STEPS)]
+COMMAND = ddp_command("--standalone", "--nproc-per-node", str(WORKERS), args=option_args({"steps": STEPS}))
 
 
 def log_path(ctx: StepContext) -> Path:
@@ -32,9 +33,9 @@ async def run_ddp(ctx: StepContext):
     log = log_path(ctx)
     partial = log.with_name(f".{LOG_NAME}.partial")
     yield line("$ " + " ".join(COMMAND))
-    # torchrun as `python -m torch.distributed.run`: the same interpreter as the cockpit's venv.
+    # torchrun of the same interpreter as the cockpit's venv.
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "torch.distributed.run", *COMMAND[1:],
+        *with_python(COMMAND, sys.executable),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1"),
         start_new_session=True,  # its own process group, so stopping the step stops both workers

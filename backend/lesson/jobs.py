@@ -13,6 +13,7 @@ from training.atomic import write_atomic
 from backend.models import LogLine, TrainJob, parse_manifests
 from backend.project import MANIFESTS
 from training.logfmt import step_and_loss
+from training.options import option_args
 
 VOLUME = "checkpoints"  # manifests/volume.yaml
 MOUNT = "/checkpoints"  # where manifests/trainjob.yaml mounts it
@@ -35,8 +36,8 @@ def lesson_trainjob(name: str, num_nodes: int, steps: int, ckpt_every: int = 5,
     (job,) = parse_manifests((MANIFESTS / "trainjob.yaml").read_text(), "manifests/trainjob.yaml")
     job.metadata.name = name
     job.spec.trainer.num_nodes = num_nodes
-    job.spec.trainer.args = ["--steps", str(steps), "--ckpt-dir", f"{MOUNT}/{name}",
-                             "--ckpt-every", str(ckpt_every), "--step-delay", str(step_delay)]
+    job.spec.trainer.args = option_args({"steps": steps, "ckpt_dir": f"{MOUNT}/{name}", "ckpt_every": ckpt_every,
+                                         "step_delay": step_delay})
     return job
 
 

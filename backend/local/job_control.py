@@ -38,6 +38,7 @@ from backend.models import (
     VolumeSnapshot,
     parse_resource,
 )
+from training.launch import ddp_command
 
 if TYPE_CHECKING:
     from backend.local.api import ClusterApi
@@ -220,7 +221,8 @@ class JobControl:
         if runtime is not None:
             env = {e["name"]: str(e["value"]) for e in runtime.trainer_container().get("env") or []
                    if isinstance(e, dict) and e.get("value") is not None}
+        # A plan of the training command, so the zygote is the one its warm pods will ask for.
         plan = podspec.JobPlan(name="prewarm", num_nodes=1, num_proc_per_node=1, max_restarts=0, image="",
-                               command=["torchrun", "-m", "prewarm"], args=[], env=env, mounts=[])
+                               command=ddp_command(), args=[], env=env, mounts=[])
         spec = podspec.launch_spec(plan, 0, 0, "prewarm", self.layout.root, {})
         self.zygotes.get(spec.zygote_key)

@@ -28,6 +28,8 @@ from backend.pipelines.platform import MOUNT_PATH
 from backend.pipelines.task_log import outputs_line
 from backend.raytrain.entrypoint import ray_train_argv
 from backend.settings import Settings
+from training.launch import ddp_command
+from training.options import option_args
 
 # Set by the local runner (with KFCOCKPIT_HOME) for the tasks it starts; absent in a cluster pod.
 BACKEND_ENV = "KFCOCKPIT_BACKEND"
@@ -119,9 +121,9 @@ def lesson_trainjob(name: str, volume: str, num_nodes: int, steps: int, ckpt_eve
                            "apiGroup": "trainer.kubeflow.org"},
             "trainer": {
                 "numNodes": num_nodes, "numProcPerNode": 1,
-                "command": ["torchrun", "-m", "training.ddp"],
-                "args": ["--steps", str(steps), "--ckpt-dir", f"{MOUNT_PATH}/{run}",
-                         "--ckpt-every", str(ckpt_every), "--step-delay", str(step_delay)],
+                "command": ddp_command(),
+                "args": option_args({"steps": steps, "ckpt_dir": f"{MOUNT_PATH}/{run}",
+                                     "ckpt_every": ckpt_every, "step_delay": step_delay}),
                 "resourcesPerNode": resources,
             },
             "runtimePatches": [{"manager": "kfcockpit.io/pipeline", "trainingRuntimeSpec": {"template": {"spec": {

@@ -7,6 +7,8 @@ No processes, no imports of Ray.
 
 from __future__ import annotations
 
+from training.options import option_args
+
 RAY_TRAIN_MODULE = "training.ray_train"
 
 
@@ -21,14 +23,6 @@ def ray_train_argv(python: str, *, num_workers: int, storage: str, name: str, ma
     if temp_dir is not None:
         argv += ["--temp-dir", temp_dir]
     return argv + option_args(options or {})
-
-
-def option_args(options: dict[str, object]) -> list[str]:
-    """{"ckpt_every": 5} -> ["--ckpt-every", "5"]: the loop's options as both launchers take them."""
-    args: list[str] = []
-    for key, value in options.items():
-        args += ["--" + key.replace("_", "-"), str(value)]
-    return args
 
 
 def ray_train_args(argv: list[str]) -> list[str] | None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from training.launch import DDP_MODULE, ddp_command, with_python
 from training.logfmt import parse_line
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,12 +30,11 @@ class Run:
 
 
 def torchrun_cmd(nproc: int, *args: str) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-            f"--nproc-per-node={nproc}", "-m", "training.ddp", *args]
+    return with_python(ddp_command("--standalone", f"--nproc-per-node={nproc}", args=args), sys.executable)
 
 
 def plain_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "training.ddp", *args]
+    return [sys.executable, "-m", DDP_MODULE, *args]
 
 
 def env(**extra: str) -> dict[str, str]:

@@ -146,6 +146,11 @@ class LogView(Vertical):
     def log_widget(self) -> FollowLog:
         return self.query_one(FollowLog)
 
+    @property
+    def flush_pending(self) -> bool:
+        """Lines taken that the Log widget has not been given yet (they go at the next flush)."""
+        return bool(self._pending)
+
     # ------------------------------------------------------------------ method calls down
 
     def reset(self, job: str | None) -> None:
