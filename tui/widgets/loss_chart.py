@@ -20,6 +20,7 @@ plot, never drawn on the data: plotext puts its legend in a corner of the canvas
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import TYPE_CHECKING, Iterable
 
 from textual.app import ComposeResult
@@ -228,16 +229,15 @@ def thinned(xs: list[int], ys: list[float], columns: int) -> tuple[list[int], li
     neighbours), and the x and y ranges, hence the axes, stay the same."""
     x0, span = xs[0], (xs[-1] - xs[0]) or 1
     keep: list[int] = []
-    start, column = 0, 0
-    for i in range(1, len(xs) + 1):
-        at = min(columns - 1, (xs[i] - x0) * columns // span) if i < len(xs) else columns
-        if at == column:
+    start = 0
+    for column in range(1, columns + 1):
+        # column c holds the x with (x - x0) * columns // span == c: its end is where the next begins
+        end = bisect_left(xs, x0 - (-column * span // columns)) if column < columns else len(xs)
+        if end <= start:
             continue
-        part = range(start, i)
-        lowest = min(part, key=ys.__getitem__)
-        highest = max(part, key=ys.__getitem__)
-        keep += sorted({start, lowest, highest, i - 1})
-        start, column = i, at
+        part = ys[start:end]  # min, max and index over a slice: C loops, not a Python one per point
+        keep += sorted({start, start + part.index(min(part)), start + part.index(max(part)), end - 1})
+        start = end
     return [xs[i] for i in keep], [ys[i] for i in keep]
 
 
