@@ -101,6 +101,19 @@ async def test_following_lines_scrolls_the_log_without_laying_out_the_screen():
         assert log.vertical_scrollbar.window_virtual_size == log.virtual_size.height == len(log.lines)
 
 
+async def test_the_log_is_as_wide_as_its_widest_line_in_cells_not_characters():
+    """The Log's width is measured on the loop (not a thread per write): a printable ASCII line by
+    its length, any other by its cells, as Log itself measures them."""
+    app = LogApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(LogView)
+        wide = "步" * 30  # 30 characters, 60 cells: wider than the panel though short enough not to wrap
+        view.ingest([LogLine("job-node-0-0-abcde", 0, 1.0, "step=1 loss=0.5"),
+                     LogLine("job-node-0-0-abcde", 0, 2.0, wide)])
+        await flushed(app, pilot)
+        assert view.log_widget.virtual_size.width == len("r0 | ") + 60
+
+
 async def flushed(app, pilot) -> None:
     """Until the view's pending lines reached the Log (its flush runs on a timer)."""
     view = app.query_one(LogView)
