@@ -174,3 +174,34 @@ def test_goodput_after_a_restart_at_160x45(home, snap_compare):
         await pilot.pause(0.6)  # the timeline's next redraw
 
     assert snap_compare(app, terminal_size=(160, 45), run_before=restarted)
+
+
+async def test_the_goodput_summary_lays_the_screen_out_only_when_it_gains_or_loses_a_line():
+    """A running job's seconds change every tick: a repaint of the summary, not a layout of the
+    screen; a part that took no time until now adds a line, and that lays out."""
+    from textual.app import App
+
+    from backend.goodput import GoodputReport
+    from tui.widgets.timeline_view import TimelineView
+
+    class TimelineApp(App):
+        def compose(self):
+            yield TimelineView(id="timeline")
+
+    app = TimelineApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(TimelineView)
+        for _ in range(2):  # shown, then drawn again at its width (the bar needs one)
+            view.show_goodput(GoodputReport(start=0.0, end=10.0, productive=8.0, startup=2.0))
+            await pilot.pause()
+        layouts = []
+        refresh_layout = app.screen._refresh_layout
+        app.screen._refresh_layout = lambda *a, **k: (layouts.append(1), refresh_layout(*a, **k))[1]
+        for end in (11.0, 12.0):  # the same parts, more seconds
+            view.show_goodput(GoodputReport(start=0.0, end=end, productive=end - 2.0, startup=2.0))
+            await pilot.pause()
+        assert layouts == []
+        assert "productive 10.0 s" in view.query_one("#goodput").render().plain
+        view.show_goodput(GoodputReport(start=0.0, end=13.0, productive=10.0, startup=2.0, recovery=1.0))
+        await pilot.pause()
+        assert layouts and "recovery 1.0 s" in view.query_one("#goodput").render().plain
