@@ -114,6 +114,22 @@ async def test_the_log_is_as_wide_as_its_widest_line_in_cells_not_characters():
         assert view.log_widget.virtual_size.width == len("r0 | ") + 60
 
 
+async def test_a_whole_buffer_of_waiting_lines_is_written_at_once_not_dropped_at_the_timer():
+    class SmallLogApp(App):
+        def compose(self) -> ComposeResult:
+            yield LogView(capacity=100, id="log-view")
+
+    app = SmallLogApp()
+    async with app.run_test(size=(80, 24)):
+        view = app.query_one(LogView)
+        batch = [line for line in lines(200) if line.step is not None]
+        view.ingest(batch[:60])  # the first line of each pod announces it: 62 lines wait
+        assert view.shown == 0 and view._flush_timer is not None
+        view.ingest(batch[60:120])  # 122 waiting: written now, all but what a buffer cannot hold
+        assert view.shown == 100 and not view._pending and view._flush_timer is None
+        assert view.log_widget.lines[-1].endswith("step=119 loss=0.000119 rank=1 world=2")
+
+
 async def flushed(app, pilot) -> None:
     """Until the view's pending lines reached the Log (its flush runs on a timer)."""
     view = app.query_one(LogView)

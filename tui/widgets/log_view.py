@@ -6,10 +6,11 @@ a wrong number, not a shorter one. A width change re-wraps from the buffer.
 
 Lines arrive from the screen's stream worker through `ingest` (a method call down). They are kept
 in a bounded LogBuffer and written to the Log widget in one `write_lines` per flush, at most one
-flush every `FLUSH_SECONDS`: one write per worker line would cap at a few thousand lines a second
-and freeze the UI; batched, the cost per line is a list append. Each flush scrolls, and a scroll
-repaints the whole panel (in the process and on the terminal's wire), so the flush rate is what
-following a job costs, whatever the line rate (bench/tui_bytes.py).
+flush every `FLUSH_SECONDS` (sooner only when a whole buffer of lines waits): one write per worker
+line would cap at a few thousand lines a second and freeze the UI; batched, the cost per line is a
+list append. Each flush scrolls, and a scroll repaints the whole panel (in the process and on the
+terminal's wire), so the flush rate is what following a job costs, whatever the line rate
+(bench/tui_bytes.py).
 """
 
 from __future__ import annotations
@@ -186,9 +187,16 @@ class LogView(Vertical):
         if shown:
             pending = self._pending
             pending.extend(shown)
-            if len(pending) > self.buffer.capacity:  # only the newest would survive anyway
-                del pending[: len(pending) - self.buffer.capacity]
-            if self._flush_timer is None:
+            capacity = self.buffer.capacity
+            if len(pending) >= capacity:
+                # A whole buffer waits (100k lines a second fill 20k in one FLUSH_SECONDS): written
+                # now, rather than its oldest dropped unseen when the timer comes. Only more than
+                # a buffer in one batch drops lines: the write would push them out at once anyway.
+                del pending[: len(pending) - capacity]
+                if self._flush_timer is not None:
+                    self._flush_timer.stop()
+                self._flush()
+            elif self._flush_timer is None:
                 self._flush_timer = self.set_timer(FLUSH_SECONDS, self._flush)
 
     def set_filter(self, keep: LogFilter, from_text_box: bool = False) -> None:
