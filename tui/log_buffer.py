@@ -110,7 +110,9 @@ class LogBuffer:
         self.capacity = capacity
         self._lines: deque[str] = deque(maxlen=capacity)
         self._pods: deque[str] = deque(maxlen=capacity)
-        self._names: dict[str, str] = {}  # one shared string per pod name, not one per line
+        # pod name → (one shared string for it, not one per line; its rank; its lines' prefix):
+        # a pod's rank is its label, so the prefix is made once, not per line.
+        self._known: dict[str, tuple[str, int, str]] = {}
         self._ranks: dict[str, int] = {}  # pod name → rank
         self.added = 0  # worker lines ever added
 
@@ -130,34 +132,36 @@ class LogBuffer:
     def clear(self) -> None:
         self._lines.clear()
         self._pods.clear()
-        self._names.clear()
+        self._known.clear()
         self._ranks.clear()
 
     def add(self, batch: Iterable["LogLine"], keep: LogFilter) -> list[str]:
         """Store a batch; return the display lines that pass `keep`, in order."""
         shown: list[str] = []
-        lines, pods, names, ranks = self._lines, self._pods, self._names, self._ranks
+        add_line, add_pod, show = self._lines.append, self._pods.append, shown.append
+        known = self._known
         filtering = keep.active
         added = 0
         for line in batch:
             added += 1
-            pod = names.get(line.pod)
-            if pod is None:  # first line of a pod: remember it once, announce it
-                pod = names[line.pod] = line.pod
-                ranks[pod] = line.rank
-                marker = new_pod_line(pod, line.rank)
-                lines.append(marker)
-                pods.append(pod)
-                if not filtering or keep.accepts(marker, pod, line.rank):
-                    shown.append(marker)
+            entry = known.get(line.pod)
+            if entry is None:  # first line of a pod: remember it once, announce it
+                entry = known[line.pod] = (line.pod, line.rank, rank_prefix(line.rank))
+                self._ranks[line.pod] = line.rank
+                marker = new_pod_line(line.pod, line.rank)
+                add_line(marker)
+                add_pod(line.pod)
+                if not filtering or keep.accepts(marker, line.pod, line.rank):
+                    show(marker)
+            pod, rank, prefix = entry
             text = line.text
             if not text.isprintable():
                 text = text.translate(_UNPRINTABLE)
-            display = rank_prefix(line.rank) + text
-            lines.append(display)
-            pods.append(pod)
-            if not filtering or keep.accepts(display, pod, line.rank):
-                shown.append(display)
+            display = prefix + text
+            add_line(display)
+            add_pod(pod)
+            if not filtering or keep.accepts(display, pod, rank):
+                show(display)
         self.added += added
         return shown
 

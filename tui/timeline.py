@@ -175,23 +175,30 @@ class FailureTimeline:
             self.version += 1  # a step or loss update changes nothing here: no redraw
 
     def add_lines(self, batch: Iterable["LogLine"]) -> None:
+        """A batch of the merged log, in order. Step lines, nearly all of them, are counted once
+        per batch, not per line: the goodput takes each run of them together, and of a pod's
+        step lines in a batch only its first and last can change its facts."""
         from training.logfmt import parse_line
 
+        goodput = self.goodput
+        steps: list["LogLine"] = []  # plain step lines not yet handed to the goodput
+        first: dict[str, "LogLine"] = {}  # pod → its first and last step line in this batch
+        last: dict[str, "LogLine"] = {}
         for line in batch:
             text = line.text
-            if line.step is not None and "event=" not in text and "ckpt_wait=" not in text:
-                self.goodput.feed_step(line.time, line.step)
-            else:
-                self.goodput.feed(line.time, text)
             if line.step is not None:
-                facts = self._facts(line.pod)
-                facts.rank = line.rank
-                if facts.first_step is None:
-                    facts.first_step = (line.time, line.step)
-                    self.version += 1
-                facts.last_step = (line.time, line.step)
-                continue
-            if "event=" not in text:
+                if line.pod not in last:
+                    first[line.pod] = line
+                    self._facts(line.pod)  # pods in the order they are first seen, as before
+                last[line.pod] = line
+                if "event=" not in text and "ckpt_wait=" not in text:
+                    steps.append(line)
+                    continue
+            if steps:  # the goodput takes lines in order: the steps before this line first
+                goodput.feed_steps(steps)
+                steps = []
+            goodput.feed(line.time, text)
+            if line.step is not None or "event=" not in text:
                 continue
             fields = parse_line(text)
             event = fields.get("event")
@@ -206,6 +213,14 @@ class FailureTimeline:
             else:
                 continue
             self.version += 1
+        goodput.feed_steps(steps)
+        for pod, line in last.items():
+            facts = self.pods[pod]
+            facts.rank = line.rank
+            if facts.first_step is None:
+                facts.first_step = (first[pod].time, first[pod].step)
+                self.version += 1
+            facts.last_step = (line.time, line.step)
 
     # ------------------------------------------------------------------ reading
 

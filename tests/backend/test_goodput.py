@@ -170,17 +170,20 @@ def test_live_lines_fed_one_by_one_give_the_same_report_as_the_whole_log():
 
 
 def test_step_lines_fed_already_parsed_give_the_same_report_as_their_text():
-    """The cockpit hands plain step lines over parsed (feed_step, no second parse): every part
-    must come out as feeding their text would give, stalls and restarts included."""
+    """The cockpit hands runs of plain step lines over parsed (feed_steps, no second parse):
+    every part must come out as feeding their text would give, stalls and restarts included."""
     t = _saved_killed_and_resumed()
     fast = Goodput(started=0.0)
-    parsed = 0
+    parsed, run = 0, []
     for line in t.lines:
         if line.step is not None and "event=" not in line.text and "ckpt_wait=" not in line.text:
-            fast.feed_step(line.time, line.step)
+            run.append(line)
             parsed += 1
-        else:
-            fast.feed(line.time, line.text)
+            continue
+        fast.feed_steps(run)
+        run = []
+        fast.feed(line.time, line.text)
+    fast.feed_steps(run)
     assert parsed > 20  # the fast path was taken for most lines
     assert fast.report() == goodput_of(t.lines, started=0.0)
 

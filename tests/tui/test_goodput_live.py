@@ -174,3 +174,40 @@ def test_goodput_after_a_restart_at_160x45(home, snap_compare):
         await pilot.pause(0.6)  # the timeline's next redraw
 
     assert snap_compare(app, terminal_size=(160, 45), run_before=restarted)
+
+
+async def test_the_goodput_summary_lays_the_screen_out_only_when_it_gains_or_loses_a_line():
+    """A running job's seconds change every tick: a repaint of the summary, not a layout of the
+    screen; a part that took no time until now adds a line, and that lays out."""
+    from textual.app import App
+
+    from backend.goodput import GoodputReport
+    from tui.widgets.timeline_view import TimelineView
+
+    class TimelineApp(App):
+        def compose(self):
+            yield TimelineView(id="timeline")
+
+    app = TimelineApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(TimelineView)
+        summary = view.query_one("#goodput")
+        first = GoodputReport(start=0.0, end=10.0, productive=8.0, startup=2.0)
+        view.show_goodput(first)
+        for _ in range(100):  # until laid out: its bar is drawn at its width
+            if summary.size.width:
+                break
+            await pilot.pause()
+        view.show_goodput(first)
+        await pilot.pause()
+        layouts = []  # what the summary asks for (the screen's own layouts may lag under load)
+        refresh = summary.refresh
+        summary.refresh = lambda *a, **k: (layouts.append(1) if k.get("layout") else None, refresh(*a, **k))[1]
+        for end in (11.0, 12.0):  # the same parts, more seconds
+            view.show_goodput(GoodputReport(start=0.0, end=end, productive=end - 2.0, startup=2.0))
+            await pilot.pause()
+        assert layouts == []
+        assert "productive 10.0 s" in summary.render().plain
+        view.show_goodput(GoodputReport(start=0.0, end=13.0, productive=10.0, startup=2.0, recovery=1.0))
+        await pilot.pause()
+        assert layouts and "recovery 1.0 s" in summary.render().plain

@@ -7,7 +7,7 @@ from textual.app import App, ComposeResult
 from textual_plotext import PlotextPlot
 
 from backend.models import LogLine, RunMetrics
-from tui.widgets.loss_chart import OTHER_RUNS, LossChart
+from tui.widgets.loss_chart import OTHER_RUNS, LossChart, thinned
 
 POD0, POD0_AGAIN = "job-node-0-0-aaaaa", "job-node-0-0-ccccc"
 
@@ -117,3 +117,28 @@ async def test_a_job_followed_after_it_finished_is_drawn_from_its_file_once():
         assert list(chart.series) == ["lesson-ray"] and len(chart.series["lesson-ray"]) == 12  # the newest run
         chart.add_lines([step(POD0, 100.0 + n, n) for n in range(1, 4)])  # a new run of the job: its lines only
         assert sorted(chart.series["lesson-ray"]) == [1, 2, 3]
+
+
+def test_a_long_curve_is_thinned_to_what_the_plot_can_show_keeping_its_ends_and_extremes():
+    xs = list(range(1, 4001))
+    ys = [1 / n + (0.3 if n == 2345 else 0.0) - (0.2 if n == 3001 else 0.0) for n in xs]  # a spike, a dip
+    kept_x, kept_y = thinned(xs, ys, columns=100)
+    assert len(kept_x) <= 4 * 100 and kept_x == sorted(kept_x)
+    assert (kept_x[0], kept_x[-1]) == (1, 4000)  # the same x range: the same axis
+    assert 2345 in kept_x and 3001 in kept_x  # a column's highest and lowest stay
+    assert (min(kept_y), max(kept_y)) == (min(ys), max(ys))
+    assert all(ys[x - 1] == y for x, y in zip(kept_x, kept_y))
+
+
+async def test_a_long_run_hands_plotext_a_bounded_number_of_points():
+    app = ChartApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        chart = app.query_one(LossChart)
+        chart.follow_run("job")
+        chart.add_lines([step(POD0, 100.0 + n, n) for n in range(1, 3001)])
+        chart.redraw()
+        await pilot.pause()
+        plot = chart.query_one("#loss-plot", PlotextPlot)
+        drawn = plot.plt._active.monitor.x[0]
+        assert plot.size.width == chart.size.width  # what the curve was thinned for
+        assert len(drawn) <= 4 * 2 * plot.size.width and (drawn[0], drawn[-1]) == (1, 3000)

@@ -101,6 +101,35 @@ async def test_following_lines_scrolls_the_log_without_laying_out_the_screen():
         assert log.vertical_scrollbar.window_virtual_size == log.virtual_size.height == len(log.lines)
 
 
+async def test_the_log_is_as_wide_as_its_widest_line_in_cells_not_characters():
+    """The Log's width is measured on the loop (not a thread per write): a printable ASCII line by
+    its length, any other by its cells, as Log itself measures them."""
+    app = LogApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(LogView)
+        wide = "步" * 30  # 30 characters, 60 cells: wider than the panel though short enough not to wrap
+        view.ingest([LogLine("job-node-0-0-abcde", 0, 1.0, "step=1 loss=0.5"),
+                     LogLine("job-node-0-0-abcde", 0, 2.0, wide)])
+        await flushed(app, pilot)
+        assert view.log_widget.virtual_size.width == len("r0 | ") + 60
+
+
+async def test_a_whole_buffer_of_waiting_lines_is_written_at_once_not_dropped_at_the_timer():
+    class SmallLogApp(App):
+        def compose(self) -> ComposeResult:
+            yield LogView(capacity=100, id="log-view")
+
+    app = SmallLogApp()
+    async with app.run_test(size=(80, 24)):
+        view = app.query_one(LogView)
+        batch = [line for line in lines(200) if line.step is not None]
+        view.ingest(batch[:60])  # the first line of each pod announces it: 62 lines wait
+        assert view.shown == 0 and view._flush_timer is not None
+        view.ingest(batch[60:120])  # 122 waiting: written now, all but what a buffer cannot hold
+        assert view.shown == 100 and not view._pending and view._flush_timer is None
+        assert view.log_widget.lines[-1].endswith("step=119 loss=0.000119 rank=1 world=2")
+
+
 async def flushed(app, pilot) -> None:
     """Until the view's pending lines reached the Log (its flush runs on a timer)."""
     view = app.query_one(LogView)

@@ -123,3 +123,23 @@ def test_a_survivors_save_seen_before_the_failed_pods_event_still_comes_after_th
     [restart] = t.restarts()
     assert [m.kind for m in restart.moments][:2] == ["failure", "save"]
     assert round(restart.failed_at, 6) == 130.2 and round(restart.recovery_seconds, 1) == 1.8
+
+
+def test_a_batch_tells_what_its_lines_one_at_a_time_tell():
+    """Step lines are counted per batch (the hot path): the facts and the goodput must be those
+    of the same lines fed one by one, start, save, resume and ckpt_wait lines among them."""
+    lines = [LogLine(f"j-{r}", r, 1.0, f"event=start rank={r} world=2 pid={r + 5} steps=40 restart=0")
+             for r in (0, 1)]
+    lines += [LogLine.parsed(f"j-{r}", r, 2.0 + s, f"step={s} loss=0.5 rank={r} world=2"
+                             + (" ckpt_wait=0.2" if s == 4 and r == 0 else "")) for s in range(1, 8) for r in (0, 1)]
+    lines += [LogLine("j-1", 1, 9.5, "event=checkpoint_saved step=7 reason=sigterm seconds=0.1 rank=1")]
+    lines += [LogLine("j-2", 0, 12.0, "event=start rank=0 world=2 pid=9 steps=40 restart=1"),
+              LogLine("j-2", 0, 12.5, "event=resumed from_step=5 rank=0 world=2")]
+    lines += [LogLine.parsed("j-2", 0, 13.0 + s, f"step={s} loss=0.4 rank=0 world=2") for s in range(6, 9)]
+    one_by_one, batched = FailureTimeline("j"), FailureTimeline("j")
+    for line in lines:
+        one_by_one.add_lines([line])
+    batched.add_lines(lines)
+    assert batched.pods == one_by_one.pods and list(batched.pods) == ["j-0", "j-1", "j-2"]
+    assert batched.goodput.report(now=30.0) == one_by_one.goodput.report(now=30.0)
+    assert batched.goodput.report(now=30.0).restarts == 1

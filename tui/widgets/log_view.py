@@ -6,16 +6,18 @@ a wrong number, not a shorter one. A width change re-wraps from the buffer.
 
 Lines arrive from the screen's stream worker through `ingest` (a method call down). They are kept
 in a bounded LogBuffer and written to the Log widget in one `write_lines` per flush, at most one
-flush every `FLUSH_SECONDS`: one write per worker line would cap at a few thousand lines a second
-and freeze the UI; batched, the cost per line is a list append. Each flush scrolls, and a scroll
-repaints the whole panel (in the process and on the terminal's wire), so the flush rate is what
-following a job costs, whatever the line rate (bench/tui_bytes.py).
+flush every `FLUSH_SECONDS` (sooner only when a whole buffer of lines waits): one write per worker
+line would cap at a few thousand lines a second and freeze the UI; batched, the cost per line is a
+list append. Each flush scrolls, and a scroll repaints the whole panel (in the process and on the
+terminal's wire), so the flush rate is what following a job costs, whatever the line rate
+(bench/tui_bytes.py).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
 from rich.highlighter import Highlighter
 from rich.text import Text
 from textual import on
@@ -84,6 +86,17 @@ class FollowLog(Log):
 
     def watch_virtual_size(self, size: Size) -> None:
         self._scroll_update(size)
+
+    def _update_size(self, updates: int, lines: list[str]) -> None:
+        # Log measures every written line's width in a thread worker of its own per write
+        # (expandtabs, a regex and cell_len per line: as much CPU per line as all the rest of its
+        # way, holding the GIL the keys wait for). A printable ASCII line's width is its length;
+        # only the others need Log's measure. Same width, on the loop, in a fraction of the time.
+        if lines:
+            measure = self._process_line
+            widest = max(len(line) if line.isascii() and line.isprintable() else cell_len(measure(line))
+                         for line in lines)
+            self._update_maximum_width(updates, widest)
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
@@ -179,9 +192,16 @@ class LogView(Vertical):
         if shown:
             pending = self._pending
             pending.extend(shown)
-            if len(pending) > self.buffer.capacity:  # only the newest would survive anyway
-                del pending[: len(pending) - self.buffer.capacity]
-            if self._flush_timer is None:
+            capacity = self.buffer.capacity
+            if len(pending) >= capacity:
+                # A whole buffer waits (100k lines a second fill 20k in one FLUSH_SECONDS): written
+                # now, rather than its oldest dropped unseen when the timer comes. Only more than
+                # a buffer in one batch drops lines: the write would push them out at once anyway.
+                del pending[: len(pending) - capacity]
+                if self._flush_timer is not None:
+                    self._flush_timer.stop()
+                self._flush()
+            elif self._flush_timer is None:
                 self._flush_timer = self.set_timer(FLUSH_SECONDS, self._flush)
 
     def set_filter(self, keep: LogFilter, from_text_box: bool = False) -> None:

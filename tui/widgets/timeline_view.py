@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widget import Widget
@@ -85,13 +86,23 @@ class GoodputSummary(Widget):
         the clock; what it shows, to a tenth of a second and a cell of the bar, less often)."""
         self.report = report
         self.display = report is not None
-        drawn = _drawn(report, self.size.width) if report is not None else None
+        width = self.size.width
+        drawn = _drawn(report, width) if report is not None else None
         if drawn is not None and drawn != self._drawn:
-            self.refresh(layout=True)  # a part that took no time so far adds a line
+            # A part that took no time so far adds a line: only a change of height lays the
+            # screen out again (a running job's seconds change every tick; its lines seldom).
+            self.refresh(layout=self._drawn is None or _rows(drawn, width) != _rows(self._drawn, width))
         self._drawn = drawn
 
     def render(self) -> Content:
         return goodput_content(self.report, self.size.width) if self.report is not None else Content("")
+
+
+def _rows(drawn: tuple, width: int) -> int:
+    """The rows a drawn report takes at `width` (a line wider than it wraps); 0: not laid out."""
+    if width <= 0:
+        return 0
+    return sum(max(1, -(-cell_len(line) // width)) for line in drawn[0].split("\n"))
 
 
 def _drawn(report: "GoodputReport", width: int) -> tuple:
