@@ -120,14 +120,20 @@ async def test_a_whole_buffer_of_waiting_lines_is_written_at_once_not_dropped_at
             yield LogView(capacity=100, id="log-view")
 
     app = SmallLogApp()
-    async with app.run_test(size=(80, 24)):
+    async with app.run_test(size=(80, 24)) as pilot:
         view = app.query_one(LogView)
-        batch = [line for line in lines(200) if line.step is not None]
+        batch = [line for line in lines(300) if line.step is not None]
         view.ingest(batch[:60])  # the first line of each pod announces it: 62 lines wait
         assert view.shown == 0 and view._flush_timer is not None
-        view.ingest(batch[60:120])  # 122 waiting: written now, all but what a buffer cannot hold
-        assert view.shown == 100 and not view._pending and view._flush_timer is None
+        view.ingest(batch[60:120])  # 122 would wait, more than a buffer: the 62 are written now
+        assert view.shown == 62 and len(view._pending) == 60 and view._flush_timer is not None
+        await flushed(app, pilot)
+        assert view.shown == 122  # not one line dropped
         assert view.log_widget.lines[-1].endswith("step=119 loss=0.000119 rank=1 world=2")
+        view.ingest(batch[120:270])  # one batch larger than the buffer: only its newest 100 fit
+        await flushed(app, pilot)
+        assert view.shown == 222 and len(view.log_widget.lines) == 100
+        assert view.log_widget.lines[-1].endswith("step=269 loss=0.000269 rank=1 world=2")
 
 
 async def flushed(app, pilot) -> None:

@@ -190,18 +190,18 @@ class LogView(Vertical):
 
     def _pend(self, shown: list[str]) -> None:
         if shown:
-            pending = self._pending
-            pending.extend(shown)
             capacity = self.buffer.capacity
-            if len(pending) >= capacity:
-                # A whole buffer waits (100k lines a second fill 20k in one FLUSH_SECONDS): written
-                # now, rather than its oldest dropped unseen when the timer comes. Only more than
-                # a buffer in one batch drops lines: the write would push them out at once anyway.
-                del pending[: len(pending) - capacity]
+            if len(self._pending) + len(shown) > capacity:
+                # A whole buffer waits (100k lines a second fill 20k in one FLUSH_SECONDS): what
+                # waits is written now, rather than its oldest dropped unseen to make room. Only a
+                # batch larger than the buffer loses lines: one write would push them out at once.
                 if self._flush_timer is not None:
                     self._flush_timer.stop()
                 self._flush()
-            elif self._flush_timer is None:
+                if len(shown) > capacity:
+                    del shown[: len(shown) - capacity]
+            self._pending.extend(shown)
+            if self._flush_timer is None:
                 self._flush_timer = self.set_timer(FLUSH_SECONDS, self._flush)
 
     def set_filter(self, keep: LogFilter, from_text_box: bool = False) -> None:
