@@ -72,6 +72,14 @@ class Embedded:
         """Start it (also after `down`), with its warm workers; the controller's status."""
         return await self.client.call("up", explicit=True)
 
+    async def warm(self) -> None:
+        """Have a running controller start its warm workers now (as `up` does), for pods that come
+        seconds later; nothing when none runs (the first job starts them)."""
+        try:
+            await self.client.call("up", start=False)
+        except (Unavailable, FileNotFoundError):  # none runs, or no state root yet
+            pass
+
     async def down(self) -> int | None:
         """Stop the controller and every pod, for good until `up`; the pid that stopped."""
         return await self.client.shutdown()
