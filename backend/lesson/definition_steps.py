@@ -259,7 +259,8 @@ async def verify_reproduced(ctx: StepContext) -> Evidence:
     cluster = None
     try:
         if embedded is not None:
-            await embedded.up()  # stopped on purpose after the run: reading it back starts it
+            # Stopped on purpose after the run: reading it back starts it (no job: no warm workers).
+            await embedded.up(warm=False)
         cluster = await asyncio.to_thread(connect, _clean_settings(ctx))
         job = await cluster.get_job(train.outputs["job"])
         volume = volume_task.outputs["name"]

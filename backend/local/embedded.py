@@ -68,9 +68,18 @@ class Embedded:
         volume of PVC `claim`: the directory the embedded cluster keeps it in."""
         return self.layout.require_volume(claim)
 
-    async def up(self) -> dict:
-        """Start it (also after `down`), with its warm workers; the controller's status."""
-        return await self.client.call("up", explicit=True)
+    async def up(self, warm: bool = True) -> dict:
+        """Start it (also after `down`), with its warm workers unless `warm` is False (a reader
+        that runs no job); the controller's status."""
+        return await self.client.call("up" if warm else "ping", explicit=True)
+
+    async def warm(self) -> None:
+        """Have a running controller start its warm workers now (as `up` does), for pods that come
+        seconds later; nothing when none runs (the first job starts them)."""
+        try:
+            await self.client.call("up", start=False)
+        except (Unavailable, FileNotFoundError):  # none runs, or no state root yet
+            pass
 
     async def down(self) -> int | None:
         """Stop the controller and every pod, for good until `up`; the pid that stopped."""

@@ -214,8 +214,8 @@ class JobControl:
 
     def prewarm(self, runtime: TrainingRuntime | None = None) -> None:
         """Start the zygote for a runtime's pods now, so they do not wait for torch to import.
-        Started on demand (cluster up, a runtime applied), not with every controller: most
-        controllers only answer a few reads, and the import costs seconds of CPU."""
+        Started on demand (cluster up or Embedded.warm, a runtime applied), not with every
+        controller: most controllers only answer a few reads, and the import costs seconds of CPU."""
         runtime = runtime or self.runtimes.get(("TrainingRuntime", DEFAULT_RUNTIME))
         env = {"OMP_NUM_THREADS": "1"}
         if runtime is not None:

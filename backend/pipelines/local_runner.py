@@ -28,6 +28,10 @@ from backend.pipelines.task_runtime import BACKEND_ENV
 from backend.settings import Settings
 
 
+# The component that applies a TrainJob (components.train_job; "train-job-2" when used twice).
+TRAINJOB_TASK = "train-job"
+
+
 def runs_dir(settings: Settings) -> Path:
     """Where local runs keep their outputs (one directory per run)."""
     return settings.workspace / "pipeline-runs"
@@ -98,6 +102,12 @@ async def run_local(settings: Settings, compiled: CompiledPipeline, arguments: d
     run = _Run(compiled, root, on_event)
     for note in result.notes:
         run.handle(PipelineEvent(kind="note", text=note))
+    if any(task.startswith(TRAINJOB_TASK) for task in compiled.tasks):
+        # Its task submits a TrainJob seconds from now (every task is a new interpreter): the
+        # workers' torch import starts now instead of when the job arrives.
+        from backend.local.embedded import Embedded
+
+        await Embedded(settings.home).warm()
     env = dict(os.environ, KFCOCKPIT_HOME=str(settings.home), PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])))
     env[BACKEND_ENV] = "local"

@@ -168,7 +168,8 @@ async def test_step5_checkpoints_are_visible_from_a_separate_pod(cluster):
 
 async def test_step6_a_killed_worker_resumes_from_a_later_step(cluster):
     name = f"{RUN}-kill"
-    await cluster.apply(train_job(name, nodes=2, steps=80, step_delay=0.25))
+    # Paced so the kill at step 12 lands mid-run: 36 steps (5.4 s and more) are left after it.
+    await cluster.apply(train_job(name, nodes=2, steps=48, step_delay=0.15))
     first_pods: set[str] = set()
     resumed_from = None
     later_step = None

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,14 @@ def settings():
     yield Settings(home=home)
     asyncio.run(Embedded(home).down())
     shutil.rmtree(home, ignore_errors=True)
+
+
+def _started_at(pid: int) -> float:
+    """When process `pid` started, in epoch seconds (/proc: clock ticks after boot)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    ticks = int(stat[stat.rindex(")") + 2:].split()[19])
+    booted = time.time() - float(Path("/proc/uptime").read_text().split()[0])
+    return booted + ticks / os.sysconf("SC_CLK_TCK")
 
 
 async def test_the_print_pipeline_succeeds_and_its_log_holds_the_inputs(settings):
@@ -77,7 +86,11 @@ async def test_the_committed_pipeline_trains_two_workers_and_leaves_checkpoints(
         pods = await cluster.list_pods(train["job"])
         assert sorted(p.rank for p in pods) == [0, 1]
         assert all(p.phase == PodPhase.SUCCEEDED and p.image == BASE_IMAGE for p in pods)
-        assert (await cluster.get_job(train["job"])).num_nodes == 2
+        job = await cluster.get_job(train["job"])
+        assert job.num_nodes == 2
+        if not ON_CLUSTER:  # the run warmed the workers as it began, not when its task applied the job
+            (zygote,) = (await cluster.embedded.status())["warm"]
+            assert _started_at(zygote["pid"]) < result.task("train-job").started
 
         # Its checkpoints are on the pipeline's volume, read back by a reader pod (not the workers).
         volume = result.task("createpvc" if ON_CLUSTER else "create-volume").outputs["name"]

@@ -9,9 +9,10 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 import torch
 
-from tests.training.conftest import REPO, env, plain_cmd, run, torchrun_cmd
+from tests.training.conftest import REPO, Run, env, plain_cmd, run, torchrun_cmd
 from training import checkpoint_format as fmt
 from training.logfmt import parse_line
 
@@ -28,8 +29,21 @@ def _final_params(directory: Path) -> dict[str, torch.Tensor]:
     return torch.load(fmt.list_files(directory)[-1], weights_only=True)["model"]
 
 
-def test_two_ranks_print_the_same_loss_at_every_step(ckpt_dir):
-    result = run(torchrun_cmd(2, "--steps", "20", "--ckpt-dir", str(ckpt_dir)))
+# Every run here trains these 20 steps; --step-delay only sleeps between them, so a paced run
+# ends bitwise equal to an unpaced one.
+ARGS = ["--steps", "20", "--ckpt-every", "5"]
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory) -> tuple[Run, Path]:
+    """One uninterrupted two-worker run of ARGS (its result, its checkpoint directory): what the
+    first test checks, and the reference the killed-and-resumed runs must end equal to."""
+    ckpt_dir = tmp_path_factory.mktemp("straight") / "ckpt"
+    return run(torchrun_cmd(2, *ARGS, "--ckpt-dir", str(ckpt_dir))), ckpt_dir
+
+
+def test_two_ranks_print_the_same_loss_at_every_step(straight):
+    result, ckpt_dir = straight
     assert result.returncode == 0, result.stderr[-2000:]
     by_step = _losses_by_step(result.records())
     assert sorted(by_step) == list(range(1, 21))
@@ -57,20 +71,21 @@ def _run_and_kill_rank_1_at(step: int, args: list[str]) -> tuple[int, list[dict[
     return proc.wait(timeout=120), records
 
 
-def test_sigkill_of_rank_1_survivor_saves_the_interrupted_step_and_resume_is_bitwise_equal(tmp_path):
-    args = ["--steps", "30", "--ckpt-every", "5", "--step-delay", "0.05"]
-    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    reference = run(torchrun_cmd(2, *args, "--ckpt-dir", str(straight)))
+def test_sigkill_of_rank_1_survivor_saves_the_interrupted_step_and_resume_is_bitwise_equal(straight, tmp_path):
+    # Paced so the kill lands mid-run: 8 steps (0.8 s and more) are left after step 12.
+    args = [*ARGS, "--step-delay", "0.1"]
+    reference, straight_dir = straight
     assert reference.returncode == 0, reference.stderr[-2000:]
+    resumed = tmp_path / "resumed"
 
-    # Periodic checkpoints at 5, 10, 15 exist when rank 1 dies after step 17.
-    code, records = _run_and_kill_rank_1_at(17, [*args, "--ckpt-dir", str(resumed)])
+    # Periodic checkpoints at 5 and 10 exist when rank 1 dies after step 12.
+    code, records = _run_and_kill_rank_1_at(12, [*args, "--ckpt-dir", str(resumed)])
     assert code != 0 and not (resumed / "metrics.json").exists()
     (survivor,) = [r for r in records if r.get("event") == "checkpoint_saved"
                    and r["reason"] in ("peer_failure", "sigterm")]
     # The survivor saved the newest step whose update every rank applied: the one printed last.
     saved = int(survivor["step"])
-    assert survivor["rank"] == "0" and saved >= 17
+    assert survivor["rank"] == "0" and saved >= 12
     assert saved == max(int(r["step"]) for r in records if "step" in r and "event" not in r)
 
     relaunch = run(torchrun_cmd(2, *args, "--ckpt-dir", str(resumed)))
@@ -80,36 +95,35 @@ def test_sigkill_of_rank_1_survivor_saves_the_interrupted_step_and_resume_is_bit
     assert all(int(e["from_step"]) == saved for e in resumed_events)
     assert min(_losses_by_step(relaunch.records())) == saved + 1
 
-    a = json.loads((straight / "metrics.json").read_text())
+    a = json.loads((straight_dir / "metrics.json").read_text())
     b = json.loads((resumed / "metrics.json").read_text())
     assert b["resumes"] == 1
     assert a["params_sha256"] == b["params_sha256"]
     assert a["loss_history"] == b["loss_history"]
-    pa, pb = _final_params(straight), _final_params(resumed)
+    pa, pb = _final_params(straight_dir), _final_params(resumed)
     assert pa.keys() == pb.keys()
     for name in pa:
         assert torch.equal(pa[name], pb[name]), name
 
 
-def test_rank_0_killed_mid_periodic_save_leaves_the_step_to_the_survivor(tmp_path):
+def test_rank_0_killed_mid_periodic_save_leaves_the_step_to_the_survivor(straight, tmp_path):
     # Rank 0 dies holding the claim of step 15 (its writer thread is between write and rename),
     # during the pause after step 15, so the survivor's newest complete step is 15 too.
-    args = ["--steps", "20", "--ckpt-every", "5"]
-    straight, killed = tmp_path / "straight", tmp_path / "killed"
-    reference = run(torchrun_cmd(2, *args, "--ckpt-dir", str(straight)))
+    reference, straight_dir = straight
     assert reference.returncode == 0, reference.stderr[-2000:]
+    killed = tmp_path / "killed"
 
-    crashed = run(torchrun_cmd(2, *args, "--step-delay", "0.5", "--ckpt-dir", str(killed)),
+    crashed = run(torchrun_cmd(2, *ARGS, "--step-delay", "0.5", "--ckpt-dir", str(killed)),
                   KFCOCKPIT_FAULT="crash_before_rename@15:periodic")
     assert crashed.returncode != 0
     assert list(killed.glob(".ckpt-step-000015.pt.tmp-*")), "rank 0 did not die mid-save"
     (survivor,) = [e for e in crashed.events("checkpoint_saved") if e["reason"] != "periodic"]
     assert (survivor["rank"], survivor["step"]) == ("1", "15")
 
-    relaunch = run(torchrun_cmd(2, *args, "--ckpt-dir", str(killed)))
+    relaunch = run(torchrun_cmd(2, *ARGS, "--ckpt-dir", str(killed)))
     assert relaunch.returncode == 0, relaunch.stderr[-2000:]
     assert [e["from_step"] for e in relaunch.events("resumed")] == ["15", "15"]
-    a = json.loads((straight / "metrics.json").read_text())
+    a = json.loads((straight_dir / "metrics.json").read_text())
     b = json.loads((killed / "metrics.json").read_text())
     assert a["params_sha256"] == b["params_sha256"] and a["loss_history"] == b["loss_history"]
 

@@ -6,6 +6,7 @@ import time
 
 from textual.widgets import Input
 
+from backend.lesson import resume_step
 from backend.lesson.jobs import apply_runtime_and_volume, lesson_trainjob
 from backend.lesson.progress import ProgressStore, StepState, StepStatus
 from backend.models import Evidence
@@ -19,7 +20,10 @@ async def start_job(screen, name: str, steps: int, step_delay: float) -> None:
     await cluster.apply(lesson_trainjob(name, 2, steps, ckpt_every=5, step_delay=step_delay))
 
 
-async def test_step_6_waits_for_the_learners_kill_and_everything_shows_it_at_once(home):
+async def test_step_6_waits_for_the_learners_kill_and_everything_shows_it_at_once(home, monkeypatch):
+    # A learner gets ~60 s (300 steps) to kill a worker; this one kills at once, and 60 steps
+    # (~12 s) still leave it time to kill mid-run and the group time to resume.
+    monkeypatch.setattr(resume_step, "INTERACTIVE_STEPS", 60)
     app = make_app(home)
     async with app.run_test(size=(160, 45)) as pilot:
         screen = app.screen
