@@ -75,6 +75,13 @@ RAY_ENV = {
     "RAY_DEDUP_LOGS": "0",  # the ranks' lines differ only in numbers; Ray would fold them
     "RAY_DISABLE_WORKER_LOG_PREFIX": "1",  # forward worker lines as printed: plain logfmt
     "RAY_COLOR_PREFIX": "0",
+    # Ray starts its workers at nice 15: on a busy machine its actors (Ray Train's controller and
+    # the training workers, which are this job's pods) then get a sliver of what a TrainJob's pods
+    # get, and start-up and restarts took minutes. Ray's own job supervisor sets it back to 0 too.
+    "RAY_worker_niceness": "0",
+    # The idle workers Ray starts for the first driver are never used here (every Ray Train actor
+    # has a runtime env of its own, so it gets a new worker) and cost CPU while the group starts.
+    "RAY_prestart_worker_first_driver": "0",
 }
 
 # Ray names its socket files <temp-dir>/session_<date>_<time>_<usec>_<pid>/sockets/plasma_store
