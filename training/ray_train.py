@@ -93,6 +93,7 @@ DEFAULT_MAX_FAILURES = 3
 # Ray kills a worker 5 s after asking it to shut down (_shutdown_workers' patience): a survivor's
 # save must end before then, or it is lost half written (and never chosen: no sidecar).
 SHUTDOWN_PATIENCE_S = 5.0
+GROUP_HELPER_ACTORS = 2  # processes Ray Train starts with every worker group besides its workers
 
 def new_run_name() -> str:
     return time.strftime("ray-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
@@ -239,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     for key, value in RAY_ENV.items():
         os.environ.setdefault(key, value)
+    # Ray starts at most as many worker processes at once as the node has CPUs (num_cpus: one per
+    # training worker), but a group is those workers plus Ray Train's SynchronizationActor and
+    # DatasetManager: the last ones waited for a slot, one process start-up each (16 s under load).
+    os.environ.setdefault("RAY_worker_maximum_startup_concurrency", str(args.num_workers + GROUP_HELPER_ACTORS))
 
     owned_temp = args.temp_dir is None  # ours to remove: neither given nor inherited (RAY_TMPDIR)
     temp_dir = Path(tempfile.mkdtemp(prefix="kfc-ray-")) if args.temp_dir is None else args.temp_dir
