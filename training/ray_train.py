@@ -75,6 +75,13 @@ RAY_ENV = {
     "RAY_DEDUP_LOGS": "0",  # the ranks' lines differ only in numbers; Ray would fold them
     "RAY_DISABLE_WORKER_LOG_PREFIX": "1",  # forward worker lines as printed: plain logfmt
     "RAY_COLOR_PREFIX": "0",
+    # Ray starts its workers at nice 15: on a busy machine its actors (Ray Train's controller and
+    # the training workers, which are this job's pods) then get a sliver of what a TrainJob's pods
+    # get, and start-up and restarts took minutes. Ray's own job supervisor sets it back to 0 too.
+    "RAY_worker_niceness": "0",
+    # The idle workers Ray starts for the first driver are never used here (every Ray Train actor
+    # has a runtime env of its own, so it gets a new worker) and cost CPU while the group starts.
+    "RAY_prestart_worker_first_driver": "0",
 }
 
 # Ray names its socket files <temp-dir>/session_<date>_<time>_<usec>_<pid>/sockets/plasma_store
@@ -86,6 +93,7 @@ DEFAULT_MAX_FAILURES = 3
 # Ray kills a worker 5 s after asking it to shut down (_shutdown_workers' patience): a survivor's
 # save must end before then, or it is lost half written (and never chosen: no sidecar).
 SHUTDOWN_PATIENCE_S = 5.0
+GROUP_HELPER_ACTORS = 2  # processes Ray Train starts with every worker group besides its workers
 
 def new_run_name() -> str:
     return time.strftime("ray-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
@@ -232,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     for key, value in RAY_ENV.items():
         os.environ.setdefault(key, value)
+    # Ray starts at most as many worker processes at once as the node has CPUs (num_cpus: one per
+    # training worker), but a group is those workers plus Ray Train's SynchronizationActor and
+    # DatasetManager: the last ones waited for a slot, one process start-up each (16 s under load).
+    os.environ.setdefault("RAY_worker_maximum_startup_concurrency", str(args.num_workers + GROUP_HELPER_ACTORS))
 
     owned_temp = args.temp_dir is None  # ours to remove: neither given nor inherited (RAY_TMPDIR)
     temp_dir = Path(tempfile.mkdtemp(prefix="kfc-ray-")) if args.temp_dir is None else args.temp_dir

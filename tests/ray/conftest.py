@@ -24,8 +24,8 @@ from backend.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 KFCOCKPIT = Path(sys.executable).with_name("kfcockpit")
-PLAN = ComparisonPlan(workers=2, steps=40, ckpt_every=5, kill_at_step=12, kill_rank=1,
-                      step_delay=0.1, samples=640)  # 10 steps per epoch: 4 epochs
+PLAN = ComparisonPlan(workers=2, steps=30, ckpt_every=5, kill_at_step=12, kill_rank=1,
+                      step_delay=0.1, samples=640)  # 10 steps per epoch: 3 epochs
 
 
 @dataclass
