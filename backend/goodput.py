@@ -314,7 +314,7 @@ class Goodput:
             steps_lost += attempt.last_step - max(kept_to, attempt.first_step - 1)
             timed += max(0, kept_to - attempt.first_step)
             progress_at = attempt.times[-1]
-            failure_at = self._failure_after(attempt, progress_at)
+            failure_at = self._failure_after(attempt)
         last = self.attempts[-1] if self.attempts else None
         if progress_at is None:
             parts["startup"] = end - start
@@ -341,9 +341,12 @@ class Goodput:
         parts["lost_work"] += seen - progress_at
         parts["recovery"] += until - seen
 
-    def _failure_after(self, attempt: _Attempt, progress_at: float) -> float | None:
-        """When the failure that ended `attempt` was seen: the earliest hint after its last step."""
-        index = bisect_right(self._failures, progress_at)
+    def _failure_after(self, attempt: _Attempt) -> float | None:
+        """When the failure that ended `attempt` was seen: the earliest hint since it started.
+        Any failure ends a group (the whole group restarts), and a step may still print after
+        the kill when its collective had already finished: that step is kept, recovery starts
+        at its line (the search once began there, missed such a kill and took the next one)."""
+        index = bisect_right(self._failures, attempt.started)
         hinted = self._failures[index] if index < len(self._failures) else None
         seen = [t for t in (hinted, attempt.failure_seen) if t is not None]
         return min(seen) if seen else None

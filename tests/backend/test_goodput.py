@@ -121,6 +121,24 @@ def test_a_reported_failure_splits_the_gap_into_the_interrupted_step_and_recover
     assert goodput_of(t.lines, started=0.0).recovery == approx(10.0 - 5.0)
 
 
+def test_a_step_whose_line_comes_after_the_kill_is_kept_and_recovery_starts_at_its_line():
+    """Seen in bench/goodput.py at 1 GB: rank 1 was killed 0.7 s before rank 0 printed step 40,
+    whose all-reduce had already finished; the next group resumed from step 40. The kill once went
+    unseen (it came before the attempt's last step line) and the next kill, a minute later, was
+    taken for it: 11.8 s of recovery were booked as lost work."""
+    t = Timeline()
+    t.start(0.0)
+    t.steps(1, 5, at=1.0, every=1.0)  # step 5 at 5.0 s
+    t.restart(9.0, from_step=5, resumed_at=9.5)
+    t.steps(6, 8, at=10.0, every=1.0)  # step 8 at 12.0 s
+    t.restart(14.0, from_step=8, resumed_at=14.5)
+    t.steps(9, 10, at=15.0, every=1.0)
+    report = goodput_of(t.lines, started=0.0, failures=[4.6, 12.0])  # each kill before a step's line
+    assert report.lost_work == approx(0.0) and report.steps_lost == 0
+    assert report.recovery == approx((10.0 - 5.0) + (15.0 - 12.0))
+    assert report.productive == approx(4.0 + 2.0 + 1.0)
+
+
 def test_a_group_that_fails_while_starting_is_recovery_until_a_group_steps():
     t = Timeline()
     t.start(0.0)
