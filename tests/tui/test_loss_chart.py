@@ -31,11 +31,7 @@ def killed_at_8_resumed_from_5() -> list[LogLine]:
 async def test_a_restart_is_marked_where_the_group_resumed_and_the_legend_is_off_the_plot():
     app = ChartApp()
     async with app.run_test(size=(100, 30)) as pilot:
-        chart = app.query_one(LossChart)
-        chart.follow_run("job")
-        chart.add_lines(killed_at_8_resumed_from_5())
-        chart.redraw()
-        await pilot.pause()
+        chart = await drawn_chart(app, pilot, killed_at_8_resumed_from_5())
         assert chart.restarts["job"] == {5}
         assert sorted(chart.series["job"]) == list(range(1, 12))  # the curve goes on past the marker
         plot = chart.query_one("#loss-plot", PlotextPlot)
@@ -60,6 +56,21 @@ async def test_a_restart_from_scratch_is_marked_and_a_replayed_stream_is_not():
         assert chart.restarts["job"] == {0}
 
 
+def steps(last: int) -> list:
+    """Rank 0's step lines 1..last, a second apart."""
+    return [step(POD0, 100.0 + n, n) for n in range(1, last + 1)]
+
+
+async def drawn_chart(app, pilot, lines: list) -> LossChart:
+    """The app's chart following "job" with `lines` added, drawn."""
+    chart = app.query_one(LossChart)
+    chart.follow_run("job")
+    chart.add_lines(lines)
+    chart.redraw()
+    await pilot.pause()
+    return chart
+
+
 def legend_below_plot(chart: LossChart) -> bool:
     plot, legend = chart.query_one("#loss-plot").region, chart.query_one("#loss-legend").region
     return legend.height >= 1 and legend.y >= plot.bottom
@@ -68,11 +79,7 @@ def legend_below_plot(chart: LossChart) -> bool:
 async def test_a_redraw_with_the_same_legend_does_not_lay_out_the_screen():
     app = ChartApp()
     async with app.run_test(size=(100, 30)) as pilot:
-        chart = app.query_one(LossChart)
-        chart.follow_run("job")
-        chart.add_lines([step(POD0, 100.0 + n, n) for n in range(1, 6)])
-        chart.redraw()
-        await pilot.pause()
+        chart = await drawn_chart(app, pilot, steps(5))
         layouts = []
         refresh_layout = app.screen._refresh_layout
         app.screen._refresh_layout = lambda *a, **k: (layouts.append(1), refresh_layout(*a, **k))[1]
@@ -133,11 +140,7 @@ def test_a_long_curve_is_thinned_to_what_the_plot_can_show_keeping_its_ends_and_
 async def test_a_long_run_hands_plotext_a_bounded_number_of_points():
     app = ChartApp()
     async with app.run_test(size=(100, 30)) as pilot:
-        chart = app.query_one(LossChart)
-        chart.follow_run("job")
-        chart.add_lines([step(POD0, 100.0 + n, n) for n in range(1, 3001)])
-        chart.redraw()
-        await pilot.pause()
+        chart = await drawn_chart(app, pilot, steps(3000))
         plot = chart.query_one("#loss-plot", PlotextPlot)
         drawn = plot.plt._active.monitor.x[0]
         assert plot.size.width == chart.size.width  # what the curve was thinned for
