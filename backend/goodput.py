@@ -241,13 +241,10 @@ class Goodput:
         self._seen(max(line.time for line in lines))
         attempt = self._current(lines[0].time)  # only a start line opens another attempt
         for line in lines:
-            first, step = attempt.first_step, line.step
-            if first is not None and step < first + len(attempt.times):
-                # Another rank's line for a step seen (most lines): add_step with no stall.
-                stalls = attempt.stalls
-                stalls[step - first] = max(stalls[step - first], 0.0)
-            else:
-                attempt.add_step(step, line.time, 0.0)
+            first = attempt.first_step
+            # Another rank's line for a step seen (most lines) adds nothing without a stall.
+            if first is None or line.step >= first + len(attempt.times):
+                attempt.add_step(line.step, line.time, 0.0)
 
     def _seen(self, at: float) -> None:
         self._newest = at if self._newest is None else max(self._newest, at)
