@@ -1,10 +1,13 @@
-"""Real Ray, started once per test session: Ray's start-up is slow on two cores, so one measured
-comparison (a TrainJob and a RayJob on the embedded cluster, each with a worker pod killed) serves
-many assertions."""
+"""Real Ray, started once per test session: a Ray run costs about a minute of CPU on two cores
+(every Ray Train actor is a process importing ray.train, pandas and, for the workers, torch), so
+one measured comparison (a TrainJob and a RayJob on the embedded cluster, each with a worker pod
+killed) serves many assertions, the Ray survivor's among them. An uninterrupted torchrun run of the
+same loop, started beside it, is the bitwise reference."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -21,11 +24,16 @@ from backend.local.podspec import ENV_CLUSTER
 from backend.processes import sweep
 from backend.models import LogLine
 from backend.settings import Settings
+from tests.training.conftest import env, torchrun_cmd
+from training.options import option_args
 
 REPO = Path(__file__).resolve().parents[2]
 KFCOCKPIT = Path(sys.executable).with_name("kfcockpit")
+# 10 steps per epoch: 3 epochs. A step's pause is longer than Ray takes to see a dead worker and
+# tear the group down (a 0.2 s health-check poll): the survivor, pausing between steps when the
+# kill lands, reaches its save only because the teardown waits for it (tests/ray/test_ray_train.py).
 PLAN = ComparisonPlan(workers=2, steps=30, ckpt_every=5, kill_at_step=12, kill_rank=1,
-                      step_delay=0.1, samples=640)  # 10 steps per epoch: 3 epochs
+                      step_delay=0.5, samples=640)
 
 
 @dataclass
@@ -58,7 +66,26 @@ def state_root():
 
 
 @pytest.fixture(scope="session")
-def measured(state_root: Path) -> Measured:
+def straight(state_root: Path) -> subprocess.Popen:
+    """PLAN's loop in plain torchrun, never killed: the bitwise reference for both sides. Started
+    before the comparison, it runs while that one mostly sleeps; read with `straight_metrics`."""
+    options = {k: v for k, v in PLAN.train_options().items() if k != "step_delay"}  # pacing only
+    cmd = torchrun_cmd(PLAN.workers, *option_args(options), "--ckpt-dir", str(state_root / "straight"))
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate()
+
+
+def straight_metrics(straight: subprocess.Popen, state_root: Path) -> dict:
+    _, err = straight.communicate(timeout=240)
+    assert straight.returncode == 0, err[-2000:]
+    return json.loads((state_root / "straight" / "metrics.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def measured(state_root: Path, straight: subprocess.Popen) -> Measured:
     settings = Settings(home=state_root)
 
     async def measure() -> Measured:

@@ -1,6 +1,7 @@
 """The Ray Train variant in real Ray, run as a RayJob on the embedded cluster: reports from every
-worker, a killed worker pod resumed from a checkpoint, the same result as the TrainJob, nothing
-left running."""
+worker, a killed worker pod whose surviving peer saves the step the kill interrupted, the group Ray
+restarts resuming there, the same result as the TrainJob and as an uninterrupted torchrun run,
+nothing left running."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from backend.local.podspec import ENV_CLUSTER, ENV_POD
 from backend.processes import marked_processes
 from backend.models import DRIVER_RANK
 from backend.raytrain.tempdir import ray_temp_dir
-from tests.ray.conftest import PLAN
+from tests.ray.conftest import PLAN, straight_metrics
 from training import checkpoint_format as fmt
 from training import metrics as metrics_file
 from training.logfmt import parse_line
+from training.ray_checkpoints import SURVIVOR_REASONS
 from training.ray_train import REPORTS_FILE
 
 
@@ -105,6 +107,27 @@ def test_a_killed_ray_worker_resumes_from_the_checkpoint_not_from_zero(measured)
     assert ray.steps_lost == ray.last_step_before_recovery - checkpoint_step
 
 
+def test_the_survivor_saved_the_interrupted_step_and_rays_teardown_waited_for_it(measured):
+    events = [parse_line(line.text) for line in measured.ray_lines if "event=" in line.text]
+    third_start = [i for i, e in enumerate(events) if e.get("event") == "start"][2]
+    first_group = events[:third_start]
+    last_step = measured.ray.last_step_before_recovery
+    saved = [(e["rank"], int(e["step"])) for e in first_group
+             if e.get("event") == "checkpoint_saved" and e["reason"] in SURVIVOR_REASONS]
+    assert saved == [("0", last_step)]  # rank 1 was killed; rank 0 saved its newest complete step
+    # Ray asked the survivor to shut down while it paused between steps, and waited for the save
+    holds = [(e["rank"], e["left"]) for e in first_group if e.get("event") == "shutdown_hold"]
+    assert holds == [("0", "True")]
+
+
+def test_the_run_with_a_kill_ends_bitwise_equal_to_an_uninterrupted_torchrun_run(measured, straight, state_root):
+    reference = straight_metrics(straight, state_root)
+    final = metrics_file.read(run_path(measured, measured.ray))
+    assert final["resumes"] == 1
+    assert final["params_sha256"] == reference["params_sha256"]
+    assert final["loss_history"] == reference["loss_history"]
+
+
 def test_ray_checkpoints_are_cockpit_checkpoint_files(measured):
     run_dir = run_path(measured, measured.ray)
     files = sorted(run_dir.glob("ckpt-step-*/ckpt-step-*.pt"))
@@ -113,8 +136,8 @@ def test_ray_checkpoints_are_cockpit_checkpoint_files(measured):
         info = fmt.inspect(path)
         assert info.valid, info.problem
         assert path.parent.name == path.stem and info.world_size == 2
-    assert len(files) == 3  # CheckpointConfig(num_to_keep=keep) pruned the older ones
-    assert fmt.inspect(files[-1]).step == PLAN.steps
+    # CheckpointConfig(num_to_keep=keep) pruned the older ones, the survivor's save among them
+    assert [fmt.inspect(path).step for path in files] == [PLAN.steps - 10, PLAN.steps - 5, PLAN.steps]
 
 
 def test_the_same_loop_both_ways_ends_with_the_same_parameters(measured):
