@@ -34,10 +34,10 @@ run: $(STAMP)
 	$(BIN)/kfcockpit $(ARGS)
 
 # The layers and lint rules first (pyproject.toml: [tool.importlinter], [tool.ruff]; seconds),
-# then the suite, which prints its slowest tests. Two pytest-xdist workers (most tests wait on
-# processes they started: a cluster, workers, Ray): 13 min instead of 19.5 on two cores, passed
-# twice in a row that way on a clean clone; tests/conftest.py keeps tests that share a fixture on
-# one worker. TEST_WORKERS=0 runs everything in one process.
+# then the suite, which prints its slowest tests. Two pytest-xdist workers: 12.5 min instead of
+# 19.5 on two cores; tests/conftest.py keeps tests that share a fixture on one worker. The suite
+# is CPU-bound then (both cores 89% busy throughout): its time is the real processes' start-up
+# (torch, Ray Train's actors), so more workers do not help. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
