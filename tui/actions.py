@@ -35,6 +35,9 @@ ACTIONS: tuple[Action, ...] = (
            group=STEP_GROUP),
     Action("previous_step", "p", "Prev", "Previous step", "Select the previous step of the lesson.",
            group=STEP_GROUP),
+    Action("edit_note", "e", "Note", "Write the step's note",
+           "Into the selected step's note (reading steps, and step 7's reading of its runs); "
+           "ctrl+s saves and checks it, escape gives the keys back.", footer=False),
     Action("kill_pod", "ctrl+k", "Kill", "Kill the selected pod",
            "Kill the pod under the cursor in the pods panel (asks first): the group restarts and "
            "resumes from its last checkpoint.", priority=True, key_display="^k"),

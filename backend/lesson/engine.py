@@ -106,6 +106,7 @@ class Lesson:
         if reason is not None:  # nothing can start here: say why, and keep what was saved
             yield RunUpdate(kind="evidence", evidence=ctx.evidence(False, reason))
             return
+        before = self.store.load().get(step.id)
         self.store.put(step.id, StepState(status=StepStatus.RUNNING, updated=time.time(),
                                           pid=os.getpid()))
         evidence: Evidence | None = None
@@ -117,10 +118,21 @@ class Lesson:
         except ClusterError as exc:
             evidence = ctx.evidence(False, str(exc))
         finally:
-            # Closed early (the TUI cancelled, Ctrl-C) or a bug: the step did not finish.
-            self._record(step, evidence or ctx.evidence(
-                False, "the run was stopped before it finished", checked="the step's run"))
+            if evidence is not None:
+                self._record(step, evidence)
+            else:
+                self._stopped(step, ctx, before)
         yield RunUpdate(kind="evidence", evidence=evidence)
+
+    def _stopped(self, step: Step, ctx: StepContext, before: StepState | None) -> None:
+        """Closed early (the cockpit quit, Ctrl-C) or a bug: the run proves nothing either way. A
+        step done before stays done (its evidence was read from the platform and still holds; the
+        job this run started may well still be training); any other is failed, saying so."""
+        if before is not None and before.status is StepStatus.DONE:
+            self.store.put(step.id, before)
+        else:
+            self._record(step, ctx.evidence(False, "the run was stopped before it finished",
+                                            checked="the step's run"))
 
     async def verify(self, step_id: str) -> Evidence:
         """Check the step's "done when" now, from real evidence; the result is kept. A verify that

@@ -26,7 +26,12 @@ class Step(BaseModel):
     done_when: str
     kind: Literal["action", "reading"]  # reading steps are done by a note the learner writes
     needs: list[str] = Field(default_factory=list)  # steps that must be done first
-    note_prompt: str | None = None  # reading steps: what the note must cover
+    note_prompt: str | None = None  # what the note must cover: reading steps, and step 7's comparison
+
+    @property
+    def takes_note(self) -> bool:
+        """Its done-when needs a note the learner writes (every reading step, and step 7)."""
+        return self.note_prompt is not None
 
     @property
     def label(self) -> str:
@@ -180,6 +185,9 @@ STEPS: list[Step] = [
         "Two snapshots exist and you have a side-by-side note of final loss and wall time for "
         "both runs.",
         needs=["5"],
+        note_prompt="Under the measured table (the run quotes it at the top of the note), write "
+                    "what scaling out bought: the final loss and the wall time of the one-worker "
+                    "run against the two-worker run, in your own words.",
     ),
     _step(
         "8",

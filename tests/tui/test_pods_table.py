@@ -116,3 +116,27 @@ async def test_a_narrow_table_drops_whole_columns_and_keeps_the_ones_that_matter
         await pilot.pause()
         assert "age" in table.shown_columns and "cpu" in table.shown_columns
         assert table.selected_pod == "job-node-0-0-aaaaa"
+
+
+async def test_age_is_since_the_pod_was_created_as_kubectl_shows_it_finished_or_deleted():
+    now = 2000.0
+
+    class AgedApp(App):
+        def compose(self) -> ComposeResult:
+            yield PodsTable(clock=lambda: now)
+
+    app = AgedApp()
+    async with app.run_test(size=(120, 10)) as pilot:
+        table = app.query_one(PodsTable)
+        table.reset("job")
+        # created 13 min ago, ran for a second: kubectl says 13m, not 1s
+        done = Pod(name="job-node-0-0-aaaaa", job="job", rank=0, phase=PodPhase.SUCCEEDED,
+                   created=now - 780, started=now - 779, finished=now - 778)
+        killed = Pod(name="job-node-0-1-bbbbb", job="job", rank=1, phase=PodPhase.RUNNING, created=now - 125)
+        for p in (done, killed):
+            table.apply(PodEvent(type=PodEventType.ADDED, pod=p))
+        table.apply(PodEvent(type=PodEventType.DELETED, pod=killed))
+        await pilot.pause()
+        age = table.get_column_index("age")
+        assert table.get_row(done.name)[age].plain == "13m"
+        assert table.get_row(killed.name)[age].plain == "2m5s"  # a history row ages on too

@@ -1,5 +1,8 @@
 """A DataTable refreshed by key: rows that are new are added, changed cells are updated, rows that
-went away are removed. Nothing is rebuilt, so the cursor stays on the row the learner chose."""
+went away are removed. Nothing is rebuilt, so the cursor stays on the row the learner chose.
+
+A cell given as a str is shown as plain text (DataTable would read it as markup): what a table
+shows is the cluster's (names, reasons, runs), not the cockpit's markup."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from textual.widgets import DataTable
 
 
 class KeyedTable(DataTable):
+    # (key, header, width): a width of None is as wide as the column's widest value
     def __init__(self, columns: tuple[tuple[str, str, int | None], ...], **kwargs) -> None:
         kwargs.setdefault("cursor_type", "row")
         super().__init__(**kwargs)
@@ -48,6 +52,7 @@ class KeyedTable(DataTable):
             self.remove_row(gone)
         column_keys = [key for key, _, _ in self._column_spec]
         for key, cells in rows.items():
+            cells = tuple(Text(cell) if isinstance(cell, str) else cell for cell in cells)
             old = self._rows.get(key)
             if old is None:
                 self.add_row(*cells, key=key)

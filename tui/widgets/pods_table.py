@@ -133,8 +133,6 @@ class PodsTable(KeyedTable):
             update["reason"] = pod.reason or before.reason or "Deleted"
         if pod.last_step is None and before.last_step is not None:
             update.update(last_step=before.last_step, last_loss=before.last_loss)
-        if pod.finished is None:  # its age stops where it was deleted
-            update["finished"] = self.clock()
         self.pods[pod.name] = pod.model_copy(update=update) if update else pod
         self.gone[pod.name] = None
         while len(self.gone) > HISTORY_ROWS:
@@ -185,7 +183,9 @@ class PodsTable(KeyedTable):
             "loss": self._styled(fmt.loss(pod.last_loss), pod),
             "cpu": self._styled(fmt.cpu(usage.cpu_cores if usage else None), pod),
             "mem": self._styled(fmt.memory(usage.memory_bytes if usage else None), pod),
-            "age": self._styled(fmt.age((pod.finished or now) - pod.created), pod),
+            # kubectl's AGE: since the pod was created, finished or not ("1s" for a pod that ran a
+            # second 13 minutes ago was its run time, not its age)
+            "age": self._styled(fmt.age(now - pod.created), pod),
         }
         return {key: cell for key, cell in cells.items() if key in self.shown_columns}
 

@@ -102,13 +102,9 @@ class Following(Part):
         self.followed = job
         screen.job_bar.job = self.jobs.get(job)
         screen.job_bar.progress = (None, None)
-        screen.query_one("#pods-panel").border_title = f"pods · {job}"
-        screen.pods_table.reset(job)
-        screen.log_view.reset(job)
-        screen.timeline.reset(job)
+        screen.panels.follow(job)
         if job in self.jobs:
             screen.timeline.model.job_seen(self.jobs[job])
-        screen.loss_chart.follow_run(job)
         self.watch_pods(job)
         self.sample_usage(job)
         self.stream_logs(job)

@@ -40,12 +40,12 @@ class LessonDriver(Part):
             return
         step = lesson.step(step_id)
         try:
-            note = lesson.note(step_id) if step.kind == "reading" else ""
+            note = lesson.note(step_id) if step.takes_note else ""
         except (OSError, ValueError) as exc:  # unreadable note file: the learner can fix it
             self.notify(one_line(exc), title=f"note of {step.label}", severity="error")
             note = ""
         self.screen.step_view.show(step, lesson.state(step_id), note, running=step_id == self.running_step)
-        if step.kind == "reading" and not note:
+        if step.takes_note and not note:
             self.run(self._load_draft(step_id), group="draft", exclusive=True)
 
     async def _load_draft(self, step_id: str) -> None:
@@ -108,11 +108,19 @@ class LessonDriver(Part):
             return
         step = lesson.step(step_id)
         if step.kind == "reading":
-            self.screen.panels.show("step", focus=False)
-            self.screen.step_view.focus_note()
-            self.notify("a reading step is done by your note: write it, then ctrl+s", title=step.label)
+            self.edit_note(step_id)
             return
         self.run(self._run_step(step_id), group="step-run")
+
+    def edit_note(self, step_id: str) -> None:
+        """Into the step's note (enter on a reading step, e on any step with a note)."""
+        step = self.screen.session.lesson.step(step_id)
+        if not step.takes_note:
+            self.notify(f"{step.label} is done by its run, not by a note: enter runs it", severity="warning")
+            return
+        self.screen.panels.show("step", focus=False)
+        self.screen.step_view.focus_note()
+        self.notify("write your note, then ctrl+s saves and checks it", title=step.label)
 
     async def _run_step(self, step_id: str) -> None:
         screen = self.screen

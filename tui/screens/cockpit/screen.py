@@ -132,10 +132,16 @@ class CockpitScreen(Screen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Until the panels are mounted (a blink after the first paint) only these keys work.
-        enter and v act on the lesson, so only while the lesson has the keys (the checklist or
-        the step card): in the logs or the pods, enter is theirs."""
+        While a note is written, none does: its keys are text (ctrl+k too: the editor's
+        delete-to-end), and the footer offers what the note itself does. enter and v act on the
+        lesson, so only while the lesson has the keys (the checklist or the step card): in the
+        logs or the pods, enter is theirs."""
         if not self.panels_ready:
             return action in ("quit", "help", "next_step", "previous_step")
+        from textual.widgets import TextArea  # loaded with the panels by now
+
+        if isinstance(self.app.focused, TextArea):
+            return False
         if action in ("run_step", "verify_step"):
             focused = self.app.focused
             return focused is None or focused is self.checklist or self.panels.panel_of(focused) == "step"
@@ -237,6 +243,10 @@ class CockpitScreen(Screen):
     def action_run_step(self) -> None:
         if self.checklist.step_id is not None:
             self.lesson.start(self.checklist.step_id)
+
+    def action_edit_note(self) -> None:
+        if self.checklist.step_id is not None and self.session.lesson is not None:
+            self.lesson.edit_note(self.checklist.step_id)
 
     def action_verify_step(self) -> None:
         if self.checklist.step_id is not None:
