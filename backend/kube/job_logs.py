@@ -1,6 +1,7 @@
 """A job's log: every pod's lines merged in time order, as batches. Followed, it reads each pod
-from its first line as pods appear (a restarted group's too) and ends once the job has finished
-and every pod's log has ended; not followed, it reads what every pod printed so far, once.
+from its first line as pods appear (a restarted group's too), hands lines on in time order across
+pods (`log_merge.TimeMerge`) and ends once the job has finished and every pod's log has ended; not
+followed, or followed once the job has finished, it reads what every pod printed, once, sorted.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import AsyncIterator
 
 from backend.cluster import ClusterError
 from backend.kube.job_ops import JobOps
+from backend.kube.log_merge import TimeMerge
 from backend.kube.pod_ops import PodOps
 from backend.kube.threads import Ended, cancel_all, drain, pump
 from backend.models import LogLine
@@ -19,9 +21,9 @@ LOG_BATCH = 5000
 
 
 async def stream_logs(jobs: JobOps, pods: PodOps, job: str, follow: bool = True) -> AsyncIterator[list[LogLine]]:
-    await jobs.get(job)  # NotFound before anything starts
+    summary = await jobs.get(job)  # NotFound before anything starts
     selectors = await pods.selectors(job, wait=follow)
-    if not follow:
+    if not follow or summary.phase.finished:  # nothing more will be printed: read it all, merged
         async for batch in _whole_logs(pods, selectors):
             yield batch
         return
@@ -29,11 +31,16 @@ async def stream_logs(jobs: JobOps, pods: PodOps, job: str, follow: bool = True)
     followers = pods.followers(queue)
     tasks = [pump(pods.watches.pods(selectors), queue, "pod"),
              pump(jobs.summaries(job), queue, "job")]
+    merge = TimeMerge()
+    arriving: asyncio.Task | None = None
     finished = False
     try:
         while True:
-            items = await drain(queue)
-            batch: list[LogLine] = []
+            arriving = arriving or asyncio.ensure_future(drain(queue))
+            done, _ = await asyncio.wait({arriving}, timeout=merge.wait())
+            items = arriving.result() if done else []
+            if done:
+                arriving = None
             for tag, item in items:
                 if isinstance(item, Ended):
                     if item.error is not None:
@@ -48,13 +55,16 @@ async def stream_logs(jobs: JobOps, pods: PodOps, job: str, follow: bool = True)
                     for raw in await pods.raw(selectors):
                         followers.start(raw)
                 elif tag == "log":
-                    batch.extend(item)
+                    merge.add(item)
+            ended = finished and followers.idle()
+            batch = merge.flush() if ended else merge.ready(followers.following())
             if batch:
-                batch.sort(key=lambda line: line.time)
                 yield batch
-            if finished and followers.idle():
+            if ended:
                 return
     finally:
+        if arriving is not None:
+            arriving.cancel()
         await cancel_all(tasks)
         await followers.close()
 

@@ -128,3 +128,53 @@ async def test_the_note_prompt_is_shown_whole_above_the_note_at_80x24():
         assert " ".join(shown).startswith("Your note: " + step.note_prompt)  # nothing cut
         assert "headings too" in " ".join(shown)
         assert "ctrl+s" in str(view.query_one("#step-note").border_title)
+
+
+async def test_writing_a_note_the_footer_offers_the_notes_keys_not_run_or_kill(home):
+    from tests.tui.test_errors import hold_the_cluster
+    from tui.screens.confirm import ConfirmScreen
+
+    app = make_app(home)
+    hold_the_cluster(app)  # the note needs no cluster
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = app.screen
+        await wait_until(screen, lambda: screen.panels_ready and bool(screen.checklist.steps), "the checklist")
+
+        def offered() -> set[str]:
+            return {b.binding.action for b in screen.active_bindings.values() if b.binding.show}
+
+        assert {"run_highlighted", "kill_pod"} <= offered()  # the checklist's enter runs the step
+        screen.checklist.select_step("2")
+        await pilot.press("enter")
+        note = screen.step_view.query_one("#step-note", TextArea)
+        assert app.focused is note
+        assert "run_step" not in offered() and "kill_pod" not in offered() and "verify_step" not in offered()
+        assert {"save_note", "leave_note"} <= offered()
+        note.load_text("The Trainer starts the pods")
+        await pilot.press("ctrl+k")  # the editor's delete-to-end-of-line, not a kill
+        assert not isinstance(app.screen, ConfirmScreen)
+        await pilot.press("escape")
+        assert app.focused is screen.checklist and "run_highlighted" in offered()
+
+
+async def test_step_7s_card_runs_it_and_has_a_note_editor_that_e_opens(home):
+    from tests.tui.test_errors import hold_the_cluster
+
+    app = make_app(home)
+    hold_the_cluster(app)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = app.screen
+        await wait_until(screen, lambda: screen.panels_ready and bool(screen.checklist.steps), "the checklist")
+        screen.checklist.select_step("7")
+        await pilot.pause()
+        view = screen.step_view
+        assert view.step.id == "7"
+        assert view.query_one("#step-run").display and view.query_one("#step-output").display
+        note = view.query_one("#step-note", TextArea)
+        assert note.display and view.query_one("#step-note-prompt").display
+        await pilot.press("e")
+        assert app.focused is note
+        await pilot.press(*"1 worker")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert screen.session.lesson.note("7").endswith("1 worker")  # kept through the engine

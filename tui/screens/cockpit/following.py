@@ -100,6 +100,7 @@ class Following(Part):
             return
         screen = self.screen
         self.followed = job
+        screen.job_bar.followed = job
         screen.job_bar.job = self.jobs.get(job)
         screen.job_bar.progress = (None, None)
         screen.panels.follow(job)
