@@ -38,6 +38,9 @@ ACTIONS: tuple[Action, ...] = (
     Action("edit_note", "e", "Note", "Write the step's note",
            "Into the selected step's note (reading steps, and step 7's reading of its runs); "
            "ctrl+s saves and checks it, escape gives the keys back.", footer=False),
+    Action("measure", "m", "Measure", "Measure the Trainer against Ray Train (kfcockpit compare)",
+           "Step 10's comparison, measured: the same loop as a TrainJob and as a RayJob, a worker "
+           "killed in each; the table is quoted in step 10's note.", footer=False),
     Action("kill_pod", "ctrl+k", "Kill", "Kill the selected pod",
            "Kill the pod under the cursor in the pods panel (asks first): the group restarts and "
            "resumes from its last checkpoint.", priority=True, key_display="^k"),

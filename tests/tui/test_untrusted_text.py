@@ -93,7 +93,8 @@ async def test_the_panels_show_log_lines_names_reasons_and_notes_as_they_are():
         evidence = shown(step_view.query_one("#step-evidence", Static).visual)
         assert evidence.count(NASTY) == 3
         assert NASTY in shown(timeline.query_one(".restart", Static).visual)
-        assert NASTY in shown(chart.query_one("#loss-legend", Static).visual)
+        legend = shown(chart.query_one("#loss-legend", Static).visual)  # a name too wide loses its middle
+        assert NASTY[:20] in legend and NASTY[-12:] in legend
         assert NASTY in shown(bar.render()) and f"{NASTY}" in shown(bar.render())
         assert app.is_running  # no [@click=app.quit] was run
 

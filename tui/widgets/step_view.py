@@ -99,6 +99,9 @@ class StepView(VerticalScroll):
     class VerifyPressed(StepMessage):
         pass
 
+    class MeasurePressed(StepMessage):
+        pass
+
     class NoteSaved(NoteMessage):
         """The learner asked to save and check the note (ctrl+s)."""
 
@@ -130,6 +133,7 @@ class StepView(VerticalScroll):
             yield Button("Run ⏎", id="step-run", compact=True, variant="primary")
             yield Button("Verify v", id="step-verify", compact=True)
             yield Button("Save note ^s", id="step-save", compact=True)
+            yield Button("Measure m", id="step-measure", compact=True)
         yield Static(id="step-note-prompt")
         yield TextArea(id="step-note", soft_wrap=True, show_line_numbers=False)
         yield Static("run output", id="step-output-title", classes="subtitle")
@@ -156,8 +160,10 @@ class StepView(VerticalScroll):
         note_area = self.query_one("#step-note", TextArea)
         note_area.display = noted
         self.query_one("#step-note-prompt").display = noted
-        self.query_one("#step-output-title").display = not reading  # a reading step has no run
-        self.query_one("#step-output").display = not reading
+        self.query_one("#step-measure", Button).display = step.measure is not None
+        # a reading step has no run; one with a measurement shows what measuring prints
+        self.query_one("#step-output-title").display = not reading or step.measure is not None
+        self.query_one("#step-output").display = not reading or step.measure is not None
         if changed:
             self.keep_note()  # what was typed for the previous step is kept before it is replaced
         if noted:
@@ -265,6 +271,12 @@ class StepView(VerticalScroll):
         event.stop()
         if self.step is not None:
             self.post_message(self.VerifyPressed(self, self.step.id))
+
+    @on(Button.Pressed, "#step-measure")
+    def _measure(self, event: Button.Pressed) -> None:
+        event.stop()
+        if self.step is not None:
+            self.post_message(self.MeasurePressed(self, self.step.id))
 
     @on(Button.Pressed, "#step-save")
     def _save(self, event: Button.Pressed) -> None:

@@ -209,6 +209,9 @@ class CockpitScreen(Screen):
     def on_step_view_verify_pressed(self, event: "StepView.VerifyPressed") -> None:
         self.lesson.verify(event.step_id)
 
+    def on_step_view_measure_pressed(self, event: "StepView.MeasurePressed") -> None:
+        self.lesson.measure(event.step_id)
+
     def on_step_view_note_edited(self, event: "StepView.NoteEdited") -> None:
         self.lesson.save_note(event.step_id, event.text)
 
@@ -243,6 +246,11 @@ class CockpitScreen(Screen):
     def action_run_step(self) -> None:
         if self.checklist.step_id is not None:
             self.lesson.start(self.checklist.step_id)
+
+    def action_measure(self) -> None:
+        step_id = self.checklist.step_id
+        lesson = self.session.lesson
+        self.lesson.measure(step_id if lesson is not None and step_id and lesson.step(step_id).measure else "10")
 
     def action_edit_note(self) -> None:
         if self.checklist.step_id is not None and self.session.lesson is not None:
