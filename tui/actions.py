@@ -23,6 +23,9 @@ class Action:
     priority: bool = False  # fires even when an input box has focus
     key_display: str | None = None
     group: Binding.Group | None = None
+    # The narrowest terminal whose footer shows it (the key works at any width): at 80 columns
+    # every label must fit beside the palette's, whole.
+    footer_from: int = 0
 
 
 ACTIONS: tuple[Action, ...] = (
@@ -47,7 +50,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("show_logs", "l", "Logs", "Show logs",
            "Show the merged logs of the followed job; on the pods tab, only the selected pod's."),
     Action("filter_logs", "slash", "Filter", "Filter logs", "Type text to keep only matching log lines.",
-           key_display="/"),
+           key_display="/", footer_from=100),
     Action("snapshot", "s", "Snap", "Snapshot the volume",
            "Take a snapshot of the volume shown in the checkpoints tab.", footer=False),
     Action("compare", "c", "Compare", "Compare two snapshots",
@@ -73,7 +76,7 @@ ACTIONS: tuple[Action, ...] = (
            "Each restart from failure to the first step trained again, timed.", footer=False,
            group=TAB_GROUP),
     Action("zoom", "z", "Zoom", "Zoom the focused panel",
-           "The focused panel fills the screen; z again puts it back."),
+           "The focused panel fills the screen; z again puts it back.", footer_from=100),
     Action("toggle_checklist", "h", "Steps", "Hide or show the checklist",
            "Hide the lesson checklist for more room (n and p still move through the steps).",
            footer=False),
@@ -91,6 +94,11 @@ def bindings() -> list[Binding]:
                 key_display=a.key_display, group=a.group, tooltip=a.help)
         for a in ACTIONS
     ]
+
+
+def hidden_from_footer(width: int) -> set[str]:
+    """The actions the footer leaves out at this terminal width."""
+    return {a.action for a in ACTIONS if a.footer_from > width}
 
 
 def key_names(action: Action) -> str:

@@ -63,6 +63,10 @@ class CockpitApp(App):
         what one says comes from the cluster, a log, a note or an error, never from markup."""
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
+    def action_help_quit(self) -> None:
+        """ctrl+c: Textual's own hint is markup, and notifications here are plain text."""
+        self.notify("press q to quit (ctrl+c copies in a text box)", title="Do you want to quit?")
+
     def get_default_screen(self) -> Screen:
         return CockpitScreen(self.session, self.launch.home / ERRORS_LOG, self.clock)
 

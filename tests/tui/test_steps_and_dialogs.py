@@ -230,3 +230,22 @@ async def test_step_10_measures_the_comparison_in_the_cockpit_and_its_open_note_
         output = screen.step_view._outputs["10"]
         assert any(line.startswith("Ray side: RayJob cmp-1-ray") for line in output)
         assert screen.lesson.running_step is None
+
+
+async def test_at_80_columns_the_footer_labels_are_whole_and_the_keys_left_out_still_work(home):
+    from tests.tui.test_errors import hold_the_cluster
+
+    app = make_app(home)
+    hold_the_cluster(app)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = app.screen
+        await wait_until(screen, lambda: screen.panels_ready and bool(screen.checklist.steps), "the checklist")
+        await pilot.pause()
+        footer = [strip.text for strip in screen._compositor.render_strips()][-1]
+        assert "q Quit" in footer and footer.rstrip().endswith("^p palette"), footer  # it ended "z▏^p palettep"
+        assert "Zoom" not in footer
+        await pilot.press("z")  # left out of the footer, not out of the keys
+        assert screen.panels.zoomed is not None
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
+        assert "z Zoom" in [strip.text for strip in screen._compositor.render_strips()][-1]

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from textual import work
 from textual.app import ComposeResult
+from textual.binding import ActiveBinding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.signal import Signal
@@ -147,11 +149,21 @@ class CockpitScreen(Screen):
             return focused is None or focused is self.checklist or self.panels.panel_of(focused) == "step"
         return True
 
+    @property
+    def active_bindings(self) -> dict[str, ActiveBinding]:
+        """What the footer offers: at 80 columns the least needed keys make room for the others'
+        labels whole (they still work, and help lists them)."""
+        bindings = super().active_bindings
+        narrow = actions.hidden_from_footer(self.app.size.width)
+        return {key: active._replace(binding=replace(active.binding, show=False))
+                if active.binding.action in narrow else active for key, active in bindings.items()}
+
     def on_descendant_focus(self) -> None:
         if self.panels_ready:
             self.refresh_bindings()  # enter and v come and go with the lesson's focus
 
     def on_resize(self) -> None:
+        self.refresh_bindings()  # the footer's keys depend on the width
         if self.panels_ready:
             from tui.screens.panels import arrangement_for
 
