@@ -58,3 +58,22 @@ async def test_a_followed_job_the_cluster_has_not_listed_is_named_not_denied():
         shown = bar.render().plain
         assert "no job followed" not in shown
         assert "lesson-pipeline-5d2e1f not on the cluster (yet)" in shown
+
+
+async def test_the_step_counter_is_redrawn_at_a_readers_rate_the_newest_step_last():
+    import asyncio
+
+    from tui.widgets.job_bar import PROGRESS_SECONDS
+
+    app = BarApp()
+    async with app.run_test(size=(120, 3)) as pilot:
+        bar = app.query_one(JobBar)
+        bar.job = JobSummary(name="j", phase=JobPhase.RUNNING, num_nodes=2, created=0.0)
+        shown = []
+        bar.watch(bar, "progress", lambda value: shown.append(value), init=False)  # every value drawn
+        for step in range(1, 51):  # a job stepping fifty times a second
+            bar.show_progress(step, 1 / step)
+        assert shown == [(1, 1.0)]
+        await asyncio.sleep(PROGRESS_SECONDS)  # the cool-down: what the test is about
+        await pilot.pause()
+        assert shown == [(1, 1.0), (50, 1 / 50)] and "step 50" in bar.render().plain

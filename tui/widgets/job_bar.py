@@ -12,11 +12,13 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from tui import format as fmt
+from tui.widgets.throttle import Throttle
 
 if TYPE_CHECKING:
     from backend.goodput import GoodputReport
     from backend.models import JobSummary
 
+PROGRESS_SECONDS = 0.5  # the step and loss are redrawn at most this often
 # What the job bar names of the goodput's parts, when they took any time (the timeline has all).
 BADPUT = (("lost_work", "lost"), ("recovery", "recovery"), ("checkpoint_stall", "ckpt stall"))
 
@@ -37,6 +39,20 @@ class JobBar(Widget):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.goodput: "GoodputReport | None" = None  # the followed job's, so far
+        self._progress: tuple[int | None, float | None] = (None, None)  # the newest, maybe not drawn yet
+        self._draw_progress = Throttle(self, PROGRESS_SECONDS, self._set_progress)
+
+    def show_progress(self, step: int | None, loss: float | None, now: bool = False) -> None:
+        """The followed job's newest step and loss: drawn at the rate a person reads (a job
+        steps fifty times a second), or `now` (another job followed)."""
+        self._progress = (step, loss)
+        if now:
+            self._draw_progress.now()
+        else:
+            self._draw_progress()
+
+    def _set_progress(self) -> None:
+        self.progress = self._progress
 
     def show_goodput(self, report: "GoodputReport | None") -> None:
         """Redrawn only when what the bar shows of it changed: a running job's report changes

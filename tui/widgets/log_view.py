@@ -36,7 +36,10 @@ from tui.log_buffer import MARK_LEAD, LogBuffer, LogFilter, rank_of_display, wra
 if TYPE_CHECKING:
     from backend.models import LogLine
 
-FLUSH_SECONDS = 0.2  # 5 repaints a second, a line waits 0.2 s at most (1/30 s: up to 30 full repaints a second)
+# 4 repaints a second, a line waits 0.25 s at most. A flush scrolls, and a scroll repaints the
+# whole panel: following the lesson's job at 100 lines/s, each flush is ~5 kB on the wire and the
+# logs most of what the cockpit writes (bench/tui_bytes.py: 5 a second came to 37 kB/s of the 40).
+FLUSH_SECONDS = 0.25
 DEFAULT_CAPACITY = 20_000
 
 

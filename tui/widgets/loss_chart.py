@@ -1,6 +1,6 @@
 """Loss curves, one per run: the followed job live (from its rank-0 step lines: every worker and
 every restart attempt of the job is one curve) and finished runs (from their metrics.json).
-Redraws at most twice a second, only when its data changed and it is on screen: plotting is the
+Redraws at most once a second, only when its data changed and it is on screen: plotting is the
 slowest thing this screen draws, and its cost grows with the points handed to plotext (every
 segment is drawn), so a curve with many more points than the plot has pixel columns is thinned to the
 first, lowest, highest and last point of each column first (`thinned`): the curve looks the same
@@ -34,7 +34,10 @@ from tui.format import fit
 if TYPE_CHECKING:
     from backend.models import LogLine, RunMetrics
 
-REDRAW_SECONDS = 0.5
+# A redraw repaints the whole plot, a coloured braille cell at a time: ~3 kB at the grid's size,
+# 6 kB/s at two a second while a job steps (bench/tui_bytes.py). A curve read by a person moves
+# well enough once a second.
+REDRAW_SECONDS = 1.0
 MAX_POINTS = 4000  # per run; beyond it every other point goes (the curve's shape stays, memory is bounded)
 # Distinct markers keep runs apart where colour is gone (NO_COLOR, a washed-out projector).
 MARKERS = ("braille", "dot", "+", "x", "o")

@@ -102,7 +102,7 @@ class Following(Part):
         self.followed = job
         screen.job_bar.followed = job
         screen.job_bar.job = self.jobs.get(job)
-        screen.job_bar.progress = (None, None)
+        screen.job_bar.show_progress(None, None, now=True)
         screen.panels.follow(job)
         if job in self.jobs:
             screen.timeline.model.job_seen(self.jobs[job])
@@ -151,7 +151,7 @@ class Following(Part):
         pod = event.pod
         self._mark_in_logs(event, before, latest)
         if pod.last_step is not None and pod.restart_attempt >= table.latest_attempt:
-            screen.job_bar.progress = (pod.last_step, pod.last_loss)
+            screen.job_bar.show_progress(pod.last_step, pod.last_loss)
             if before is None or before.last_step != pod.last_step:
                 screen.storage.checkpoints_changed_soon()
         self.changed("pods")
