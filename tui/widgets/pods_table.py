@@ -123,12 +123,16 @@ class PodsTable(KeyedTable):
 
     def apply(self, event: "PodEvent") -> None:
         pod = event.pod
+        new = pod.name not in self.pods
         if event.type.value == "DELETED":
             self._ended(pod)
         elif pod.name not in self.gone:  # else a late event for a pod already deleted
             self.pods[pod.name] = pod
             self.latest_attempt = max(self.latest_attempt, pod.restart_attempt)  # older groups dim
-        self._redraw()
+        if new or event.type.value == "DELETED":
+            self._redraw.now()  # a pod came or went (a restart): seen at once, and rare
+        else:
+            self._redraw()
 
     def _ended(self, pod: "Pod") -> None:
         """DELETED: keep the row as history, with how the pod ended."""

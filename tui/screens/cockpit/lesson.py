@@ -8,6 +8,7 @@ connecting" and nothing is saved (see ARCHITECTURE.md, "The cockpit").
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from backend.errors import USER_ERRORS, one_line
@@ -47,7 +48,9 @@ class LessonDriver(Part):
             note = ""
         self.screen.step_view.show(step, lesson.state(step_id), note, running=step_id == self.running_step)
         if step.takes_note and not note:
-            self.run(self._load_draft(step_id), group="draft", exclusive=True)
+            # a function, not a coroutine: replaced before it starts (the learner moved on), it
+            # leaves no coroutine unawaited
+            self.run(partial(self._load_draft, step_id), group="draft", exclusive=True)
 
     async def _load_draft(self, step_id: str) -> None:
         """A reading step with no note yet starts from the engine's draft (headings, prompts and,
