@@ -58,6 +58,12 @@ async def test_a_followed_job_the_cluster_has_not_listed_is_named_not_denied():
         shown = bar.render().plain
         assert "no job followed" not in shown
         assert "lesson-pipeline-5d2e1f not on the cluster (yet)" in shown
+        bar.running_step = "step 12"
+        await pilot.resize_terminal(78, 3)  # too narrow for all that even without the optional parts
+        await pilot.pause()
+        shown = bar.render().plain
+        assert cell_len(shown) <= 78 and shown.endswith("running step 12 · 0s…"), shown
+        assert "  lesson-p…e-5d2e1f not on the cluster (yet)" in shown, shown  # its middle goes
 
 
 async def test_the_step_counter_is_redrawn_at_a_readers_rate_the_newest_step_last():

@@ -71,6 +71,10 @@ class JobBar(Widget):
             if width <= 0 or _length(parts) <= width:
                 break
             parts = [(key, text) for key, text in parts if key != name]
+        over = _length(parts) - width if width > 0 else 0
+        if over > 0:  # still too long: the job's name loses its middle (its end tells jobs apart)
+            parts = [(key, (fmt.fit(text[0], max(8, len(text[0]) - over)), text[1]) if key == "name" else text)
+                     for key, text in parts]
         return Content.assemble(*(text for _, text in parts))
 
     def _parts(self) -> list[tuple[str, tuple | str]]:
@@ -86,7 +90,7 @@ class JobBar(Widget):
         job = self.job
         if job is not None:
             phase = job.phase.value
-            parts += [("job", "  "), ("job", (job.name, "bold")), ("job", " "),
+            parts += [("job", "  "), ("name", (job.name, "bold")), ("job", " "),
                       ("job", (phase, fmt.JOB_PHASE_STYLE.get(phase, ""))),
                       ("attempt", f" attempt {job.restart_attempt}/{job.max_restarts}")]
             step, loss = self.progress
@@ -101,7 +105,7 @@ class JobBar(Widget):
                 parts += [("badput", f" · {label} {shown}s")
                           for (_, label), shown in zip(BADPUT, seconds) if shown != "0.0"]
         elif self.followed:
-            parts += [("job", "  "), ("job", (self.followed, "bold")),
+            parts += [("job", "  "), ("name", (self.followed, "bold")),
                       ("job", (" not on the cluster (yet)", "$warning"))]
         else:
             parts += [("job", "  "), ("job", ("no job followed", "dim"))]
