@@ -17,6 +17,12 @@ in the background; if the machine goes down before that, the checksum rejects a 
 next resume and an older, synced checkpoint is taken.
 
 Resume picks the newest checkpoint whose checksum holds, reporting each one it skips in one line.
+
+Whatever device trained, the file holds CPU tensors (the copy is made into CPU buffers, a
+survivor's state is moved there before torch.save) and names its writer's device in the sidecar,
+so plain `torch.load(path, weights_only=True)` opens it on a machine without a GPU. Loading maps
+every tensor to the CPU as well (a file saved elsewhere with device tensors opens too); the loop
+then copies them onto its own device.
 """
 
 from __future__ import annotations
@@ -63,7 +69,7 @@ def sidecar_meta(state: dict, reason: str, rank: int) -> dict:
     history = state["loss_history"]
     return {"step": int(state["step"]), "world_size": state["world_size"],
             "loss": history[-1] if history else None, "created": time.time(),
-            "reason": reason, "rank": rank}
+            "reason": reason, "rank": rank, "device": state.get("device", "cpu")}
 
 
 def write_files(directory: Path, state: dict, reason: str, rank: int, durable: bool = True) -> Path:
@@ -74,7 +80,7 @@ def write_files(directory: Path, state: dict, reason: str, rank: int, durable: b
     tmp = directory / fmt.temp_name(step, os.getpid())
     with open(tmp, "wb") as f:
         hashed = _HashingFile(f)
-        torch.save(state, hashed)
+        torch.save(on_cpu(state), hashed)
         f.flush()
         if durable:
             os.fsync(f.fileno())
@@ -132,7 +138,12 @@ def newest_valid(directory: Path, rank: int) -> Path | None:
 
 
 def load_state(path: Path) -> dict:
-    return torch.load(path, weights_only=True)
+    return torch.load(path, weights_only=True, map_location="cpu")
+
+
+def on_cpu(state: dict) -> dict:
+    """`state` with every tensor on the CPU (those already there are not copied)."""
+    return _replace_tensors(state, (t.cpu() for t in _tensors(state)))
 
 
 def _tensors(obj) -> list[torch.Tensor]:
@@ -237,10 +248,11 @@ class FileCheckpoints:
             self._failure = exc
 
     def _stage(self, state: dict) -> dict:
-        """`state` with its tensors copied (exact resume: later steps cannot change the copy)."""
+        """`state` with its tensors copied to the CPU (exact resume: later steps cannot change the
+        copy; and the file opens without the device that trained)."""
         live = _tensors(state)
         if [(t.shape, t.dtype) for t in live] != [(b.shape, b.dtype) for b in self._buffers]:
-            self._buffers = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in live]
+            self._buffers = [torch.empty(t.shape, dtype=t.dtype, device="cpu") for t in live]
         for buffer, tensor in zip(self._buffers, live):
             buffer.copy_(tensor)
         return _replace_tensors(state, iter(self._buffers))
