@@ -8,7 +8,7 @@ runs the same code on a GPU and on a CPU; this module is the only place that tel
 NCCL takes one GPU per rank, so a LOCAL_RANK beyond the GPUs visible is refused; gloo carries CUDA
 tensors too and lets ranks share GPUs (`--backend gloo`: rank i on GPU i mod count), which is how
 two ranks train on a machine with one GPU. Under Ray Train the device is the one Ray assigns
-(a `Placement` of ray.train.torch.get_device()), and `ray_use_gpu` turns --device into Ray's ask.
+(a `Placement` of ray.train.torch.get_device()), and `ray_scaling` turns --device into Ray's ask.
 
 `decide` reads what torch.cuda reports through `Cuda`, so tests decide for machines they are not
 on. `apply` makes the settings a run is reproducible under: deterministic algorithms and the cuBLAS
@@ -99,19 +99,18 @@ def decide(device: str, backend: str, rank_on_node: int, cuda: Cuda) -> Placemen
     return Placement(f"cuda:{rank_on_node}", backend)
 
 
-def ray_use_gpu(device: str, cluster_gpus: float, workers: int) -> bool:
-    """ScalingConfig(use_gpu=...) for --device, given the GPUs the Ray cluster has. With too few,
-    `cuda` is refused here: Ray would wait for them forever."""
+def ray_scaling(device: str, backend: str, cluster_gpus: float, workers: int) -> tuple[bool, str]:
+    """(ScalingConfig's use_gpu, TorchConfig's backend) for --device and --backend, given the GPUs
+    the Ray cluster has. Too few for `cuda` is refused here: Ray would wait for them forever."""
     if device not in DEVICES:
         raise DeviceError(f"--device must be one of {', '.join(DEVICES)}, got {device!r}")
-    if device == "cpu":
-        return False
-    if cluster_gpus >= workers:
-        return True
-    if device == "cuda":
+    if device == "cuda" and cluster_gpus < workers:
         raise DeviceError(f"--device cuda with {workers} Ray worker(s), but the Ray cluster has "
                           f"{cluster_gpus:g} GPU(s); use fewer workers, --device cpu or auto")
-    return False
+    use_gpu = device != "cpu" and cluster_gpus >= workers
+    if backend == "nccl" and not use_gpu:
+        raise DeviceError("--backend nccl needs CUDA tensors, but this run is on the CPU; use gloo or auto")
+    return use_gpu, ("nccl" if use_gpu else "gloo") if backend == "auto" else backend
 
 
 def apply(placement: Placement):

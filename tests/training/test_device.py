@@ -5,6 +5,7 @@ backend a machine cannot give is one line and exit 2 before anything is written.
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 import torch
@@ -104,16 +105,20 @@ def test_cuda_on_this_machine_is_one_line_and_exit_2(tmp_path):
     assert refused.stdout == "" and list(ckpt_dir.iterdir()) == []
 
 
-@pytest.mark.parametrize("choice, gpus, workers, expected", [
-    ("cpu", 8, 2, False), ("auto", 0, 2, False), ("auto", 1, 2, False), ("auto", 2, 2, True), ("cuda", 4, 2, True),
+@pytest.mark.parametrize("choice, backend, gpus, workers, expected", [
+    ("cpu", "auto", 8, 2, (False, "gloo")), ("auto", "auto", 0, 2, (False, "gloo")),
+    ("auto", "auto", 1, 2, (False, "gloo")), ("auto", "auto", 2, 2, (True, "nccl")),
+    ("cuda", "auto", 4, 2, (True, "nccl")), ("cuda", "gloo", 2, 2, (True, "gloo")),
 ])
-def test_ray_asks_for_gpus_when_the_device_says_so(choice, gpus, workers, expected):
-    assert device.ray_use_gpu(choice, gpus, workers) is expected
+def test_ray_asks_for_gpus_when_the_device_says_so(choice, backend, gpus, workers, expected):
+    assert device.ray_scaling(choice, backend, gpus, workers) == expected
 
 
-def test_ray_refuses_cuda_without_the_gpus_it_would_wait_for_forever():
+def test_ray_refuses_what_its_cluster_cannot_give():
     with pytest.raises(DeviceError, match=r"^--device cuda with 2 Ray worker\(s\), but the Ray cluster has 1 GPU\(s\)"):
-        device.ray_use_gpu("cuda", 1.0, 2)
+        device.ray_scaling("cuda", "auto", 1.0, 2)  # Ray would wait for a second GPU forever
+    with pytest.raises(DeviceError, match="^--backend nccl needs CUDA tensors"):
+        device.ray_scaling("auto", "nccl", 0, 2)
 
 
 def test_apply_makes_the_run_deterministic(monkeypatch):
@@ -126,3 +131,14 @@ def test_apply_makes_the_run_deterministic(monkeypatch):
     finally:
         torch.use_deterministic_algorithms(False)
         torch.utils.deterministic.fill_uninitialized_memory = True
+
+
+def test_ray_train_refuses_cuda_its_cluster_lacks_in_one_line(tmp_path):
+    """The private Ray of a run on this machine has no GPU: refused before any worker starts."""
+    refused = run([sys.executable, "-m", "training.ray_train", "--num-workers", "2", "--steps", "3",
+                   "--storage", str(tmp_path), "--device", "cuda"], CUDA_VISIBLE_DEVICES="")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        "training.ray_train: error: --device cuda with 2 Ray worker(s), but the Ray cluster has 0 GPU(s); "
+        "use fewer workers, --device cpu or auto"]
+    assert list(tmp_path.iterdir()) == []  # no run directory
