@@ -49,6 +49,8 @@ FAULT_ENV = "KFCOCKPIT_FAULT"
 # gigabyte (2.6 s instead of 3.6 s for 1 GB here). torch.load reads such files as usual.
 serialization_config.save.compute_crc32 = False
 
+NAME_BYTES = 4096  # the longest name `rank0_choice` carries: a path (Linux's PATH_MAX)
+
 
 class _HashingFile:
     """What torch.save writes through: the file, with the sha256 and size taken on the way."""
@@ -137,6 +139,25 @@ def newest_valid(directory: Path, rank: int) -> Path | None:
     return None
 
 
+def rank0_choice(name: str) -> str:
+    """Rank 0's `name` on every rank of the group (a group of one keeps its own).
+
+    A broadcast of the name's bytes, not broadcast_object_list: that one unpickles through numpy,
+    which a bare torch install lacks. NCCL carries CUDA tensors only: there the bytes travel on
+    this rank's GPU, the one training.device set."""
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return name
+    encoded = name.encode()
+    if len(encoded) > NAME_BYTES:
+        raise ValueError(f"a checkpoint path of {len(encoded)} bytes is longer than {NAME_BYTES}: {name[:80]}...")
+    on = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    buffer = torch.zeros(NAME_BYTES, dtype=torch.uint8)
+    buffer[:len(encoded)] = torch.tensor(list(encoded), dtype=torch.uint8)
+    buffer = buffer.to(on)
+    dist.broadcast(buffer, src=0)
+    return bytes(buffer.cpu().tolist()).rstrip(b"\0").decode()
+
+
 def load_state(path: Path) -> dict:
     return torch.load(path, weights_only=True, map_location="cpu")
 
@@ -190,10 +211,8 @@ class FileCheckpoints:
         found = newest_valid(self.directory, self.rank) if self.rank == 0 else None
         if found is not None:
             sync_in_background(found)
-        chosen = [found.name if found else ""]
-        if dist.is_initialized() and dist.get_world_size() > 1:
-            dist.broadcast_object_list(chosen, src=0)
-        return load_state(self.directory / chosen[0]) if chosen[0] else None
+        chosen = rank0_choice(found.name if found else "")
+        return load_state(self.directory / chosen) if chosen else None
 
     def save(self, state: dict) -> None:
         """A periodic checkpoint (rank 0), written while training goes on."""

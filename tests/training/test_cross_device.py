@@ -14,7 +14,7 @@ import sys
 import torch
 import torch.serialization
 
-from tests.training.conftest import REPO, env, plain_cmd, run
+from tests.training.conftest import REPO, plain_cmd, run, torch_alone
 from training import checkpoint_format as fmt
 from training.checkpoint import load_state, write_files
 
@@ -101,21 +101,9 @@ def test_a_checkpoint_of_another_world_size_is_refused_in_one_line_and_nothing_w
 
 def test_training_runs_with_torch_alone(tmp_path):
     """A GPU machine's python may have torch and nothing else: no numpy (not a torch dependency)."""
-    blocker = tmp_path / "site"
-    blocker.mkdir()
-    (blocker / "sitecustomize.py").write_text(BLOCK_IMPORTS)
     ckpt_dir = tmp_path / "ckpt"
     done = subprocess.run(plain_cmd("--steps", "6", "--ckpt-every", "3", "--ckpt-dir", str(ckpt_dir)), cwd=REPO,
-                          env=env(PYTHONPATH=f"{blocker}:{REPO}"), capture_output=True, text=True, timeout=240)
+                          env=torch_alone(tmp_path / "site"), capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "numpy" not in load_state(ckpt_dir / fmt.file_name(6))["rng"]
     assert json.loads((ckpt_dir / "metrics.json").read_text())["steps"] == 6
-
-
-# Installed as sitecustomize: what is not a dependency of torch is missing (None in sys.modules:
-# `import` fails, importlib.util.find_spec finds nothing, as for a package not installed).
-BLOCK_IMPORTS = """
-import sys
-for name in ("numpy", "pydantic", "yaml", "ray", "kfp", "kubernetes", "textual", "packaging"):
-    sys.modules[name] = None
-"""
