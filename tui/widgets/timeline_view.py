@@ -28,8 +28,8 @@ GLYPH = {"failure": ("✘", "bold $error"), "save": ("⤓", "$accent"), "down": 
          "up": ("▲", "$success"), "resume": ("↺", "bold $success"), "step": ("▶", "bold $success"),
          "info": ("·", "dim")}
 # Each part of the wall time: its colour in the bar and its legend (text names it, colour helps).
-PART_STYLE = {"productive": "$success", "program_startup": "$primary", "training_prep": "$secondary",
-              "checkpoint_restore": "$accent-darken-2", "checkpoint_save": "$accent",
+PART_STYLE = {"productive": "$success", "program_startup": "$primary", "training_prep": "$primary-darken-2",
+              "checkpoint_restore": "$secondary-lighten-1", "checkpoint_save": "$secondary-lighten-3",
               "wasted_progress": "$error", "infrastructure_recovery": "$warning", "other": "$text-muted"}
 
 
