@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from backend.goodput import PARTS, Goodput, job_goodput
+from backend.goodput import PARTS, Goodput, measure_job
 from backend.models import JobPhase
 from tests.local.conftest import WAIT, apply_all, cli, lesson_job, lesson_resources
 
@@ -44,7 +44,7 @@ async def test_a_killed_and_resumed_job_shows_its_restart_and_parts_that_add_up(
     assert 0 <= report["total"] - (job.finished - job.created) < 1  # its newest line, after the whole second
     assert 0 < report["goodput"] < 1
 
-    summary, same = await job_goodput(cluster, "gp")  # what the CLI printed, through the protocol
+    same = (await measure_job(cluster, "gp")).goodput  # what the CLI printed, through the protocol
     assert same.attempts_unseen == report["attempts_unseen"] and abs(same.goodput - report["goodput"]) < 1e-9
 
     table = cli(home, "goodput", "gp")
@@ -53,11 +53,16 @@ async def test_a_killed_and_resumed_job_shows_its_restart_and_parts_that_add_up(
     assert [line.split("  ")[0] for line in rows] == [
         "productive", "program start-up", "training prep", "checkpoint restore", "checkpoint save",
         "wasted progress", "infrastructure recovery", "other"]
-    assert table.stdout.splitlines()[-1].startswith("restart 1: ")
+    *_, restart_line, budget = table.stdout.splitlines()
+    assert restart_line.startswith("restart 1: ") and "from the failure to the first step" in restart_line
+    assert budget == f"restart budget: 1 of {job.max_restarts} used"
 
 
-async def test_an_unknown_job_is_one_line_and_exit_2(home, cluster):
+async def test_an_unknown_job_or_a_bad_rule_is_one_line_and_exit_2(home, cluster):
     await cluster.embedded.up()
     missing = cli(home, "goodput", "no-such-job")
     assert missing.returncode == 2 and missing.stdout == ""
     assert missing.stderr.count("\n") == 1 and "no-such-job" in missing.stderr
+    for bad in (["--hang-floor", "0"], ["--hang-multiple", "x"]):
+        refused = cli(home, "goodput", "gp", *bad)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr

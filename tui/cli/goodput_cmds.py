@@ -1,9 +1,11 @@
-"""`kfcockpit goodput JOB`: a job's goodput and where the rest of its wall time went."""
+"""`kfcockpit goodput JOB`: a job's goodput and where the rest of its wall time went, its restart
+budget, and whether its group hangs."""
 
 from __future__ import annotations
 
 import argparse
 
+from backend.hangs import DEFAULT_FLOOR, DEFAULT_MULTIPLE
 from tui.cli.common import add_command, add_output_option, cluster_from, print_json, print_table
 
 DESCRIPTION = """\
@@ -19,26 +21,49 @@ cause, read from its workers' log lines (the definitions of Google's ml-goodput-
   infrastructure recovery  from the interrupted step's start to the new group's start
   other                    after the last step (exit); for a running job, the step in flight
 
+It also says how many of the job's restarts are used (JobSet's count against the failure
+policy's maxRestarts) and, for a running job, whether its group hangs: ranks that stopped stepping
+while their pods run, which no platform reports before the collective timeout (30 min).
+
   kfcockpit goodput lesson-ddp            the parts as a table
   kfcockpit goodput lesson-ddp -o json    the same as JSON, with each restart taken apart
+  kfcockpit goodput lesson-ddp --hang-multiple 5 --hang-floor 20
 
-A running job is measured up to now. Exit codes: 0 shown, 2 bad input (no such job)."""
+A running job is measured up to now. Exit codes: 0 shown, 1 the job hangs, 2 bad input."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "goodput", help="a job's goodput and its badput by cause", description=DESCRIPTION)
     p.add_argument("job", help="a TrainJob or RayJob name")
+    p.add_argument("--hang-multiple", type=_positive, default=DEFAULT_MULTIPLE, metavar="N",
+                   help="a hang is silence over N recent step times (default %(default)g)")
+    p.add_argument("--hang-floor", type=_positive, default=DEFAULT_FLOOR, metavar="SECONDS",
+                   help="and over SECONDS at least, for saves between fast steps (default %(default)g)")
     add_output_option(p)
     p.set_defaults(handler=cmd_goodput)
 
 
-async def cmd_goodput(args: argparse.Namespace) -> int:
-    from backend.goodput import LABELS, STAGE_LABELS, job_goodput
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
 
-    summary, report = await job_goodput(cluster_from(args), args.job)
+
+async def cmd_goodput(args: argparse.Namespace) -> int:
+    from backend.goodput import LABELS, STAGE_LABELS, measure_job
+    from backend.hangs import HangRule
+
+    measured = await measure_job(cluster_from(args), args.job, HangRule(args.hang_multiple, args.hang_floor))
+    summary, report, hang = measured.summary, measured.goodput, measured.hang
     if args.output == "json":
-        print_json(dict(report.as_dict(), job=summary.name, phase=summary.phase.value))
-        return 0
+        print_json(dict(report.as_dict(), job=summary.name, phase=summary.phase.value,
+                        restarts_used=summary.restart_attempt, max_restarts=summary.max_restarts,
+                        hang=hang.as_dict() if hang else None, hang_rule=measured.rule.describe()))
+        return 1 if hang else 0
     total = report.total or 1.0
     notes = {
         "productive": f"{report.steps_kept} steps, {report.step_seconds * 1000:.1f} ms each",
@@ -58,4 +83,8 @@ async def cmd_goodput(args: argparse.Namespace) -> int:
     if report.attempts_unseen:
         print(f"note: {report.attempts_unseen} earlier attempt(s) restarted and their pods' logs went with them; "
               "their lost work and recovery count as start-up here (the cockpit following the job sees them)")
+    print(measured.budget_line())
+    if hang is not None:
+        print(f"{hang.one_line()} [{measured.rule.describe()}]")
+        return 1
     return 0
