@@ -24,7 +24,7 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
-from training import device, metrics
+from training import device, metrics, run_record
 from training.options import (
     EXIT_USAGE,
     OneLineParser,
@@ -81,6 +81,8 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
     # Before, it ends the process as usual (nothing to save while the group forms).
     terminated = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: terminated.set())
+    if args.ckpt_dir is not None:
+        run_record.start(args.ckpt_dir, rank)
     emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps,
          restart=os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"), device=placement.device,
          backend=placement.backend, precision=cfg.precision)

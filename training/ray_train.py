@@ -51,7 +51,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from training import device, metrics
+from training import device, metrics, run_record
 from training.ray_checkpoints import RayCheckpoints
 from training.options import (
     EXIT_USAGE,
@@ -191,9 +191,10 @@ def train_per_worker(config: dict) -> None:
     # Ray chose the device (use_gpu) and the backend (TorchConfig) and set up the group on them.
     placement = device.Placement(str(ray.train.torch.get_device()), dist.get_backend())
     device.apply(placement)
+    run_dir = Path(config["run_dir"])
+    run_record.start(run_dir, rank)
     emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps, launcher="ray",
          device=placement.device, backend=placement.backend, precision=cfg.precision)
-    run_dir = Path(config["run_dir"])
     _Worker.stop.clear()
     _Worker.left.clear()
     store = _Worker.store = RayCheckpoints(rank, world, config["report_every"], Path(config["staging"]), run_dir)

@@ -86,7 +86,10 @@ def test_a_checkpoint_of_another_world_size_is_refused_in_one_line_and_nothing_w
     path.unlink()
     write_files(ckpt_dir, state, "periodic", 0)
     (ckpt_dir / "metrics.json").unlink()
-    files = lambda: {p.name: p.read_bytes() for p in ckpt_dir.iterdir() if not fmt.is_leftover(p.name)}  # noqa: E731
+    def files() -> dict[str, bytes]:
+        """Checkpoints and metrics (the run's record, records/, logs the refused attempt's start)."""
+        return {p.name: p.read_bytes() for p in ckpt_dir.iterdir() if p.is_file() and not fmt.is_leftover(p.name)}
+
     before = files()
 
     refused = run(plain_cmd("--steps", "10", "--ckpt-every", "5", "--ckpt-dir", str(ckpt_dir)))
