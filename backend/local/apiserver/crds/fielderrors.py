@@ -157,10 +157,3 @@ def denied(webhook: str, error: ApiError | str) -> ApiError:
     if isinstance(error, ApiError):
         return ApiError(error.code, error.reason, prefix + error.message, error.details)
     return ApiError(403, "Forbidden", prefix + error)
-
-
-def strict_decoding(kind: str, version: str, unknown: list[str]) -> ApiError:
-    """fieldValidation=Strict refusing fields the schema does not declare (the CR handler's decoder)."""
-    listed = ", ".join(f'unknown field "{path}"' for path in unknown)
-    return ApiError(400, "BadRequest", f'{kind} in version "{version}" cannot be handled as a {kind}: '
-                                       f"strict decoding error: {listed}")

@@ -115,14 +115,15 @@ def validate_cluster_spec(spec: dict[str, Any], annotations: dict[str, str]) -> 
     if annotations.get("ray.io/ft-enabled") and ft is not None:
         raise Invalid("ray.io/ft-enabled annotation and GcsFaultToleranceOptions are both set. Please use only "
                       "GcsFaultToleranceOptions to configure GCS fault tolerance")
-    if not ((annotations.get("ray.io/ft-enabled") or "").lower() == "true" or ft is not None) and _env(head, "RAY_REDIS_ADDRESS"):
+    ft_enabled = (annotations.get("ray.io/ft-enabled") or "").lower() == "true" or ft is not None
+    if not ft_enabled and _env(head, "RAY_REDIS_ADDRESS"):
         raise Invalid("RAY_REDIS_ADDRESS is set which implicitly enables GCS fault tolerance, but "
                       "GcsFaultToleranceOptions is not set. Please set GcsFaultToleranceOptions to enable GCS fault "
                       "tolerance")
     if ft is not None:
         if (head_group.get("rayStartParams") or {}).get("redis-password"):
-            raise Invalid("cannot set `redis-password` in rayStartParams when GcsFaultToleranceOptions is enabled - use "
-                          "GcsFaultToleranceOptions.RedisPassword instead")
+            raise Invalid("cannot set `redis-password` in rayStartParams when GcsFaultToleranceOptions is enabled "
+                          "- use GcsFaultToleranceOptions.RedisPassword instead")
         for env, field in (("REDIS_PASSWORD", "RedisPassword"), ("RAY_REDIS_ADDRESS", "RedisAddress")):
             if _env(head, env):
                 raise Invalid(f"cannot set `{env}` env var in head Pod when GcsFaultToleranceOptions is enabled - use "

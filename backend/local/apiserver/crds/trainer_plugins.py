@@ -73,8 +73,9 @@ def torch(runtime: dict[str, Any], merged: dict[str, Any], job: dict[str, Any]) 
         env = trainer.get("env") or []
         reserved = sorted({e.get("name") for e in env if isinstance(e, dict)} & TORCHRUN_ENVS)
         if reserved:
-            errors.append(fe.invalid_value("spec.trainer.env", fe.go_list(env, ("name", "value", "valueFrom")), "must not have reserved envs, invalid "
-                                           f"envs configured: [{' '.join(reserved)}]"))
+            errors.append(fe.invalid_value("spec.trainer.env", fe.go_list(env, ("name", "value", "valueFrom")),
+                                           f"must not have reserved envs, invalid envs configured: "
+                                           f"[{' '.join(reserved)}]"))
     return errors
 
 

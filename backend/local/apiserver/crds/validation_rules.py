@@ -4,7 +4,7 @@
 
 - A rule runs on each non-null value its schema node holds; `self` is that value (the root's
   `metadata` shows only name and generateName), with property names escaped as Kubernetes does
-  (`namespace` → `__namespace__`, `a.b` → `a__dot__b`).
+  (`a.b` → `a__dot__b`; a reserved word such as `namespace` is both `__namespace__` and itself).
 - A transition rule (one that reads `oldSelf`) runs only on update and only where the value has a
   correlated old value: through object properties, and through list-type=map items by their
   keys; never through sets or atomic lists. Lists of type set and map compare regardless of order.
@@ -58,7 +58,10 @@ def to_cel(value: Any, schema: dict[str, Any] | None, unordered: bool = False) -
     if isinstance(value, dict):
         props = schema.get("properties")
         if props is not None:
-            return {escape(k): to_cel(v, props.get(k), unordered) for k, v in value.items() if k in props}
+            fields = {escape(k): to_cel(v, props.get(k), unordered) for k, v in value.items() if k in props}
+            # a reserved word is reachable by its own name too (DeclTypeProvider's recognizeKeywordAsFieldName)
+            fields.update({k: fields[escape(k)] for k in value if k in props and k in _RESERVED})
+            return fields
         extra = additional(schema)
         return {k: to_cel(v, extra, unordered) for k, v in value.items()}
     if isinstance(value, list):
