@@ -32,6 +32,7 @@ _RULE_NAME = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 _FAILURE_REASONS = ("BackoffLimitExceeded", "DeadlineExceeded", "FailedIndexes", "MaxFailedIndexesExceeded",
                     "PodFailurePolicy")
 _TOO_LONG = "must be no more than 63 characters"
+_REPLICATED_JOB = ("name", "groupName", "template", "replicas", "dependsOn")  # ReplicatedJob's JSON fields, in order
 
 
 def _job_spec(rjob: dict[str, Any]) -> dict[str, Any]:
@@ -192,7 +193,8 @@ def _claim_mount_errors(rjobs: list[dict[str, Any]], claim: str) -> list[FieldEr
         mounted = mounted or any(m.get("name") == claim for c in (pod.get("initContainers") or [])
                                  + (pod.get("containers") or []) for m in c.get("volumeMounts") or [])
     if not mounted:
-        errors.append(fe.invalid_value("spec.replicatedJobs", rjobs, "replicatedJob containers don't have a matching "
+        errors.append(fe.invalid_value("spec.replicatedJobs", fe.go_list(rjobs, _REPLICATED_JOB),
+                                       "replicatedJob containers don't have a matching "
                                                                      f"volumeMount: {claim} from VolumeClaimPolicies"))
     return errors
 
@@ -241,11 +243,22 @@ def _update_errors(obj: dict[str, Any], old: dict[str, Any]) -> list[FieldError]
             for key in ("nodeSelector", "tolerations", "schedulingGates"):
                 _copy_key(pod.setdefault("spec", {}), old_pod.get("spec") or {}, key)
     errors = []
-    if munged != (old_spec.get("replicatedJobs") or []):
-        errors.append(fe.invalid_value("spec.replicatedJobs", spec.get("replicatedJobs"), "field is immutable"))
+    if _compact(munged) != _compact(old_spec.get("replicatedJobs") or []):
+        errors.append(fe.invalid_value("spec.replicatedJobs", fe.go_list(spec.get("replicatedJobs") or [],
+                                                                         _REPLICATED_JOB), "field is immutable"))
     if spec.get("managedBy") != old_spec.get("managedBy"):
         errors.append(fe.invalid_value("spec.managedBy", spec.get("managedBy"), "field is immutable"))
     return errors
+
+
+def _compact(value: Any) -> Any:
+    """The value as the typed Go object compares: empty maps and lists the same as absent ones."""
+    if isinstance(value, dict):
+        kept = {k: _compact(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, {}, [])}
+    if isinstance(value, list):
+        return [_compact(v) for v in value]
+    return value
 
 
 def _copy_key(target: dict[str, Any], source: dict[str, Any], key: str) -> None:
