@@ -54,7 +54,7 @@ def test_install_renders_the_operator_into_ray_system(tmp_path):
     for path in OVERLAY.iterdir():
         shutil.copy(path, overlay / path.name)
     kustomization = overlay / "kustomization.yaml"
-    kustomization.write_text(kustomization.read_text().replace(REMOTE, "../config/default"))  # relative, as kustomize wants
+    kustomization.write_text(kustomization.read_text().replace(REMOTE, "../config/default"))  # kustomize: relative
     objects = _render(overlay)
     kinds = {(o["kind"], o["metadata"]["name"]): o for o in objects}
     assert ("Namespace", "ray-system") in kinds
