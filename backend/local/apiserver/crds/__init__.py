@@ -13,6 +13,9 @@ Entry points:
     default_jobset(obj)                           JobSet's defaulting webhook, for the JobSets
                                                   a controller creates
     num_proc_per_node(trainjob, runtime) -> str   PET_NPROC_PER_NODE as Trainer's torch plugin sets it
+    procs_per_node(trainjob, runtime) -> int      the same with "auto" resolved (one per GPU)
+    node_pod_spec(trainjob, runtime) -> dict      the trainer pod's spec in the JobSet the Trainer
+                                                  builds: runtime template, patches, JobSet defaults
     validate_rayjob(obj) -> (reason, message)|None  the KubeRay operator's validation (a status
                                                   and an event, not a refusal: no webhook upstream)
 
@@ -34,7 +37,7 @@ from backend.local.apiserver.crds import catalog, jobset, listtype, openapi_sche
 from backend.local.apiserver.crds import fielderrors as fe
 from backend.local.apiserver.crds import validation_rules
 from backend.local.apiserver.crds.kuberay import validate_rayjob
-from backend.local.apiserver.crds.trainer_plugins import Lookup
+from backend.local.apiserver.crds.trainer_plugins import Lookup, gpus_per_node, resources_per_node
 from backend.local.apiserver.crds.trainer_plugins import num_proc_per_node as _num_proc_per_node
 
 KINDS = catalog.kinds()
@@ -43,8 +46,8 @@ _BLOCKING = {fe.NOT_SUPPORTED, fe.REQUIRED, fe.TOO_LONG, fe.TOO_MANY, fe.TYPE_IN
 _UNCHECKED = fe.invalid_value(None, None, "some validation rules were not checked because the object was invalid; "
                                           "correct the existing errors to complete validation")
 
-__all__ = ["KINDS", "Lookup", "admit", "default_jobset", "num_proc_per_node", "schema", "unknown_fields",
-           "validate_rayjob"]
+__all__ = ["KINDS", "Lookup", "admit", "default_jobset", "node_pod_spec", "num_proc_per_node", "procs_per_node",
+           "schema", "unknown_fields", "validate_rayjob"]
 
 
 def schema(kind: str) -> dict[str, Any] | None:
@@ -60,6 +63,25 @@ def unknown_fields(kind: str, obj: dict[str, Any]) -> list[str] | None:
 
 def num_proc_per_node(trainjob: dict[str, Any], runtime: dict[str, Any]) -> str:
     return _num_proc_per_node(trainer.merged_runtime_spec(runtime, trainjob), trainjob)
+
+
+def procs_per_node(trainjob: dict[str, Any], runtime: dict[str, Any]) -> int:
+    """Processes torchrun starts per node: numProcPerNode, its "auto" being the GPU count."""
+    value = num_proc_per_node(trainjob, runtime)
+    if value != "auto":
+        return int(value)
+    return gpus_per_node(resources_per_node(trainer.merged_runtime_spec(runtime, trainjob), trainjob))
+
+
+def node_pod_spec(trainjob: dict[str, Any], runtime: dict[str, Any]) -> dict[str, Any]:
+    """The `node` replicated job's pod spec, as the JobSet the Trainer creates holds it (after
+    JobSet's defaulting webhook: restartPolicy OnFailure where the template leaves it empty)."""
+    jobset_obj = {"spec": trainer.merged_runtime_spec(runtime, trainjob)}
+    jobset.default_jobset(jobset_obj)
+    for rjob in jobset_obj["spec"].get("replicatedJobs") or []:
+        if rjob.get("name") == "node":
+            return rjob["template"]["spec"]["template"]["spec"]
+    return {}
 
 
 def _normalize(obj: dict[str, Any], schema: dict[str, Any]) -> None:
