@@ -159,7 +159,10 @@ def admit(api: ClusterApi, kind: Kind, operation: str, obj: dict[str, Any],
     if old is not None and kind.kind in ("TrainJob", "RayJob"):
         immutable_spec(kind, obj, old)
     resource = check_model(kind, obj)
-    if operation == "CREATE" and kind.kind in ("TrainJob", "RayJob"):
+    # A RayJob KubeRay's validation refuses is stored and never runs (api.py marks it
+    # ValidationFailed): what this cluster needs to run a job does not apply to it.
+    runs = not (kind.kind == "RayJob" and crds.validate_rayjob(obj))
+    if operation == "CREATE" and kind.kind in ("TrainJob", "RayJob") and runs:
         name = obj["metadata"]["name"]
         # The same job again is the store's AlreadyExists (what `apply` expects), not this.
         taken = name in api.ctl.runners and api.store.find(kind, obj["metadata"]["namespace"], name) is None

@@ -117,11 +117,12 @@ class ClusterApi(Hooks):
         elif kind.kind in ("TrainJob", "RayJob"):
             suspended = bool((obj.get("spec") or {}).get("suspend"))
             was_suspended = bool(((old or {}).get("spec") or {}).get("suspend"))
+            starting = operation == "CREATE" or (was_suspended and not suspended)
+            if kind.kind == "RayJob" and starting and self._kuberay_refuses(kind, obj):
+                return
             if operation == "CREATE" and suspended:
                 self.set_status(kind, obj, objects.trainjob_status(self.ctl.idle_summary(obj), suspended=True))
-            elif operation == "CREATE" or (was_suspended and not suspended):
-                if kind.kind == "RayJob" and self._kuberay_refuses(kind, obj):
-                    return
+            elif starting:
                 try:
                     await self.ctl.start_job(admission.check_model(kind, obj))
                 except ClusterError as exc:  # e.g. env from a ConfigMap that is not there

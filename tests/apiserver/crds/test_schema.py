@@ -172,3 +172,10 @@ def test_a_jobset_gets_its_crd_defaults(cluster):
     js = jobset()
     cluster.admit(js)
     assert js["spec"]["replicatedJobs"][0]["replicas"] == 1
+
+
+def test_the_old_object_is_defaulted_as_read_from_storage(cluster):
+    """The API server defaults an object decoded from etcd as well: a runtime stored without the
+    defaults (written before them, or past admission) is not changed by applying it again."""
+    old = manifest("manifests/runtime.yaml")  # as stored, never defaulted
+    cluster.admit(copy.deepcopy(old), old)

@@ -112,6 +112,9 @@ def admit(kind: str, operation: str, obj: dict[str, Any], old: dict[str, Any] | 
     if crd is None:
         return []
     now = now or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if old is not None:  # the API server defaults what it reads from storage too (stored before a default existed)
+        old = copy.deepcopy(old)
+        _normalize(old, crd.schema)
     _normalize(obj, crd.schema)
     if kind == "TrainJob":
         trainer.default_trainjob(obj, old, now)
