@@ -3,7 +3,7 @@
     python3 bench/gpu_check.py
 
 It needs torch alone: the standard library, torch, this repository's training/ and the goodput
-model (backend/goodput/model.py, standard library only), run from the checkout; it installs nothing.
+model (backend.goodput, standard library only), run from the checkout; it installs nothing.
 Every run is the real `torchrun ... -m training.ddp` command line (training.launch), in processes.
 
 The CPU half (always; tiny model, gloo): one rank; two ranks print the same loss each step; rank 1
@@ -17,7 +17,7 @@ The GPU half (with NVIDIA GPUs):
     wrote opens with plain torch.load where no GPU is visible, and a CPU group resumes from it;
   the 1gb preset's step time on one GPU (fp32 and bf16 autocast) against the same preset on the
     CPU (all cores), measured in this run;
-  goodput (backend/goodput.py) at the 1gb preset on the two ranks with rank 1 killed twice, each
+  goodput (backend.goodput) at the 1gb preset on the two ranks with rank 1 killed twice, each
     time relaunched as a platform would: short steps show what the recovery path costs.
 
 It prints a table and exits 1 if a check failed. On a machine without a GPU it says so in one line
@@ -26,8 +26,6 @@ and exits 0 once the CPU half passed (CI runs it: tests/training/test_gpu_check.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import os
 import signal
@@ -43,6 +41,7 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
+from backend.goodput import Goodput  # noqa: E402  (standard library only, as this script needs)
 from training.launch import ddp_command, with_python  # noqa: E402
 from training.logfmt import parse_line  # noqa: E402
 
@@ -53,17 +52,6 @@ TINY = ["--steps", "20", "--ckpt-every", "5"]
 PLAIN_LOAD = ("import sys, torch; s = torch.load(sys.argv[1], weights_only=True); "
               "t = [v for v in s['model'].values()]; assert all(v.device.type == 'cpu' for v in t); "
               "print(s['step'], s['device'])")
-
-
-def goodput_model():
-    """backend/goodput/model.py's Goodput, without running its package's __init__, which also
-    loads the cockpit's view of a job (pydantic models): this script must run with torch alone.
-    tests/training/test_gpu_check.py runs it with everything but torch hidden."""
-    name = "backend.goodput"
-    if name not in sys.modules:
-        spec = importlib.util.find_spec(name)
-        sys.modules[name] = importlib.util.module_from_spec(spec)  # the package's path, not its code
-    return importlib.import_module(f"{name}.model").Goodput
 
 
 @dataclass
@@ -226,7 +214,7 @@ def goodput_with_kills(device: str, backend: str, ckpt_dir: Path, steps: int = 6
     """The 1gb preset on two ranks, rank 1 killed at each of `kills`, relaunched after each."""
     args = ["--model-size", "1gb", "--samples", "640", "--steps", str(steps), "--ckpt-every", "10",
             "--device", device, "--backend", backend, "--ckpt-dir", str(ckpt_dir)]
-    model = goodput_model()(started=time.time())
+    model = Goodput(started=time.time())
     runs = []
     for kill_at in (*kills, None):
         run = launch(2, args, kill_at=kill_at)
