@@ -255,16 +255,7 @@ class FailureTimeline:
         else:  # the new group is here but the failure itself was never seen (joined late)
             t0 = min((p.created for p in new if p.created is not None), default=0.0)
             moments = [Moment(t0, "failure not seen (the cockpit joined later)", "failure")]
-        # The old group's newest step line: a survivor may finish the step in flight after the
-        # failure (its all-reduce was done); that work is kept, and recovery starts at its line,
-        # as the goodput counts it (backend/goodput.py).
-        last_steps = [p.last_step for p in old if p.last_step is not None]
-        newest = max((step for _, step in last_steps), default=None)
-        progress_at = min((at for at, step in last_steps if step == newest), default=None)
-        if failed and progress_at is not None and progress_at > t0:
-            rank = next(p.rank for p in old if p.last_step == (progress_at, newest))
-            moments.append(Moment(progress_at, f"rank {rank}'s step {newest} ended after it: recovery counts "
-                                                "from here", "info"))
+        newest = max((p.last_step[1] for p in old if p.last_step is not None), default=None)
         for p in old:
             for at, step, reason, seconds in p.saves:
                 took = f", {float(seconds):.2f} s" if seconds else ""
@@ -297,9 +288,8 @@ class FailureTimeline:
         if stepped:
             at, step = min(stepped)
             moments.append(Moment(at, f"first step trained again: step {step}", "step"))
-            if failed:
-                began = max(t0, progress_at) if progress_at is not None else t0
-                recovery = max(0.0, at - min(began, at))
+            # failure seen to first step again: the goodput's restart seconds (RestartTimes.seconds)
+            recovery = max(0.0, at - t0) if failed else None
             start = from_step if from_step is not None else step - 1
             if newest is not None:
                 lost = max(0, newest - start)

@@ -24,8 +24,8 @@ def busy_bar(bar: JobBar) -> None:
     bar.job = JobSummary(name="lesson-scale-2w-a1b2c3", phase=JobPhase.RUNNING, num_nodes=2, max_restarts=3,
                          created=0.0)
     bar.progress = (40, 0.049644)
-    bar.show_goodput(GoodputReport(start=0.0, end=30.0, productive=25.0, recovery=2.0, checkpoint_stall=1.5,
-                                   startup=1.5))
+    bar.show_goodput(GoodputReport(start=0.0, end=30.0, productive=25.0, infrastructure_recovery=2.0,
+                                   checkpoint_save=1.5, program_startup=1.5))
     bar.running_step = "step 7"
     bar.running_for = 72.0
 

@@ -98,7 +98,8 @@ def test_goodput_is_fed_with_the_timeline_and_counted_again_when_the_lines_come_
            LogLine.parsed("j-b", 0, 10.0, "step=6 loss=0.4 rank=0 world=1")]
     t.add_lines(new)
     report = t.goodput_report(now=10.0)
-    assert (report.startup, report.productive, report.lost_work, report.recovery) == (3.0, 4.0, 0.5, 2.5)
+    assert (report.program_startup, report.productive, report.wasted_progress, report.infrastructure_recovery,
+            report.training_prep) == (2.0, 5.5, 0.0, 2.0, 0.5)
     t.lines_resent()
     t.add_lines(old + new)
     assert t.goodput_report(now=10.0) == report
@@ -148,9 +149,8 @@ def test_a_batch_tells_what_its_lines_one_at_a_time_tell():
 def test_late_pod_events_never_put_the_first_step_before_the_new_pods_and_recovery_agrees_with_goodput():
     """Under load a pod's watch event arrives after the lines its process printed: the new group's
     first step was printed at 124.5, its pods' events are seen at 125.2. Nothing of the new group
-    can come before its pods exist, nor the teardown after the new group's first line. A survivor
-    finished step 12 after the kill (its all-reduce was done): as the goodput counts it, recovery
-    starts at that line, and the header's seconds are the goodput bar's."""
+    can come before its pods exist, nor the teardown after the new group's first line. The header's
+    "recovered in" is the goodput's seconds for that restart (failure seen to first step)."""
     t = FailureTimeline("j")
     t.job_seen(JobSummary(name="j", phase=JobPhase.RUNNING, num_nodes=2, created=99.0))
     for rank in (0, 1):
@@ -179,9 +179,9 @@ def test_late_pod_events_never_put_the_first_step_before_the_new_pods_and_recove
     [restart] = t.restarts()
     kinds = [m.kind for m in restart.moments]
     whats = [m.what for m in restart.moments]
-    order = ["failure seen", "rank 0's step 12", "rank 0 saved", "group torn down", "new pods created",
-             "2 new pods running", "rendezvous", "checkpoint loaded", "first step trained again"]
+    order = ["failure seen", "rank 0 saved", "group torn down", "new pods created", "2 new pods running",
+             "rendezvous", "checkpoint loaded", "first step trained again"]
     assert [next(i for i, w in enumerate(whats) if w.startswith(o)) for o in order] == list(range(len(order))), whats
     assert kinds[-1] == "step" and all(a.at <= b.at for a, b in zip(restart.moments, restart.moments[1:]))
-    report = t.goodput_report(now=125.0)
-    assert round(restart.recovery_seconds, 6) == round(report.recovery, 6) == 4.2  # 120.3 → 124.5
+    [times] = t.goodput_report(now=125.0).restart_times
+    assert round(restart.recovery_seconds, 6) == round(times.seconds, 6) == 4.5  # 120.0 → 124.5
