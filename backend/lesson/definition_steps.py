@@ -226,7 +226,7 @@ async def run_committed(ctx: StepContext):
             if update.kind == "job" and embedded is not None:
                 # on the clean cluster, which the cockpit does not watch (nor follow): said, not announced
                 yield line(f"TrainJob {update.job} started on the clean cluster "
-                           f"(KUBECONFIG={embedded.kubeconfig()} kubectl get pods)")
+                           f"(KUBECONFIG={embedded.kubeconfig} kubectl get pods)")
             else:
                 yield update
     finally:

@@ -81,6 +81,17 @@ def output(screen, step_id: str) -> list[str]:
     return list(screen.step_view._outputs.get(step_id, ()))
 
 
+def unwrapped(rows) -> list[str]:
+    """The log's lines as printed: a line wider than the panel is shown as rows, cut at a space."""
+    lines: list[str] = []
+    for row in rows:
+        if row.startswith("    ↪ ") and lines:
+            lines[-1] += " " + row.removeprefix("    ↪ ")
+        else:
+            lines.append(row)
+    return lines
+
+
 async def kill_a_worker_when_asked(pilot, screen) -> str:
     """Step 6 waits for the learner's kill: pick the pod in the pods panel, ctrl+k, confirm."""
     await wait_until(screen, lambda: any("kill a worker now" in t for t in output(screen, "6")),
@@ -128,8 +139,8 @@ async def the_restarted_group_in_every_panel(pilot, screen, killed: str) -> None
     await pilot.press("f")
     assert view.follow is True and view.unseen == 0 and view.log_widget.is_vertical_scroll_end
     await pilot.press("/", *"rank=1 ")  # by text: only lines with it, from every rank
-    # wrapped rows go with their line; the kill's and the restart's marks show under every filter
-    shown = [line for line in view.log_widget.lines if not line.startswith(("    ↪", "────"))]
+    # the kill's and the restart's marks show under every filter
+    shown = [line for line in unwrapped(view.log_widget.lines) if not line.startswith("────")]
     assert shown and all("rank=1 " in line for line in shown) and view.keep.text == "rank=1 "
     await pilot.press("escape", "/", "backspace")  # focusing the box selects its text
     assert not view.keep.active and len(view.log_widget.lines) > len(shown)
@@ -139,7 +150,7 @@ async def the_restarted_group_in_every_panel(pilot, screen, killed: str) -> None
     await pilot.press("enter")  # by pod: enter on its row
     assert view.keep.pod == pod
     rank = table.pods[pod].rank
-    others = [line for line in view.log_widget.lines if not line.startswith((f"r{rank} ", "    ↪", "────"))]
+    others = [line for line in unwrapped(view.log_widget.lines) if not line.startswith((f"r{rank} ", "────"))]
     assert not others, (pod, rank, others[:5])
     view.query_one("#log-source", Select).clear()  # "all workers" again
     await pilot.pause()
