@@ -18,6 +18,7 @@ from backend.models import (
     Checkpoint,
     JobPhase,
     JobSummary,
+    LogFocus,
     LogLine,
     Pod,
     PodEvent,
@@ -54,19 +55,22 @@ class Cluster(Protocol):
     async def list_pods(self, job: str | None = None) -> list[Pod]: ...
 
     def watch_pods(self, job: str | None = None) -> AsyncIterator[PodEvent]:
-        """List-then-watch: first an ADDED event per existing pod, then every change as it
-        happens (phase, restart attempt, last step/loss), until the caller stops iterating.
-        Replacement pods of a restarted group arrive as ADDED. Never a polling loop over the
-        platform: local watches files with inotify-like notification, kube uses the watch API."""
+        """List-then-watch: first an ADDED event per existing pod, then every change of a pod's
+        state as it happens (phase, restart attempt, how it ended), until the caller stops
+        iterating; one stream however many pods (what they print is `stream_logs`'). Replacement
+        pods of a restarted group arrive as ADDED. Never a polling loop: the watch API."""
         ...
 
     def watch_jobs(self) -> AsyncIterator[JobSummary]:
         """Each job's summary now, then again whenever its phase or restart attempt changes."""
         ...
 
-    def stream_logs(self, job: str, follow: bool = True) -> AsyncIterator[list[LogLine]]:
+    def stream_logs(self, job: str, follow: bool = True,
+                    focus: LogFocus | None = None) -> AsyncIterator[list[LogLine]]:
         """All workers' lines of a job from the start, merged, in batches; with `follow`, keeps
-        going and picks up replacement pods (like stern) until the job finishes."""
+        going and picks up replacement pods (like stern) until the job finishes. With a `focus`
+        (followed), only the pods of the ranks it wants, changed as the caller changes it, and
+        open until the caller stops reading (backend/models/focus.py)."""
         ...
 
     async def pod_usage(self, job: str | None = None) -> dict[str, PodUsage] | None:

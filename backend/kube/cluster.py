@@ -28,6 +28,7 @@ from backend.models import (
     Checkpoint,
     JobPhase,
     JobSummary,
+    LogFocus,
     LogLine,
     Pod,
     PodEvent,
@@ -109,8 +110,9 @@ class KubeCluster:
     async def kill_pod(self, name: str) -> None:
         await self._pods.kill(name)
 
-    def stream_logs(self, job: str, follow: bool = True) -> AsyncIterator[list[LogLine]]:
-        return stream_logs(self._jobs, self._pods, job, follow)
+    def stream_logs(self, job: str, follow: bool = True,
+                    focus: LogFocus | None = None) -> AsyncIterator[list[LogLine]]:
+        return stream_logs(self._jobs, self._pods, job, follow, focus)
 
     # ------------------------------------------------------------------ volumes, checkpoints, snapshots
 

@@ -43,7 +43,7 @@ class ScriptedCluster:
         while True:
             yield await self.pods.get()
 
-    async def stream_logs(self, job: str, follow: bool = True):
+    async def stream_logs(self, job: str, follow: bool = True, focus=None):
         while True:
             yield await self.logs.get()
 

@@ -8,7 +8,8 @@ What it serves, as the real API server does:
   client allows them, 410 Gone for a version older than the last compaction (as an ERROR event,
   or as the HTTP status), the server-side timeout;
 - create (409 AlreadyExists), get, JSON merge patch, delete (grace period recorded);
-- pod logs, plain or followed (chunked, `timestamps=true`), 400 while a container has not started;
+- pod logs, plain or followed (chunked, `timestamps=true`, `tailLines`, `sinceSeconds`), 400 while a
+  container has not started;
 - API discovery of a group/version, /version, and the Pipelines healthz path.
 
 What tests can do to it: change objects (each change is an event with a new resourceVersion),

@@ -4,7 +4,13 @@ connection state those watches reveal (the job bar's connected / disconnected).
 
 The followed job's goodput (fed to the failure timeline's model with the rest) is shown in the
 job bar and the timeline at most `GOODPUT_SECONDS` apart: its time parts grow while the job runs
-even when no line arrives.
+even when no line arrives. Whether its group hangs (the same model's hang detector) is asked every
+`HANG_SECONDS`, for the pods panel.
+
+The logs read are those of the ranks the pods panel shows (its `RanksShown`: every rank of a small
+group, rank 0 and the telling ones of a large group), through the stream's `LogFocus`; every pod's
+state comes from the one pod watch. Each rank's step comes from its lines, to the pods table and
+the job bar.
 
 Every watch runs through `live.keep_open` in a worker of its own group, exclusive: following
 another job cancels the old job's pod and log watches (and the pods' usage sampling, the one
@@ -22,9 +28,10 @@ from tui.screens.cockpit.part import Part
 from tui.live import keep_open, sample
 
 if TYPE_CHECKING:
-    from backend.models import JobSummary, LogLine, Pod, PodEvent
+    from backend.models import JobSummary, LogFocus, LogLine, Pod, PodEvent
 
 GOODPUT_SECONDS = 0.5
+HANG_SECONDS = 1.0
 
 
 class Following(Part):
@@ -33,6 +40,7 @@ class Following(Part):
         self.jobs: dict[str, "JobSummary"] = {}
         self.followed: str | None = None
         self.followed_by_user = False
+        self.focus: "LogFocus | None" = None  # whose logs the followed job's stream reads
 
     # ------------------------------------------------------------------ connection
 
@@ -103,6 +111,7 @@ class Following(Part):
         screen.job_bar.followed = job
         screen.job_bar.job = self.jobs.get(job)
         screen.job_bar.show_progress(None, None, now=True)
+        self.focus = _first_focus(self.jobs.get(job))
         screen.panels.follow(job)
         if job in self.jobs:
             screen.timeline.model.job_seen(self.jobs[job])
@@ -148,12 +157,7 @@ class Following(Part):
         latest = table.latest_attempt
         table.apply(event)
         screen.timeline.model.pod_event(event, screen.clock())
-        pod = event.pod
         self._mark_in_logs(event, before, latest)
-        if pod.last_step is not None and pod.restart_attempt >= table.latest_attempt:
-            screen.job_bar.show_progress(pod.last_step, pod.last_loss)
-            if before is None or before.last_step != pod.last_step:
-                screen.storage.checkpoints_changed_soon()
         self.changed("pods")
 
     def sample_usage(self, job: str):
@@ -196,8 +200,9 @@ class Following(Part):
             summary = await cluster.get_job(job)
             return summary.phase.finished
 
+        focus = self.focus
         try:
-            await keep_open(lambda: cluster.stream_logs(job, follow=True), self.log_batch, self.lost,
+            await keep_open(lambda: cluster.stream_logs(job, follow=True, focus=focus), self.log_batch, self.lost,
                             on_reopen=lambda: self._lines_resent(job), done=finished,
                             gives_up=_job_gone)
         except NotFound as exc:
@@ -207,12 +212,35 @@ class Following(Part):
         self.screen.log_view.reset(job)
         self.screen.timeline.model.lines_resent()
 
+    def focus_on(self, ranks: tuple[int, ...], grouped: bool) -> None:
+        """The ranks the pods panel shows: their logs are read (rank 0's always: it speaks for
+        the group, to the goodput and the failure timeline). A panel with a row per pod only
+        adds ranks: while its pods arrive one by one, a rank let go would be read again from
+        its last lines, not its first."""
+        if self.focus is None or not ranks:
+            return
+        self.focus.want((0, *ranks) if grouped else (0, *self.focus.ranks, *ranks))
+
     def log_batch(self, batch: list["LogLine"]) -> None:
         screen = self.screen
         screen.log_view.ingest(batch)
         screen.loss_chart.add_lines(batch)
         screen.timeline.model.add_lines(batch)
+        table = screen.pods_table
+        table.progress(batch)
+        for line in reversed(batch):  # the newest group's newest step, to the job bar
+            if line.step is not None:
+                pod = table.pods.get(line.pod)
+                if pod is None or pod.restart_attempt >= table.latest_attempt:
+                    screen.job_bar.show_progress(line.step, line.loss)
+                    screen.storage.checkpoints_changed_soon()
+                    break
         self.changed("logs")
+
+    def show_hang(self) -> None:
+        """Whether the followed job's newest group hangs, to the pods panel (on a timer)."""
+        screen = self.screen
+        screen.pods_table.show_hang(screen.timeline.model.hang(screen.clock()))
 
     def show_goodput(self) -> None:
         """The followed job's goodput so far, to the job bar and the timeline (on a timer)."""
@@ -222,6 +250,17 @@ class Following(Part):
             screen.job_bar.show_goodput(report)
             screen.timeline.show_goodput(report)
             self.changed("goodput")
+
+
+def _first_focus(job: "JobSummary | None") -> "LogFocus":
+    """Whose logs to read before the pods panel says which ranks it shows: every rank of a group
+    small enough for a row each (read from their first lines, not joined later from their last),
+    else rank 0."""
+    from backend.models import DRIVER_RANK, MAX_FOLLOWED, LogFocus
+
+    if job is not None and job.num_nodes <= MAX_FOLLOWED - 1:
+        return LogFocus([0, *range(1, job.num_nodes), DRIVER_RANK])
+    return LogFocus([0])
 
 
 def _job_gone(exc: BaseException) -> bool:
