@@ -12,7 +12,7 @@ holds, tested as data.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from statistics import median_low
+from statistics import median_high
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from backend.models import MAX_FOLLOWED
@@ -33,7 +33,7 @@ class RankGroup:
     size: int  # its pods
     phases: tuple[tuple[str, int], ...]  # (phase, pods), in PHASES order, those with any
     read: int  # ranks whose lines are read (their step known)
-    median: int | None  # the median of the known steps
+    median: int | None  # the median of the known steps (of two middle ones, the higher)
     behind: tuple[tuple[int, int], ...]  # (rank, steps under the median), the furthest first
     stopped: tuple[int, ...]  # ranks the hang detector says stopped
     failed: tuple[tuple[int, str], ...]  # (rank, how) of the newest attempt's failed pods
@@ -46,7 +46,8 @@ class RankGroup:
         counts = " · ".join(f"{n} {phase}" for phase, n in self.phases)
         lines = [(f"attempt {self.attempt} · {self.size} ranks: {counts}", "bold")]
         if self.ending:
-            lines.append((f"restarting: {self.ending} pods of the last attempt still ending", "bold $warning"))
+            pods = f"{self.ending} pod{'s' if self.ending != 1 else ''}"
+            lines.append((f"restarting: {pods} of the last attempt still ending", "bold $warning"))
         if self.hang is not None:
             lines.append((self.hang.one_line(), "bold $error"))
         if self.failed:
@@ -59,8 +60,8 @@ class RankGroup:
         if self.waiting:
             lines.append(("waiting: " + _named(f"rank {r} {why}" for r, why in self.waiting), "$warning"))
         step = f"median step {self.median}" if self.median is not None else "no step yet"
-        lines.append((f"{step}: steps from the logs of {self.read} of {self.size} ranks (the rows); "
-                      "the rest: pod state from the watch · g goes to a rank", "dim"))
+        lines.append((f"{step}: steps from the logs of {self.read} of {self.size} ranks (the rows), "
+                      "the others' state from the pod watch · g: go to a rank", "dim"))
         return lines
 
 
@@ -79,7 +80,7 @@ def summarize(pods: Mapping[str, "Pod"], steps: Mapping[str, int], attempt: int,
     for pod in newest:
         phases[pod.phase.value] = phases.get(pod.phase.value, 0) + 1
     known = {pod.rank: steps[pod.name] for pod in newest if pod.name in steps}
-    middle = median_low(known.values()) if known else None
+    middle = median_high(known.values()) if known else None
     behind = sorted(((rank, middle - step) for rank, step in known.items() if middle - step >= BEHIND_STEPS),
                     key=lambda item: (-item[1], item[0]))
     failed = sorted((pod.rank, pod_reason(pod) or "Failed") for pod in newest if pod.phase.value == "Failed")

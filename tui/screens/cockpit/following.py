@@ -41,6 +41,7 @@ class Following(Part):
         self.followed: str | None = None
         self.followed_by_user = False
         self.focus: "LogFocus | None" = None  # whose logs the followed job's stream reads
+        self._marked: dict[int, int] = {}  # restart attempt -> its failed pods marked in the logs
 
     # ------------------------------------------------------------------ connection
 
@@ -112,6 +113,7 @@ class Following(Part):
         screen.job_bar.job = self.jobs.get(job)
         screen.job_bar.show_progress(None, None, now=True)
         self.focus = _first_focus(self.jobs.get(job))
+        self._marked = {}
         screen.panels.follow(job)
         if job in self.jobs:
             screen.timeline.model.job_seen(self.jobs[job])
@@ -173,14 +175,19 @@ class Following(Part):
 
     def _mark_in_logs(self, event: "PodEvent", before: "Pod | None", latest: int) -> None:
         """A separator in the merged logs where a worker failed and where a new group started:
-        the lines either side belong to different attempts."""
+        the lines either side belong to different attempts. Of a large group's restart, the
+        first pods to fail (the failure, the first torn down), not the hundreds after them."""
         from tui import format as fmt
+        from tui.widgets.pods_table import HISTORY_PER_ATTEMPT
 
         pod = event.pod
         log_view = self.screen.log_view
         failed = pod.phase.value == "Failed" or (event.type.value == "DELETED" and pod.phase.value != "Succeeded")
         was_failed = before is not None and before.phase.value == "Failed"
         if failed and not was_failed and before is not None:
+            marked = self._marked[pod.restart_attempt] = self._marked.get(pod.restart_attempt, 0) + 1
+            if marked > HISTORY_PER_ATTEMPT:
+                return
             why = pod.reason or ("deleted" if event.type.value == "DELETED" else "failed")
             code = f", exit {pod.exit_code}" if pod.exit_code is not None else ""
             log_view.mark(f"✘ pod {fmt.short_name(pod.name, pod.job)} (rank {fmt.rank_label(pod.rank)}, attempt "
