@@ -53,7 +53,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from training import metrics
+from training import metrics, run_record
 from training.ray_checkpoints import RayCheckpoints
 from training.options import (
     EXIT_USAGE,
@@ -192,10 +192,12 @@ def train_per_worker(config: dict) -> None:
     rank, world = context.get_world_rank(), context.get_world_size()
     torch.set_num_threads(config["threads"])
     cfg = TrainConfig(**config["train"])
-    emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps, launcher="ray")
     run_dir = Path(config["run_dir"])
-    for event in (_Worker.stop, _Worker.left, _Worker.done):
-        event.clear()
+    run_record.start(run_dir, rank)
+    emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps, launcher="ray")
+    _Worker.stop.clear()
+    _Worker.left.clear()
+    _Worker.done.clear()
     store = _Worker.store = RayCheckpoints(rank, world, config["report_every"], Path(config["staging"]), run_dir)
     try:
         training = run(cfg, rank, world, store, on_step=store.report_step, stop_requested=_Worker.stop.is_set)

@@ -1,42 +1,34 @@
-"""Admission for the embedded cluster: upstream defaults and validations, applied before an
-object is stored, as the CRDs' OpenAPI defaults, CEL rules and the Trainer's webhooks do.
+"""Admission for the embedded cluster: what a request must pass before its object is stored.
 
-- TrainJob (trainer v2.3.0 manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml,
-  pkg/webhooks/trainjob_webhook.go, pkg/runtime/framework/plugins/jobset/jobset.go):
-  runtimeRef.apiGroup defaults to trainer.kubeflow.org and runtimeRef.kind to
-  ClusterTrainingRuntime; managedBy defaults to trainer.kubeflow.org/trainjob-controller;
-  the name is an RFC 1035 label; runtimeRef and managedBy are immutable; the runtime must
-  exist ("unsupported runtime"); each runtimePatches[].manager is a domain-prefixed path.
-- The shapes the cockpit's own models check (numNodes >= 1, mount paths...) are the models'
-  (backend/models/) and answer 422 Invalid with the field path.
+- The custom resources (TrainJob, TrainingRuntime, ClusterTrainingRuntime, JobSet, RayJob,
+  VolumeSnapshot...) are judged as a real cluster with their upstream controllers judges them:
+  the CRDs' schemas, CEL rules and the Trainer and JobSet webhooks, by
+  backend/local/apiserver/crds (`crds.admit`, the one call; `_lookup` is what it reads from the
+  store). Then what only the embedded cluster refuses, each named as its own limit: a job's
+  spec changed while it runs, more nodes than pod slots, a job name taken in another namespace,
+  a claim or runtime it would need that is not there.
+- The cockpit's models (backend/models) give the controller its typed view; they refuse
+  nothing upstream admits.
 - `admit`, the API's hook, applies them with what only the cluster knows (a job's name taken,
-  its claims and runtime there, a pod the kubelet could not run) and core/v1 defaults.
+  its claims there, a pod the kubelet could not run) and core/v1 defaults.
 """
 
 from __future__ import annotations
 
 import base64
-import json
-import re
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from backend.local import barepods, objects
+from backend.local.apiserver import crds
+from backend.local.apiserver.crds.names import dns1123_subdomain
 from backend.local.apiserver.kinds import Kind
+from backend.local.apiserver.status import ApiError, conflict, invalid, refused
 from backend.local.objects import MAX_PODS
-from backend.local.apiserver.status import ApiError, conflict, denied, invalid, refused
 from backend.models import ManifestError, parse_resource
 
 if TYPE_CHECKING:
     from backend.local.api import ClusterApi
 
-TRAINER_GROUP = "trainer.kubeflow.org"
-MANAGED_BY = "trainer.kubeflow.org/trainjob-controller"
-_MANAGERS = (MANAGED_BY, "kueue.x-k8s.io/multikueue")
-_RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_PATH_CHARS = re.compile(r"^[A-Za-z0-9/\-._~%!$&'()*+,;=:]+$")
-WEBHOOK = "validator.trainjob.trainer.kubeflow.org"
 LIMITS_WARNING = ("resources.limits are not enforced on the embedded cluster (its pods are plain processes); "
                   "requests are, by its scheduler")
 # Kinds only the controllers create: a client's Pod or JobSet would never run, so it is refused.
@@ -45,72 +37,6 @@ _RUN_BY_CONTROLLERS = ("JobSet", "Node")
 # Kinds the controller acts on: parsed by the cockpit's models before they are stored.
 MODELLED = ("TrainJob", "TrainingRuntime", "ClusterTrainingRuntime", "PersistentVolumeClaim", "VolumeSnapshot",
             "RayJob")
-
-
-def domain_prefixed_path_error(value: str) -> str | None:
-    """k8s.io/apimachinery/pkg/util/validation.IsDomainPrefixedPath, as a message or None."""
-    domain, slash, path = value.partition("/")
-    if not slash or not domain or not path:
-        return 'must be a domain-prefixed path (such as "acme.io/foo")'
-    if len(domain) > 253 or not _DNS1123_SUBDOMAIN.match(domain):
-        return ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-                "and must start and end with an alphanumeric character")
-    if not _PATH_CHARS.match(path):
-        return "Invalid path: must contain only characters [A-Za-z0-9/-._~%!$&'()*+,;=:]"
-    return None
-
-
-def default_trainjob(obj: dict[str, Any]) -> None:
-    spec = obj.setdefault("spec", {})
-    ref = spec.get("runtimeRef")
-    if isinstance(ref, dict):
-        ref.setdefault("apiGroup", TRAINER_GROUP)
-        ref.setdefault("kind", "ClusterTrainingRuntime")
-    spec.setdefault("managedBy", MANAGED_BY)
-
-
-def validate_trainjob(kind: Kind, obj: dict[str, Any], old: dict[str, Any] | None,
-                      runtime_exists) -> None:
-    name = obj["metadata"]["name"]
-    spec = obj.get("spec") or {}
-    causes = []
-    if len(name) > 63 or not _RFC1035.match(name):
-        causes.append(("metadata.name", f'Invalid value: "{name}": a DNS-1035 label must consist of lower case '
-                       "alphanumeric characters or '-', start with an alphabetic character, and end with an "
-                       "alphanumeric character"))
-    if spec.get("managedBy") not in _MANAGERS:
-        causes.append(("spec.managedBy", f"Invalid value: {spec.get('managedBy')!r}: ManagedBy must be "
-                                         f"{MANAGED_BY} or kueue.x-k8s.io/multikueue"))
-    if old is not None:
-        for field in ("runtimeRef", "managedBy"):
-            if (old.get("spec") or {}).get(field) != spec.get(field):
-                causes.append((f"spec.{field}", "Invalid value: field is immutable"))
-    num_nodes = (spec.get("trainer") or {}).get("numNodes")
-    if isinstance(num_nodes, int) and num_nodes > MAX_PODS:
-        # Not an upstream rule: a cluster would keep such pods Pending; one machine cannot hold
-        # that many Pending pods either, so the embedded cluster says so at once.
-        causes.append(("spec.trainer.numNodes", f"Invalid value: {num_nodes}: the embedded cluster is one node "
-                       f"with {MAX_PODS} pod slots (the kubelet's maxPods), so at most {MAX_PODS} nodes can "
-                       "ever be scheduled; use a real cluster for more"))
-    if causes:
-        raise invalid(kind.kind, name, causes, kind.group)
-    ref = spec.get("runtimeRef") or {}
-    if not runtime_exists(ref.get("kind"), ref.get("name"), obj["metadata"].get("namespace")):
-        # pkg/runtime/core/{cluster,}trainingruntime.go ValidateObjects
-        kind_name = ref.get("kind") or ""
-        plural = f"{kind_name.lower()}s.{TRAINER_GROUP}"
-        which = kind_name[:1].lower() + kind_name[1:]
-        raise denied(WEBHOOK, kind.kind, name, f"spec.runtimeRef: Invalid value: {json.dumps(ref, sort_keys=True)}: "
-                     f'{plural} "{ref.get("name")}" not found: specified {which} must be created before the '
-                     "TrainJob is created", kind.group)
-    problems = []
-    for patch in spec.get("runtimePatches") or []:
-        manager = patch.get("manager", "") if isinstance(patch, dict) else ""
-        problem = domain_prefixed_path_error(manager)
-        if problem:
-            problems.append(f'spec.runtimePatches.manager: Invalid value: "{manager}": {problem}')
-    if problems:
-        raise denied(WEBHOOK, kind.kind, name, "; ".join(problems), kind.group)
 
 
 def check_model(kind: Kind, obj: dict[str, Any]) -> Any:
@@ -124,14 +50,28 @@ def check_model(kind: Kind, obj: dict[str, Any]) -> Any:
 
 
 def immutable_spec(kind: Kind, obj: dict[str, Any], old: dict[str, Any]) -> None:
-    """A job's spec may change only in `suspend` (upstream lets more change while suspended)."""
+    """A running job's spec does not change here (upstream lets more change: a RayJob's spec,
+    a suspended TrainJob's runtimePatches); while the job is suspended, before or after, it may."""
     def unsuspended(o: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in (o.get("spec") or {}).items() if k != "suspend"}
 
-    if unsuspended(obj) != unsuspended(old):
-        raise ApiError(422, "Invalid", f'{kind.kind}.{kind.group} "{obj["metadata"]["name"]}" is invalid: spec: '
-                       "Forbidden: the embedded cluster does not change a running job's spec "
-                       f"(delete it and apply it again: kubectl delete {kind.singular} {obj['metadata']['name']})")
+    if any((o.get("spec") or {}).get("suspend") for o in (obj, old)) or unsuspended(obj) == unsuspended(old):
+        return
+    raise ApiError(422, "Invalid", f'{kind.kind}.{kind.group} "{obj["metadata"]["name"]}" is invalid: spec: '
+                   "Forbidden: the embedded cluster does not change a running job's spec "
+                   f"(suspend it first, or delete it and apply it again: kubectl delete {kind.singular} "
+                   f"{obj['metadata']['name']})")
+
+
+def too_many_nodes(kind: Kind, obj: dict[str, Any]) -> None:
+    """Not an upstream rule: a cluster would keep such pods Pending; one machine cannot hold that
+    many Pending pods either, so the embedded cluster says so at once."""
+    num_nodes = (((obj.get("spec") or {}).get("trainer")) or {}).get("numNodes")
+    if isinstance(num_nodes, int) and num_nodes > MAX_PODS:
+        raise invalid(kind.kind, obj["metadata"]["name"], [(
+            "spec.trainer.numNodes", f"Invalid value: {num_nodes}: the embedded cluster is one node with {MAX_PODS} "
+            f"pod slots (the kubelet's maxPods), so at most {MAX_PODS} nodes can ever be scheduled; use a real "
+            "cluster for more")], kind.group)
 
 
 # ---------------------------------------------------------------- PersistentVolumeClaim data sources
@@ -160,9 +100,8 @@ def _reference_errors(ref: Any, path: str) -> list[tuple[str, str]]:
     if not group and ref.get("kind") != "PersistentVolumeClaim":
         errors.append((path, f"Invalid value: \"{ref.get('kind', '')}\": must be 'PersistentVolumeClaim' when "
                              "referencing the default apiGroup"))
-    if group and not _DNS1123_SUBDOMAIN.match(group):
-        errors.append((f"{path}.apiGroup", f"Invalid value: \"{group}\": a lowercase RFC 1123 subdomain must "
-                                           "consist of lower case alphanumeric characters, '-' or '.'"))
+    if group:
+        errors += [(f"{path}.apiGroup", f'Invalid value: "{group}": {problem}') for problem in dns1123_subdomain(group)]
     return errors
 
 
@@ -191,8 +130,8 @@ def validate_claim_data_source(kind: Kind, obj: dict[str, Any]) -> None:
 
 def admit(api: ClusterApi, kind: Kind, operation: str, obj: dict[str, Any],
           old: dict[str, Any] | None) -> list[str]:
-    """The API's admission (`Hooks.admit`): default and validate `obj` in place, against the
-    rules above and what the cluster holds (jobs' names, claims, runtimes); returns warnings."""
+    """The API's admission (`Hooks.admit`): default and validate `obj` in place, upstream's rules
+    first, then the cluster's own (jobs' names, claims); returns warnings."""
     if operation == "CREATE" and kind.kind in _RUN_BY_CONTROLLERS:
         raise refused(f"the embedded cluster creates {kind.plural} itself (for TrainJobs and RayJobs) and does not "
                       f"run {kind.plural} created through the API: apply a TrainJob instead")
@@ -204,7 +143,7 @@ def admit(api: ClusterApi, kind: Kind, operation: str, obj: dict[str, Any],
     if kind.kind == "PersistentVolumeClaim" and operation == "CREATE":
         normalize_data_sources(obj.setdefault("spec", {}))
         validate_claim_data_source(kind, obj)
-    warnings = []
+    warnings = crds.admit(kind.kind, operation, obj, old, lambda k, ns, n: _lookup(api, k, ns, n))
     if kind.kind == "Pod" and operation == "CREATE":
         _default_pod(kind, obj)
         if any((c.get("resources") or {}).get("limits") for c in obj["spec"].get("containers") or []):
@@ -213,18 +152,17 @@ def admit(api: ClusterApi, kind: Kind, operation: str, obj: dict[str, Any],
         obj["type"] = obj.get("type") or "Opaque"
         for key, value in (obj.pop("stringData", None) or {}).items():
             obj.setdefault("data", {})[key] = base64.b64encode(str(value).encode()).decode()
-    if kind.kind == "TrainJob":
-        default_trainjob(obj)
-        validate_trainjob(kind, obj, old, partial(_runtime_exists, api))
     if kind.kind not in MODELLED:
         return warnings
+    if kind.kind == "TrainJob":
+        too_many_nodes(kind, obj)
     if old is not None and kind.kind in ("TrainJob", "RayJob"):
         immutable_spec(kind, obj, old)
-    if old is not None and kind.kind == "VolumeSnapshot" and obj.get("spec") != old.get("spec"):
-        raise invalid(kind.kind, obj["metadata"]["name"], [("spec.source", "Invalid value: field is immutable")],
-                      kind.group)
     resource = check_model(kind, obj)
-    if operation == "CREATE" and kind.kind in ("TrainJob", "RayJob"):
+    # A RayJob KubeRay's validation refuses is stored and never runs (api.py marks it
+    # ValidationFailed): what this cluster needs to run a job does not apply to it.
+    runs = not (kind.kind == "RayJob" and crds.validate_rayjob(obj))
+    if operation == "CREATE" and kind.kind in ("TrainJob", "RayJob") and runs:
         name = obj["metadata"]["name"]
         # The same job again is the store's AlreadyExists (what `apply` expects), not this.
         taken = name in api.ctl.runners and api.store.find(kind, obj["metadata"]["namespace"], name) is None
@@ -262,8 +200,9 @@ def _default_pod(kind: Kind, obj: dict[str, Any]) -> None:
     obj["status"] = {"phase": "Pending", "qosClass": objects.qos(spec)}
 
 
-def _runtime_exists(api: ClusterApi, kind_name: str, name: str, namespace: str | None) -> bool:
-    kind = api.kinds.get(kind_name or "")
-    if kind is None or kind.kind not in ("TrainingRuntime", "ClusterTrainingRuntime"):
-        return False
-    return api.store.find(kind, namespace if kind.namespaced else None, name or "") is not None
+def _lookup(api: ClusterApi, kind_name: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+    """What a webhook reads from the cluster: the stored object, or None."""
+    kind = api.kinds.get(kind_name)
+    if kind is None:
+        return None
+    return api.store.find(kind, namespace if kind.namespaced else None, name)

@@ -28,7 +28,7 @@ from aiohttp import web
 
 from backend.errors import ClusterError
 from backend.local import admission, bootstrap, csi, objects, pod_log, pod_status, provisioner
-from backend.local.apiserver import credentials, schemas
+from backend.local.apiserver import credentials, crds, schemas
 from backend.local.apiserver.kinds import Kind, Registry
 from backend.local.apiserver.server import ApiServer, Hooks
 from backend.local.apiserver.status import ApiError
@@ -117,9 +117,12 @@ class ClusterApi(Hooks):
         elif kind.kind in ("TrainJob", "RayJob"):
             suspended = bool((obj.get("spec") or {}).get("suspend"))
             was_suspended = bool(((old or {}).get("spec") or {}).get("suspend"))
+            starting = operation == "CREATE" or (was_suspended and not suspended)
+            if kind.kind == "RayJob" and starting and self._kuberay_refuses(kind, obj):
+                return
             if operation == "CREATE" and suspended:
                 self.set_status(kind, obj, objects.trainjob_status(self.ctl.idle_summary(obj), suspended=True))
-            elif operation == "CREATE" or (was_suspended and not suspended):
+            elif starting:
                 try:
                     await self.ctl.start_job(admission.check_model(kind, obj))
                 except ClusterError as exc:  # e.g. env from a ConfigMap that is not there
@@ -132,6 +135,20 @@ class ClusterApi(Hooks):
                 self.set_status(kind, obj, objects.trainjob_status(self.ctl.idle_summary(obj), suspended=True))
         elif kind.kind == "Pod" and operation == "CREATE":
             self.ctl.start_bare_pod(obj)
+
+    def _kuberay_refuses(self, kind: Kind, obj: dict[str, Any]) -> bool:
+        """KubeRay validates a RayJob in its reconcile, not in a webhook (crds.validate_rayjob): one
+        it refuses stays stored, marked ValidationFailed with a Warning event, and never runs."""
+        failed = crds.validate_rayjob(obj)
+        if failed is None:
+            return False
+        reason, message = failed
+        meta = obj["metadata"]
+        self.mirror.event(obj, "Warning", reason, f"{meta.get('namespace')}/{meta['name']}: {message}",
+                          "rayjob-controller")
+        self.set_status(kind, obj, {"jobDeploymentStatus": "ValidationFailed", "reason": "ValidationFailed",
+                                    "message": message})
+        return True
 
     def set_status(self, kind: Kind, obj: dict[str, Any], status: dict[str, Any],
                    spec_extra: dict[str, Any] | None = None) -> None:

@@ -14,6 +14,7 @@ import time
 import uuid
 from typing import Any
 
+from backend.local.apiserver import crds
 from backend.local.rayplan import ray_cluster_name
 from backend.models import TRAINER_CONTAINER, JobPhase, JobSummary, Pod, PodPhase
 
@@ -183,19 +184,21 @@ def jobset_object(summary: JobSummary, namespace: str, trainjob: dict[str, Any])
                                                         "active": 0 if terminal else 1, "suspended": 0}]}
     if terminal:
         status["terminalState"] = terminal
-    return {"apiVersion": JOBSET_API, "kind": "JobSet",
-            "metadata": {"name": summary.name, "namespace": namespace,
-                         "uid": stable_uid("jobset", namespace, summary.name),
-                         "creationTimestamp": rfc3339(summary.created),
-                         "labels": {"trainer.kubeflow.org/trainjob-name": summary.name},
-                         "ownerReferences": [owner(trainjob)]},
-            "spec": {"failurePolicy": {"maxRestarts": summary.max_restarts},
-                     "replicatedJobs": [{"name": TRAINER_CONTAINER, "replicas": 1,
-                                         "template": {"spec": {"parallelism": summary.num_nodes,
-                                                               "completions": summary.num_nodes,
-                                                               "completionMode": "Indexed", "backoffLimit": 0}}}],
-                     "suspend": False},
-            "status": status}
+    jobset = {"apiVersion": JOBSET_API, "kind": "JobSet",
+              "metadata": {"name": summary.name, "namespace": namespace,
+                           "uid": stable_uid("jobset", namespace, summary.name),
+                           "creationTimestamp": rfc3339(summary.created),
+                           "labels": {"trainer.kubeflow.org/trainjob-name": summary.name},
+                           "ownerReferences": [owner(trainjob)]},
+              "spec": {"failurePolicy": {"maxRestarts": summary.max_restarts},
+                       "replicatedJobs": [{"name": TRAINER_CONTAINER, "replicas": 1,
+                                           "template": {"spec": {"parallelism": summary.num_nodes,
+                                                                 "completions": summary.num_nodes,
+                                                                 "completionMode": "Indexed", "backoffLimit": 0}}}],
+                       "suspend": False},
+              "status": status}
+    crds.default_jobset(jobset)  # what JobSet's defaulting webhook adds to the one the Trainer creates
+    return jobset
 
 
 def meminfo() -> dict[str, int]:
@@ -276,5 +279,8 @@ def pod_spec(runner) -> dict:
     requests = getattr(plan, "requests", None)
     if requests:
         container["resources"] = {"requests": dict(requests)}
-    return {"containers": [container]}
+    spec: dict = {"containers": [container]}
+    if getattr(plan, "restart_policy", None):  # a TrainJob's pods: their JobSet's pod template
+        spec["restartPolicy"] = plan.restart_policy
+    return spec
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from backend import project
 from backend.cluster import InvalidResource
+from backend.local.apiserver import crds
 from backend.models import TRAINER_CONTAINER, TrainJob, TrainingRuntime
 
 # Pods run the interpreter and console scripts of this environment ("the image").
@@ -64,6 +65,7 @@ class JobPlan:
     namespace: str = "default"
     # ConfigMap and Secret volumes of the trainer container: (kind, name, mount path)
     projected: list = field(default_factory=list)
+    restart_policy: str = "OnFailure"  # the pods' (JobSet's default where the runtime sets none)
 
     def to_json(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -195,13 +197,14 @@ def plan_job(job: TrainJob, runtime: TrainingRuntime, resolve: Resolve = _no_obj
         env.update(env_of(patched, resolve))
     warm = job.metadata.annotations.get(WARM_ANNOTATION, "true").lower() not in ("false", "0", "no")
     grace = runtime.pod_spec().get("terminationGracePeriodSeconds")
+    upstream = (job.to_manifest(), runtime.to_manifest())  # what the Trainer and JobSet make of them
     per_node = trainer.resources_per_node
     requests = dict(per_node.requests) if per_node is not None else dict(
         (container.get("resources") or {}).get("requests") or {})
     return JobPlan(
         name=name,
         num_nodes=trainer.num_nodes or runtime.num_nodes(),
-        num_proc_per_node=trainer.num_proc_per_node or runtime.num_proc_per_node(),
+        num_proc_per_node=crds.procs_per_node(*upstream),
         max_restarts=runtime.max_restarts(),
         image=trainer.image or container.get("image") or "",
         command=command,
@@ -214,6 +217,7 @@ def plan_job(job: TrainJob, runtime: TrainingRuntime, resolve: Resolve = _no_obj
         deadline_seconds=job.spec.active_deadline_seconds,
         namespace=job.metadata.namespace or "default",
         projected=_projected_volumes(job, runtime, containers),
+        restart_policy=crds.node_pod_spec(*upstream).get("restartPolicy") or "OnFailure",
     )
 
 

@@ -10,6 +10,7 @@ in tests against the `kubeflow_trainer_api` models.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Any, Literal
 
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 SNAPSHOT_API = "snapshot.storage.k8s.io/v1"
 
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 class KubeModel(BaseModel):
@@ -39,6 +41,19 @@ def _prune(value: Any) -> Any:
     return value
 
 
+def on_claim(path: str, mounts: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """(claim, the path inside it) of a container path under one of its (claim, mount path)
+    mounts, the deepest one; None when no volume holds it."""
+    clean = posixpath.normpath(path)
+    found = None
+    for claim, mount in mounts:
+        mount = posixpath.normpath(mount)
+        inside = posixpath.relpath(clean, mount)
+        if not inside.startswith("..") and (found is None or len(mount) > len(found[2])):
+            found = (claim, "" if inside == "." else inside, mount)
+    return None if found is None else found[:2]
+
+
 def check_name(name: str, what: str = "name") -> str:
     """A Kubernetes object name (RFC 1123 label, at most 63 characters)."""
     if len(name) > 63 or not _DNS1123.match(name):
@@ -58,7 +73,12 @@ class ObjectMeta(KubeModel):
     @field_validator("name")
     @classmethod
     def _valid_name(cls, v: str) -> str:
-        return check_name(v, "metadata.name")
+        """Any object's name upstream: an RFC 1123 subdomain (dots allowed; a kind that needs a
+        label, as a TrainJob's DNS-1035 name, says so itself)."""
+        if len(v) > 253 or not _DNS1123_SUBDOMAIN.match(v):
+            raise ValueError(f"metadata.name {v!r} is not a valid name: lower-case letters, digits, '-' and '.', "
+                             "starting and ending with a letter or digit, at most 253 characters")
+        return v
 
 
 # ---------------------------------------------------------------- core/v1 pieces used in patches
