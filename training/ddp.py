@@ -88,7 +88,7 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
          backend=placement.backend, precision=cfg.precision)
     store = FileCheckpoints(args.ckpt_dir, cfg.keep, rank) if args.ckpt_dir else None
     try:
-        training = run(cfg, rank, world, store, stop_requested=terminated.is_set, placement=placement)
+        training = run(cfg, rank, world, store, stop=terminated, placement=placement)
     except ConfigError as exc:  # a configuration that only fails once the world size is known
         sys.stderr.write(f"training.ddp: error: {exc}\n")
         return EXIT_USAGE

@@ -36,7 +36,7 @@ cannot go through `ray.train.report` either, so it is written straight into the 
 in Ray's layout, and a new group's rank 0 resumes from the newest valid of Ray's latest checkpoint
 and such saves; a survivor save is removed once a newer checkpoint is reported. The one case with
 no save: a loop that does not reach a step boundary or a failed collective within Ray's patience
-(a pause between steps, --step-delay, longer than 4.5 s, or a save slower than that); its group
+(a step, or a save, slower than about 4.5 s; a --step-delay pause ends at the stop); its group
 resumes from the last reported checkpoint.
 """
 
@@ -208,7 +208,7 @@ def train_per_worker(config: dict) -> None:
     _Worker.done.clear()
     store = _Worker.store = RayCheckpoints(rank, world, config["report_every"], Path(config["staging"]), run_dir)
     try:
-        training = run(cfg, rank, world, store, on_step=store.report_step, stop_requested=_Worker.stop.is_set,
+        training = run(cfg, rank, world, store, on_step=store.report_step, stop=_Worker.stop,
                        placement=placement)
         _Worker.done.set()
     finally:
