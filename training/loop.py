@@ -28,6 +28,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler, TensorDataset
 
 from training import run_record
+from training.monitors import LoopMonitors
 from training.device import Placement
 from training.logfmt import format_line
 from training.options import TrainConfig
@@ -332,29 +333,37 @@ def run(
     loop_started = time.perf_counter()
     first_step = training.steps_done
     warm_at = None  # after the first step (DDP's bucket set-up): steady-state throughput from here
-    while training.steps_done < cfg.steps:
-        try:
-            loss = training.train_step(before_update)
-        except PeerFailure:
-            _save_before_exit(checkpoints, training, "peer_failure")
-            raise
-        step = training.steps_done
-        if warm_at is None:
-            warm_at = time.perf_counter()
-        stall = {"ckpt_wait": waited[0]} if saved else {}
-        emit(step=step, loss=loss, rank=rank, world=world, **stall)
-        waited[0], saved = 0.0, False
-        began = time.perf_counter()
-        if checkpoints is not None and (step % cfg.ckpt_every == 0 or step == cfg.steps):
-            checkpoints.save(training.state())
-            saved = True
-        if on_step is not None:  # Ray's report, a barrier that carries the checkpoint
-            on_step(training, loss)
-        waited[0] += time.perf_counter() - began
-        stopping = stop.wait(cfg.step_delay) if stop is not None else _pause(cfg.step_delay)
-        if stopping:
-            _save_before_exit(checkpoints, training, "sigterm")
-            raise StopRequested(f"stopped after step {step}")
+    monitors = LoopMonitors(emit, rank, world, cfg.steps)
+    try:
+        while training.steps_done < cfg.steps:
+            monitors.step_begins(training.steps_done + 1)
+            try:
+                loss = training.train_step(before_update)
+            except PeerFailure:
+                _save_before_exit(checkpoints, training, "peer_failure")
+                raise
+            finally:
+                monitors.step_ends()
+            step = training.steps_done
+            if warm_at is None:
+                warm_at = time.perf_counter()
+            stall = {"ckpt_wait": waited[0]} if saved else {}
+            emit(step=step, loss=loss, rank=rank, world=world, **stall)
+            monitors.stepped(step, loss)
+            waited[0], saved = 0.0, False
+            began = time.perf_counter()
+            if checkpoints is not None and (step % cfg.ckpt_every == 0 or step == cfg.steps):
+                checkpoints.save(training.state())
+                saved = True
+            if on_step is not None:  # Ray's report, a barrier that carries the checkpoint
+                on_step(training, loss)
+            waited[0] += time.perf_counter() - began
+            stopping = stop.wait(cfg.step_delay) if stop is not None else _pause(cfg.step_delay)
+            if stopping:
+                _save_before_exit(checkpoints, training, "sigterm")
+                raise StopRequested(f"stopped after step {step}")
+    finally:
+        monitors.close()
     finish_saves = getattr(checkpoints, "wait", None)  # None too when there is no store
     began = time.perf_counter()
     if finish_saves is not None:

@@ -323,7 +323,7 @@ def _fit(args: argparse.Namespace, cfg, run_dir: Path, temp_dir: Path, use_gpu: 
                            "report_every": args.report_every, "run_dir": str(run_dir),
                            "staging": str(staging)},
         scaling_config=ScalingConfig(num_workers=args.num_workers, use_gpu=use_gpu),
-        torch_config=TorchConfig(backend=backend),
+        torch_config=TorchConfig(backend=backend, timeout_s=int(args.collective_timeout)),
         run_config=RunConfig(
             name=args.name,
             storage_path=str(args.storage),
