@@ -2,6 +2,7 @@
 
     kinds.py      the resource types served (group, version, plural, scope, short names, columns)
     store.py      objects, resourceVersions, the watch cache with 410 Gone, persistence
+    revision.py   the resourceVersion counter, persisted in reserved blocks (as etcd's revision)
     selectors.py  label and field selectors
     status.py     ApiError → a metav1.Status body with the right code and reason
     patch.py      JSON merge, JSON (RFC 6902) and strategic merge patches, server-side apply
