@@ -223,6 +223,7 @@ def scale_trainjob(ranks: int):
 
 
 async def run_cluster(app, args) -> None:
+    from backend.errors import InvalidResource, one_line
     from backend.lesson.jobs import MANIFESTS
     from backend.models import parse_manifests
     from bench.tui_logs import panels_mounted, screen_reports
@@ -233,7 +234,12 @@ async def run_cluster(app, args) -> None:
     cluster = screen.session.cluster
     for resource in parse_manifests((MANIFESTS / "runtime.yaml").read_text(), "manifests/runtime.yaml"):
         await cluster.apply(resource)
-    await cluster.apply(scale_trainjob(args.ranks))
+    try:
+        await cluster.apply(scale_trainjob(args.ranks))
+    except InvalidResource as exc:  # more pods than the node may hold (its max-pods): said, not run
+        os.write(args.report_fd, (json.dumps({"skipped": one_line(exc)}) + "\n").encode())
+        app.exit()
+        return
     table = screen.pods_table
     try:
         unschedulable = lambda: any(p.reason == "Unschedulable" for p in table.pods.values())  # noqa: E731
