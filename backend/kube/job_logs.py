@@ -105,7 +105,9 @@ class _Chosen:
         self._follow_or_pass(name, rank, raw)
 
     def gone(self, raw: dict) -> None:
-        self.pods.pop(raw["metadata"]["name"], None)  # its follower reads on to the log's end
+        name = raw["metadata"]["name"]
+        self.pods.pop(name, None)  # its follower, if any, reads on to the log's end
+        self.passed.discard(name)
 
     async def refocus(self) -> None:
         following = set(self.followers.following())

@@ -48,13 +48,14 @@ class Cursor:
             self.count += 1
 
 
-def parse_line(pod: str, rank: int, raw: str) -> LogLine:
-    """`<RFC3339 timestamp> <text>` (the API server's timestamps=true format) as a LogLine."""
+def parse_line(pod: str, rank: int, raw: str) -> tuple[LogLine, bool]:
+    """`<RFC3339 timestamp> <text>` (the API server's timestamps=true format) as a LogLine, and
+    whether it was stamped (one that was not is timed now, and cannot move a cursor)."""
     stamp, _, text = raw.partition(" ")
     when = parse_time(stamp)
     if when is None:  # not timestamped after all: keep the whole line
-        when, text = time.time(), raw
-    return LogLine.parsed(pod, rank, when, text)
+        return LogLine.parsed(pod, rank, time.time(), raw), False
+    return LogLine.parsed(pod, rank, when, text), True
 
 
 class PodLog:
@@ -89,7 +90,6 @@ class PodLog:
                 tail = self._read(emit, halt)
                 if not self.follow or self._finished():
                     if tail is not None:  # a last line without a newline, complete now that the log ended
-                        self.cursor.passed(tail.time)
                         emit([tail])
                     return
                 failures = 0  # the stream ended early while the container still runs: reopen
@@ -127,9 +127,9 @@ class PodLog:
         start = Cursor(self.cursor.stamp, self.cursor.count)
         same = 0  # lines stamped as the cursor's newest, seen in this read
 
-        def fresh(line: LogLine) -> bool:
+        def fresh(line: LogLine, stamped: bool) -> bool:
             nonlocal same
-            if start.stamp is None or line.time > start.stamp:
+            if not stamped or start.stamp is None or line.time > start.stamp:
                 return True
             if line.time < start.stamp:
                 return False
@@ -143,9 +143,10 @@ class PodLog:
                 *complete, pending = pending.split(b"\n")
                 batch = []
                 for raw in complete:
-                    line = parse_line(self.pod, self.rank, raw.decode(errors="replace"))
-                    if fresh(line):
-                        self.cursor.passed(line.time)
+                    line, stamped = parse_line(self.pod, self.rank, raw.decode(errors="replace"))
+                    if fresh(line, stamped):
+                        if stamped:
+                            self.cursor.passed(line.time)
                         batch.append(line)
                 if batch:
                     emit(batch)
@@ -153,8 +154,8 @@ class PodLog:
                     return None
         if not pending:
             return None
-        line = parse_line(self.pod, self.rank, pending.decode(errors="replace"))
-        return line if fresh(line) else None
+        line, stamped = parse_line(self.pod, self.rank, pending.decode(errors="replace"))
+        return line if fresh(line, stamped) else None
 
     def _finished(self) -> bool:
         """After a followed stream ended: has the container ended (or the pod gone)?"""
@@ -190,7 +191,7 @@ class LogFollowers:
         self.queue = queue
         self.read_timeout = read_timeout
         self.tasks: dict[str, asyncio.Task] = {}
-        self.cursors: dict[str, Cursor] = {}  # of pods let go: what reached the queue before
+        self.cursors: dict[str, Cursor] = {}  # per pod: how far its lines reached the queue
 
     def start(self, raw_pod: dict, follow: bool = True, tail: int | None = None) -> None:
         # Called on every pod event: the cheap checks come before the pod is parsed.
