@@ -10,7 +10,7 @@ exits 2; the TUI shows it as a notification). Anything else is a bug.
 
 from __future__ import annotations
 
-from typing import AsyncIterator, Literal, Protocol, runtime_checkable
+from typing import AsyncIterator, Collection, Literal, Protocol, runtime_checkable
 
 from backend.errors import ClusterError, InvalidResource, NotFound, Timeout, Unavailable  # noqa: F401 (re-exported)
 from backend.models import (
@@ -73,10 +73,12 @@ class Cluster(Protocol):
         open until the caller stops reading (backend/models/focus.py)."""
         ...
 
-    async def pod_usage(self, job: str | None = None) -> dict[str, PodUsage] | None:
-        """CPU and memory of a job's pods now, by pod name, from metrics.k8s.io (`kubectl top
-        pod`); None when the cluster serves no metrics (no metrics-server). Not watchable: callers
-        read it again every few seconds, as kubectl top and k9s do."""
+    async def pod_usage(self, job: str | None = None,
+                        ranks: Collection[int] | None = None) -> dict[str, PodUsage] | None:
+        """CPU and memory of a job's pods now (of `ranks` only, when given), by pod name, from
+        metrics.k8s.io (`kubectl top pod`); None when the cluster serves no metrics (no
+        metrics-server). Not watchable: callers read it again every few seconds, as kubectl top
+        and k9s do."""
         ...
 
     async def kill_pod(self, name: str) -> None:

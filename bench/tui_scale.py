@@ -52,7 +52,13 @@ PROBE_EVERY = 0.05
 SETTLE_SECONDS = 3.0  # after every pod runs and lines flow: the first screens drawn
 GOAL_P99_MS, GOAL_CPU, GOAL_BYTES = 50.0, 0.50, 40_000
 MEMORY_CAP_MB = 64
-JOB = "scale"
+MAX_PODS = 110  # the kubelet's default --max-pods
+
+
+def job_name(ranks: int) -> str:
+    """A name per size: a job deleted and made again under one name would share its pods' label
+    with the last one's pods still ending."""
+    return f"scale-{ranks}"
 
 
 # ------------------------------------------------------------------ what the child measures
@@ -114,7 +120,7 @@ def settled(screen, ranks: int) -> bool:
     table = screen.pods_table
     running = sum(1 for p in table.pods.values() if p.restart_attempt == table.latest_attempt
                   and p.name not in table.gone and p.phase.value == "Running")
-    return screen.following.followed == JOB and running == ranks and screen.log_view.buffer.added > 0
+    return screen.following.followed == job_name(ranks) and running == ranks and screen.log_view.buffer.added > 0
 
 
 # ------------------------------------------------------------------ the synthetic subject
@@ -131,13 +137,14 @@ class SyntheticCluster:
 
         self.ranks = ranks
         self.started = time.time()
-        self.job = JobSummary(name=JOB, phase=JobPhase.RUNNING, num_nodes=ranks, max_restarts=3,
+        self.name = job_name(ranks)
+        self.job = JobSummary(name=self.name, phase=JobPhase.RUNNING, num_nodes=ranks, max_restarts=3,
                               created=self.started)
         self.usage = {self._pod(r): PodUsage(pod=self._pod(r), cpu_cores=0.01, memory_bytes=3 << 20)
                       for r in range(ranks)}
 
     def _pod(self, rank: int) -> str:
-        return f"{JOB}-node-0-{rank}-abcde"
+        return f"{self.name}-node-0-{rank}-abcde"
 
     async def list_jobs(self):
         return [self.job]
@@ -154,7 +161,7 @@ class SyntheticCluster:
 
         for rank in range(self.ranks):
             yield PodEvent(type=PodEventType.ADDED, pod=Pod(
-                name=self._pod(rank), job=JOB, rank=rank, phase=PodPhase.RUNNING, created=self.started,
+                name=self._pod(rank), job=self.name, rank=rank, phase=PodPhase.RUNNING, created=self.started,
                 started=self.started))
         await asyncio.Event().wait()
 
@@ -180,8 +187,10 @@ class SyntheticCluster:
             if batch:
                 yield batch
 
-    async def pod_usage(self, job: str):
-        return self.usage  # metrics.k8s.io lists every pod
+    async def pod_usage(self, job: str, ranks=None):
+        if ranks is None:  # metrics.k8s.io lists every pod
+            return self.usage
+        return {self._pod(r): self.usage[self._pod(r)] for r in ranks if 0 <= r < self.ranks}
 
     async def volumes(self):
         return []
@@ -202,7 +211,8 @@ async def run_synthetic(app, args) -> None:
     await asyncio.sleep(SETTLE_SECONDS)
     buffer = screen.log_view.buffer
     await measure_window(app, args.report_fd, args.seconds, lambda: buffer.added,
-                         {"offered": args.ranks * LINES_PER_RANK})
+                         {"offered": args.ranks * LINES_PER_RANK, "focus": list(screen.following.focus.ranks),
+                          "rows": screen.pods_table.row_count})
     app.exit()
 
 
@@ -217,7 +227,7 @@ STEP_LOOP = ('exec {z}<> <(:); i=0; while :; do i=$((i+1)); '
 def scale_trainjob(ranks: int):
     from backend.models import RuntimeRef, Trainer, TrainJob, TrainJobSpec
 
-    return TrainJob(metadata={"name": JOB}, spec=TrainJobSpec(
+    return TrainJob(metadata={"name": job_name(ranks)}, spec=TrainJobSpec(
         runtime_ref=RuntimeRef(name="kfcockpit-torch", kind="TrainingRuntime"),
         trainer=Trainer(num_nodes=ranks, num_proc_per_node=1, command=["bash", "-c", STEP_LOOP])))
 
@@ -252,9 +262,10 @@ async def run_cluster(app, args) -> None:
         await asyncio.sleep(SETTLE_SECONDS)
         buffer = screen.log_view.buffer
         await measure_window(app, args.report_fd, args.seconds, lambda: buffer.added,
-                             {"offered": args.ranks * LINES_PER_RANK})
+                             {"offered": args.ranks * LINES_PER_RANK, "focus": list(screen.following.focus.ranks),
+                              "rows": table.row_count})
     finally:
-        await cluster.delete("TrainJob", JOB)
+        await cluster.delete("TrainJob", job_name(args.ranks))
         live = lambda: [p for p in table.pods.values() if p.name not in table.gone]  # noqa: E731
         try:  # the next size starts on a node without this one's pods
             await screen_reports(screen, lambda: not live(), timeout=120)
@@ -322,7 +333,7 @@ def main() -> int:
           f"{'kB/s':>6} {'RSS MB':>7} {'threads':>7} {'conns':>5}", flush=True)
     verdicts = []
     for subject in args.subjects.split(","):
-        home = _cluster_up() if subject == "cluster" else None
+        home = _cluster_up(max(sizes)) if subject == "cluster" else None
         results = {}
         try:
             for ranks in sizes:
@@ -339,12 +350,14 @@ def main() -> int:
     return 1 if any(v.lstrip().startswith("FAIL") for v in verdicts) else 0
 
 
-def _cluster_up() -> str:
-    """An embedded cluster of its own, started before the cockpits and at a lower priority: on
-    two shared cores the pods' and the control plane's work would otherwise be charged to the
-    cockpit's key latency (on any real cluster they run on other machines)."""
+def _cluster_up(ranks: int) -> str:
+    """An embedded cluster of its own, its node holding `ranks` pods and a few (the kubelet's
+    --max-pods), started before the cockpits and at a lower priority: on two shared cores the
+    pods' and the control plane's work would otherwise be charged to the cockpit's key latency (on
+    any real cluster they run on other machines)."""
     home = tempfile.mkdtemp(prefix="kfc-scale-")
-    subprocess.run(["nice", "-n", "5", str(Path(sys.executable).parent / "kfcockpit"), "cluster", "up"],
+    subprocess.run(["nice", "-n", "5", str(Path(sys.executable).parent / "kfcockpit"), "cluster", "up",
+                    "--max-pods", str(max(MAX_PODS, ranks + 10))],
                    env=dict(os.environ, KFCOCKPIT_HOME=home), check=True, stdout=subprocess.DEVNULL)
     return home
 

@@ -10,14 +10,14 @@ volumes (`volume_ops.py`: checkpoints and metrics from a reader pod, CSI VolumeS
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator, Collection
 
 from backend.kube import preflight as setup
 from backend.kube.connection import Connection
 from backend.kube.job_logs import stream_logs
 from backend.kube.job_ops import JobOps
 from backend.kube.logs import DEFAULT_LOG_READ_TIMEOUT
-from backend.kube.metrics import pod_usage
+from backend.kube.metrics import pod_usage, rank_selector
 from backend.kube.pod_ops import PodOps
 from backend.kube.resources import Resources
 from backend.kube.volume_ops import VolumeOps
@@ -104,8 +104,12 @@ class KubeCluster:
     def watch_pods(self, job: str | None = None) -> AsyncIterator[PodEvent]:
         return self._pods.watch(job)
 
-    async def pod_usage(self, job: str | None = None) -> dict[str, PodUsage] | None:
-        return await pod_usage(self.resources, await self._pods.selectors(job))
+    async def pod_usage(self, job: str | None = None,
+                        ranks: Collection[int] | None = None) -> dict[str, PodUsage] | None:
+        selectors = await self._pods.selectors(job)
+        if ranks is not None:
+            selectors = [f"{selector},{rank_selector(ranks)}" for selector in selectors]
+        return await pod_usage(self.resources, selectors)
 
     async def kill_pod(self, name: str) -> None:
         await self._pods.kill(name)

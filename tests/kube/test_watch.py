@@ -5,7 +5,6 @@ or a repeated transition shows up as a wrong next event."""
 
 from __future__ import annotations
 
-from backend.models import PodEventType, PodPhase
 from tests.kube.conftest import take, wait_for
 from tests.kube.fake_apiserver import PODS, set_phase, worker_pod
 

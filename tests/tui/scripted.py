@@ -43,7 +43,7 @@ class ScriptedCluster:
         while True:
             yield await self.logs.get()
 
-    async def pod_usage(self, job: str):
+    async def pod_usage(self, job: str, ranks=None):
         return None  # no metrics-server
 
     async def volumes(self):

@@ -59,6 +59,7 @@ async def test_512_ranks_summarised_a_rank_drilled_into_a_restart_timed_and_a_ha
                          "the group's summary")
         assert table.group.phases == (("Running", RANKS),)
         assert table.row_count == 1 and cluster.focus.ranks == (0,)  # rank 0's row; its log alone is read
+        assert table.usage_ranks == (0,)  # and its CPU and memory alone
         await shows(screen, "attempt 0 · 512 ranks: 512 Running")
         assert "logs of 0 of 512 ranks" in summary(screen)  # nothing read yet, and it says so
 

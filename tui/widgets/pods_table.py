@@ -153,6 +153,11 @@ class PodsTable(KeyedTable):
         """Worth reading metrics for: a job is followed and the table is on screen."""
         return self.job is not None and self.is_on_screen
 
+    @property
+    def usage_ranks(self) -> tuple[int, ...] | None:
+        """The ranks whose usage is worth reading: those with a row (None: every pod has one)."""
+        return self.shown_ranks if self.group is not None else None
+
     def show_usage(self, usage: "dict[str, PodUsage] | None") -> None:
         """A metrics.k8s.io reading (None: none to be had); pods it lacks show "-"."""
         self.usage = dict(usage or {})

@@ -2,7 +2,7 @@
 protocol the `kubernetes` Python client uses, so the kube backend runs unmodified against it.
 
 What it serves, as the real API server does:
-- lists with a resourceVersion; label selectors (=, ==, !=, exists, !exists) and field selectors
+- lists with a resourceVersion; label selectors (=, ==, !=, in, exists, !exists) and field selectors
   (metadata.name, metadata.namespace);
 - watches: a chunked stream of JSON events from a resourceVersion, BOOKMARK events when the
   client allows them, 410 Gone for a version older than the last compaction (as an ERROR event,

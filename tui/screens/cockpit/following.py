@@ -166,11 +166,12 @@ class Following(Part):
         return self.run(self._sample_usage(job), group="usage", exclusive=True)
 
     async def _sample_usage(self, job: str) -> None:
-        """The pods' CPU and memory (metrics.k8s.io is read, not watched) while the table shows."""
+        """The pods' CPU and memory (metrics.k8s.io is read, not watched) while the table shows:
+        of the ranks with a row, when the group is summarised."""
         from tui.widgets.pods_table import USAGE_SECONDS
 
         table = self.screen.pods_table
-        await sample(lambda: self.screen.session.cluster.pod_usage(job), table.show_usage,
+        await sample(lambda: self.screen.session.cluster.pod_usage(job, ranks=table.usage_ranks), table.show_usage,
                      every=USAGE_SECONDS, wanted=lambda: table.wants_usage)
 
     def _mark_in_logs(self, event: "PodEvent", before: "Pod | None", latest: int) -> None:
