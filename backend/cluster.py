@@ -73,6 +73,11 @@ class Cluster(Protocol):
         open until the caller stops reading (backend/models/focus.py)."""
         ...
 
+    async def last_lines(self, job: str, ranks: Collection[int], count: int = 2) -> list[LogLine]:
+        """The last `count` lines each of these ranks printed (its newest pod's), read once: what
+        ranks whose logs are not followed said last (which rank of a hung group stopped)."""
+        ...
+
     async def pod_usage(self, job: str | None = None,
                         ranks: Collection[int] | None = None) -> dict[str, PodUsage] | None:
         """CPU and memory of a job's pods now (of `ranks` only, when given), by pod name, from

@@ -237,6 +237,11 @@ class FailureTimeline:
         is followed."""
         return None if self.job is None else self.goodput.report(now)
 
+    def heard(self, lines: Sequence["LogLine"]) -> None:
+        """Lines read outside the merged log (the last lines of ranks whose logs are not
+        followed): for the hang detector alone; the goodput and the restarts are the log's."""
+        self.hangs.lines(lines)
+
     def hang(self, now: float) -> "Hang | None":
         """Whether the newest group hangs now (None: it steps, or no pod of it runs)."""
         return None if self.job is None else self.hangs.check(now)

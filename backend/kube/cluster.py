@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, AsyncIterator, Collection
 
 from backend.kube import preflight as setup
 from backend.kube.connection import Connection
-from backend.kube.job_logs import stream_logs
+from backend.kube.job_logs import last_lines, stream_logs
 from backend.kube.job_ops import JobOps
 from backend.kube.logs import DEFAULT_LOG_READ_TIMEOUT
 from backend.kube.metrics import pod_usage, rank_selector
@@ -117,6 +117,9 @@ class KubeCluster:
     def stream_logs(self, job: str, follow: bool = True,
                     focus: LogFocus | None = None) -> AsyncIterator[list[LogLine]]:
         return stream_logs(self._jobs, self._pods, job, follow, focus)
+
+    async def last_lines(self, job: str, ranks: Collection[int], count: int = 2) -> list[LogLine]:
+        return await last_lines(self._pods, job, ranks, count)
 
     # ------------------------------------------------------------------ volumes, checkpoints, snapshots
 

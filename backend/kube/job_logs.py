@@ -16,19 +16,21 @@ has finished, for the ranks the caller may want next, until the caller stops rea
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator
+from typing import AsyncIterator, Collection
 
 from backend.cluster import ClusterError
 from backend.kube.job_ops import JobOps
 from backend.kube.log_merge import LogMerge
-from backend.kube.logs import LogFollowers
+from backend.kube.logs import LogFollowers, PodLog
 from backend.kube.pod_ops import PodOps
-from backend.kube.pods import has_started, pod_from
-from backend.kube.threads import Ended, cancel_all, drain, pump
+from backend.kube.pods import has_started, log_container, pod_from
+from backend.kube.threads import Ended, cancel_all, drain, iterate_in_thread, pump
 from backend.models import LogFocus, LogLine
 
 # Lines per batch when a whole (not followed) log is handed over.
 LOG_BATCH = 5000
+# Logs read at once when the last lines of many ranks are asked for (`last_lines`).
+TAIL_READS = 8
 
 
 async def stream_logs(jobs: JobOps, pods: PodOps, job: str, follow: bool = True,
@@ -123,6 +125,29 @@ class _Chosen:
             self.followers.start(raw, tail=self.focus.tail if name in self.passed else None)
         elif has_started(raw):
             self.passed.add(name)
+
+
+async def last_lines(pods: PodOps, job: str, ranks: Collection[int], count: int) -> list[LogLine]:
+    """The last `count` lines of the newest started pod of each of these ranks, read once, not
+    followed: what the ranks whose logs nobody follows said last (a hung group's: which one
+    stopped). A burst of short requests, TAIL_READS at a time; a pod gone meanwhile says nothing."""
+    wanted = set(ranks)
+    newest: dict[int, tuple[int, dict]] = {}
+    for raw in await pods.raw(await pods.selectors(job)):
+        pod = pod_from(raw)
+        if pod.rank in wanted and has_started(raw) and pod.restart_attempt >= newest.get(pod.rank, (-1, {}))[0]:
+            newest[pod.rank] = (pod.restart_attempt, raw)
+    gate = asyncio.Semaphore(TAIL_READS)
+    conn = pods.resources.conn
+
+    async def read(rank: int, raw: dict) -> list[LogLine]:
+        async with gate:
+            producer = PodLog(conn, raw["metadata"]["name"], rank, follow=False, tail=count,
+                              container=log_container(raw))
+            return [line async for batch in iterate_in_thread(producer, f"tail-{rank}") for line in batch]
+
+    found = await asyncio.gather(*(read(rank, raw) for rank, (_, raw) in sorted(newest.items())))
+    return [line for lines in found for line in lines]
 
 
 async def _whole_logs(pods: PodOps, selectors: list[str]) -> AsyncIterator[list[LogLine]]:

@@ -225,3 +225,17 @@ async def test_a_focused_stream_of_a_finished_job_reads_a_rank_wanted_after_the_
                                                    (P1, "RuntimeError: boom")]
     finally:
         await stream.aclose()
+
+
+async def test_the_last_lines_of_ranks_not_followed_are_read_once_from_their_newest_pods(api, cluster):
+    """A hung 512-rank group: what the ranks nobody follows said last tells which one stopped."""
+    api.put(TRAINJOBS, train_job(JOB))
+    for rank, attempt, phase in ((0, 1, "Running"), (1, 1, "Running"), (2, 0, "Failed"), (2, 1, "Running"),
+                                 (3, 1, "Pending")):
+        api.put(PODS, worker_pod(JOB, rank, attempt=attempt, phase=phase))
+        api.append_log(f"{JOB}-node-0-{rank}-a{attempt}", *(f"step={s} rank={rank}" for s in range(1, 4)))
+    lines = await cluster.last_lines(JOB, [1, 2, 3], count=2)
+    assert texts(lines) == [(f"{JOB}-node-0-1-a1", "step=2 rank=1"), (f"{JOB}-node-0-1-a1", "step=3 rank=1"),
+                            (f"{JOB}-node-0-2-a1", "step=2 rank=2"), (f"{JOB}-node-0-2-a1", "step=3 rank=2")]
+    read = api.requests_for("GET", "/log")
+    assert len(read) == 2 and all(r.query["tailLines"] == "2" and r.query["follow"] == "False" for r in read)

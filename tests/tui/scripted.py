@@ -23,6 +23,8 @@ class ScriptedCluster:
         self.logs: asyncio.Queue = asyncio.Queue()
         self.jobs: asyncio.Queue = asyncio.Queue()
         self.focus = None
+        self.tails: list = []  # what last_lines answers (the test sets it)
+        self.asked: tuple[int, ...] = ()
 
     async def list_jobs(self):
         return [self.job]
@@ -42,6 +44,10 @@ class ScriptedCluster:
         self.focus = focus  # whose lines the test should send, as a real stream reads only those
         while True:
             yield await self.logs.get()
+
+    async def last_lines(self, job: str, ranks, count: int = 2):
+        self.asked = tuple(ranks)
+        return [line for line in self.tails if line.rank in self.asked]
 
     async def pod_usage(self, job: str, ranks=None):
         return None  # no metrics-server

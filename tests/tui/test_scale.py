@@ -92,8 +92,10 @@ async def test_512_ranks_summarised_a_rank_drilled_into_a_restart_timed_and_a_ha
         await wait_until(screen, lambda: table.group.attempt == 1 and table.group.size == RANKS, "the new group")
         cluster.logs.put_nowait([line(0, 1, 32.0, f"event=start rank=0 world={RANKS} pid=200 steps=99 restart=1"),
                                  line(0, 1, 32.5, "event=resumed from_step=20 restore_seconds=0.2 rank=0")])
+        sent = {0}  # the ranks whose lines the new group's stream sent
         for step in range(21, 26):
-            cluster.logs.put_nowait(steps(cluster, 1, step, 12.0 + step))
+            cluster.logs.put_nowait(batch := steps(cluster, 1, step, 12.0 + step))
+            sent |= {line.rank for line in batch}
         now[0] = T0 + 38.0
         model = screen.timeline.model
         await wait_until(screen, lambda: model.restarts() and model.restarts()[0].recovered, "the recovery timed")
@@ -110,10 +112,20 @@ async def test_512_ranks_summarised_a_rank_drilled_into_a_restart_timed_and_a_ha
         assert history == {name(300, 0), name(0, 0), name(1, 0)} and HISTORY_PER_ATTEMPT == 3
         assert len(table.keys) <= MAX_FOLLOWED + HISTORY_PER_ATTEMPT and len(cluster.focus.ranks) <= MAX_FOLLOWED
 
-        # The group stops stepping while every pod runs: a hang, said above the rows.
+        # Rank 211 stops in step 26; every other rank blocks in its collective and says it waits.
+        # The ranks read all wait: the one that stopped is among the 509 others, whose last lines
+        # are read once and name it; its row and its log follow.
+        read = tuple(sorted(sent))
+        cluster.logs.put_nowait([line(r, 1, 45.0, f"event=waiting step=26 seconds=8 rank={r} world={RANKS}")
+                                 for r in read])
+        cluster.tails = [line(r, 1, 45.0, f"event=waiting step=26 seconds=8 rank={r} world={RANKS}")
+                         if r != 211 else line(r, 1, 36.0, f"step=24 loss=0.5 rank={r} world={RANKS}")
+                         for r in range(RANKS) if r not in read]
         now[0] = T0 + 37.0 + 30.0
-        await wait_until(screen, lambda: table.hang is not None, "the hang detector's verdict")
-        await shows(screen, "hang: every rank stopped after step 25")
+        await shows(screen, "hang: rank 211 stopped after step 25")
+        assert sorted(cluster.asked) == sorted(set(range(RANKS)) - set(read))  # once, the unread ones
+        await wait_until(screen, lambda: 211 in cluster.focus.ranks and name(211, 1) in table.keys,
+                         "the stopped rank's row and log")
 
 
 def test_a_group_summary_names_what_is_known_and_the_ranks_worth_a_row():

@@ -42,6 +42,7 @@ class Following(Part):
         self.followed_by_user = False
         self.focus: "LogFocus | None" = None  # whose logs the followed job's stream reads
         self._marked: dict[int, int] = {}  # restart attempt -> its failed pods marked in the logs
+        self._asked: tuple[str, int] | None = None  # (job, step) of the hang whose ranks were read
 
     # ------------------------------------------------------------------ connection
 
@@ -246,9 +247,23 @@ class Following(Part):
         self.changed("logs")
 
     def show_hang(self) -> None:
-        """Whether the followed job's newest group hangs, to the pods panel (on a timer)."""
+        """Whether the followed job's newest group hangs, to the pods panel (on a timer). When the
+        ranks whose logs are read all wait, the one that stopped is among the others: their last
+        lines are read, once for each hang, and tell which (its row and its log follow)."""
         screen = self.screen
-        screen.pods_table.show_hang(screen.timeline.model.hang(screen.clock()))
+        hang = screen.timeline.model.hang(screen.clock())
+        screen.pods_table.show_hang(hang)
+        if hang is not None and hang.unheard and self.followed and self._asked != (self.followed, hang.step):
+            self._asked = (self.followed, hang.step)
+            self.run(self._hear_from(self.followed, hang.unheard), group="last-lines", exclusive=True)
+
+    async def _hear_from(self, job: str, ranks: tuple[int, ...]) -> None:
+        cluster = self.screen.session.cluster
+        lines = await self.call(f"read the last lines of {len(ranks)} ranks", cluster.last_lines(job, ranks))
+        if lines and job == self.followed:
+            self.screen.timeline.model.heard(lines)
+            self.show_hang()
+            self.changed("hang")
 
     def show_goodput(self) -> None:
         """The followed job's goodput so far, to the job bar and the timeline (on a timer)."""
