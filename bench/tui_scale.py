@@ -330,6 +330,7 @@ def main() -> int:
         run_child(args)
         return 0
     sizes = [int(n) for n in args.ranks.split(",")]
+    load = os.getloadavg()[0]
     print(f"the cockpit against the ranks it follows: {LINES_PER_RANK} step lines/s per rank, {SIZE[0]}x{SIZE[1]}, "
           f"{args.seconds:.0f} s window after every pod runs; Textual's Linux driver on a pty")
     print(f"{'subject':>9} {'ranks':>5} {'lines/s':>8} {'read/s':>7} {'CPU %':>6} {'key p50':>8} {'p99 ms':>7} "
@@ -350,6 +351,8 @@ def main() -> int:
         verdicts += judge(subject, results, sizes)
     for verdict in verdicts:
         print(verdict)
+    print(f"  (the machine's load average, 1 min: {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end: "
+          "key latency is the cockpit's and whatever else shares its cores)")
     return 1 if any(v.lstrip().startswith("FAIL") for v in verdicts) else 0
 
 
