@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from aiohttp import web
 
 from backend.errors import ClusterError
-from backend.local import admission, bootstrap, csi, objects, pod_log, pod_status, provisioner
+from backend.local import bootstrap, csi, objects, pod_log, pod_status, provisioner
+from backend.local.registry import admission
 from backend.local.apiserver import credentials, schemas
-from backend.local.apiserver.kinds import Kind, Registry
+from backend.local.registry.kinds import Kind, Kinds
 from backend.local.apiserver.server import ApiServer, Hooks
-from backend.local.apiserver.status import ApiError
-from backend.local.apiserver.store import Store
+from backend.local.registry.status import ApiError
+from backend.local.registry.store import Store
 from backend.local.mirror import Mirror
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class ClusterApi(Hooks):
     def __init__(self, ctl: "Controller", capacity: dict[str, float]):
         self.ctl = ctl
         self.capacity = capacity
-        self.registry = Registry()
+        self.registry = Kinds()
         self.store = Store(self.registry, ctl.layout.root / "objects")
         self.kinds = {k.kind: k for k in self.registry.kinds if k.group != "metrics.k8s.io"}
         self.credentials: credentials.Credentials | None = None

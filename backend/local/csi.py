@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backend.errors import ClusterError
-from backend.local import admission, objects, provisioner
-from backend.local.apiserver.kinds import Kind
+from backend.local import objects, provisioner
+from backend.local.registry import admission
+from backend.local.registry.kinds import Kind
 from backend.quantity import quantity
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ import yaml
 
 from backend.cluster import ClusterError, InvalidResource
 from backend.local import bootstrap, objects, podspec, rayjobs
-from backend.local.apiserver.status import ApiError
+from backend.local.registry.status import ApiError
 from backend.local.events import EventLog
 from backend.local.jobs import JobRunner
 from backend.local.layout import Layout

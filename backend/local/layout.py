@@ -50,7 +50,7 @@ class Layout:
 
     def object_file(self, kind: str, name: str, namespace: str = "default") -> Path:
         """Where the API store keeps an object of one of the served kinds."""
-        from backend.local.apiserver.kinds import KINDS
+        from backend.local.registry.kinds import KINDS
 
         found = next(k for k in KINDS if k.kind == kind and k.group != "metrics.k8s.io")
         return (self.objects / (found.group or "core") / found.plural / (namespace if found.namespaced else "_cluster")

@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from backend.local import objects
-from backend.local.apiserver.kinds import Kind
+from backend.local.registry.kinds import Kind
 from backend.models import JobSummary, Pod
 
 if TYPE_CHECKING:

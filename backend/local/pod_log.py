@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, AsyncIterator
 
 from backend.local import barepods
 from backend.local.apiserver.wire import flag
-from backend.local.apiserver.status import bad_request
+from backend.local.registry.status import bad_request
 from backend.local.podlogs import read_lines
 
 if TYPE_CHECKING:

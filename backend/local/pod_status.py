@@ -10,8 +10,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from backend.local import objects
-from backend.local.apiserver.kinds import Kind
-from backend.local.apiserver.status import ApiError
+from backend.local.registry.kinds import Kind
+from backend.local.registry.status import ApiError
 
 if TYPE_CHECKING:
     from backend.local import barepods

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 
 from backend.cluster import InvalidResource, NotFound
 from backend.local import podspec, volumes
-from backend.local.apiserver.status import ApiError
+from backend.local.registry.status import ApiError
 from backend.local.layout import Layout
 from backend.local.runner import Runner
 from backend.models import PersistentVolumeClaim, VolumeSnapshot

@@ -8,7 +8,7 @@ import pytest
 
 from backend.local.apiserver import patch, protobuf, tables
 from backend.local.apiserver.selectors import field_matcher, label_matcher
-from backend.local.apiserver.status import ApiError
+from backend.local.registry.status import ApiError
 
 
 def _labelled(**labels) -> dict:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from backend.local.apiserver.status import ApiError, bad_request
+from backend.local.registry.status import ApiError, bad_request
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"

@@ -22,15 +22,15 @@ from typing import Any, AsyncIterator
 from aiohttp import web
 
 from backend.local.apiserver import discovery, openapi, schemas
-from backend.local.apiserver.kinds import Kind, Registry
-from backend.local.apiserver.status import (
+from backend.local.registry.kinds import Kind, Kinds
+from backend.local.registry.status import (
     ApiError,
     not_found,
     refused,
     too_large,
     unauthorized,
 )
-from backend.local.apiserver.store import Store
+from backend.local.registry.store import Store
 from backend.local.apiserver.streams import Streams
 from backend.local.apiserver.verbs import Verbs
 from backend.local.apiserver.wire import MAX_BODY, flag, json_response, matcher
@@ -76,7 +76,7 @@ class Request:
 
 
 class ApiServer(Verbs, Streams):
-    def __init__(self, registry: Registry, store: Store, hooks: Hooks, token: str):
+    def __init__(self, registry: Kinds, store: Store, hooks: Hooks, token: str):
         self.registry, self.store, self.hooks, self.token = registry, store, hooks, token
         self.open_streams = 0  # watches and log follows being served
         self.app = web.Application(client_max_size=MAX_BODY, middlewares=[self._errors, self._authenticate])

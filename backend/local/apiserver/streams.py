@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from backend.local.apiserver import tables
-from backend.local.apiserver.status import ApiError
-from backend.local.apiserver.store import Store
+from backend.local.registry.status import ApiError
+from backend.local.registry.store import Store
 from backend.local.apiserver.wire import flag, matcher, wants_table
 
 if TYPE_CHECKING:

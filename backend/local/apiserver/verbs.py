@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from backend.local.apiserver import patch, schemas, tables, validation
-from backend.local.apiserver.kinds import Kind, Registry
-from backend.local.apiserver.status import ApiError, bad_request, invalid, not_found
-from backend.local.apiserver.store import Store
+from backend.local.registry.kinds import Kind, Kinds
+from backend.local.registry.status import ApiError, bad_request, invalid, not_found
+from backend.local.registry.store import Store
 from backend.local.apiserver.wire import (
     Replay,
     delete_options,
@@ -35,7 +35,7 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 class Verbs:
     """ApiServer's verbs (a part of it): they use its registry, store and hooks."""
 
-    registry: Registry
+    registry: Kinds
     store: Store
     hooks: Hooks
 

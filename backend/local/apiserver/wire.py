@@ -13,9 +13,9 @@ import yaml
 from aiohttp import web
 
 from backend.local.apiserver import patch, protobuf
-from backend.local.apiserver.kinds import Kind
+from backend.local.registry.kinds import Kind
 from backend.local.apiserver.selectors import field_matcher, label_matcher
-from backend.local.apiserver.status import bad_request, too_large, unsupported_media
+from backend.local.registry.status import bad_request, too_large, unsupported_media
 
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request size limit
 

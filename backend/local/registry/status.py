@@ -65,6 +65,10 @@ def denied(webhook: str, kind: str, name: str, message: str, group: str = "") ->
                     _details(kind, name, group))
 
 
+def forbidden(message: str, reason: str = "Forbidden") -> ApiError:
+    return ApiError(403, reason, message)
+
+
 def method_not_supported(what: str, verb: str) -> ApiError:
     return ApiError(405, "MethodNotAllowed", f"{verb} is not supported on {what} by the embedded cluster")
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from backend.local.apiserver import store as store_module
-from backend.local.apiserver.kinds import Registry
-from backend.local.apiserver.status import ApiError
-from backend.local.apiserver.store import Store
+from backend.local.registry import store as store_module
+from backend.local.registry.kinds import Kinds
+from backend.local.registry.status import ApiError
+from backend.local.registry.store import Store
 
 
 def _cm(name: str, value: str = "1") -> dict:
@@ -19,8 +19,8 @@ def _cm(name: str, value: str = "1") -> dict:
 
 
 @pytest.fixture
-def registry() -> Registry:
-    return Registry()
+def registry() -> Kinds:
+    return Kinds()
 
 
 def test_versions_replay_and_gone(registry, monkeypatch):
@@ -54,16 +54,16 @@ def test_versions_replay_and_gone(registry, monkeypatch):
 
 def test_stored_objects_survive_a_restart_with_higher_versions(registry, tmp_path):
     cm = registry.by_kind("v1", "ConfigMap")
-    pod = registry.by_kind("v1", "Pod")
+    event = registry.by_kind("v1", "Event")
     before = Store(registry, tmp_path)
     created = before.create(cm, _cm("kept"))
-    before.create(pod, {"metadata": {"name": "p", "namespace": "default"}})
+    before.create(event, {"metadata": {"name": "e", "namespace": "default"}})
     old_version = created["metadata"]["resourceVersion"]
 
     after = Store(registry, tmp_path)
     after.load()
     assert after.get(cm, "default", "kept") == created
-    assert after.find(pod, "default", "p") is None  # pods are re-derived, not stored
+    assert after.find(event, "default", "e") is None  # events are this run's, not stored
     assert after.create(cm, _cm("new"))["metadata"]["resourceVersion"] > old_version
     with pytest.raises(ApiError) as gone:  # an earlier controller's version cannot be resumed
         after.watch(cm, None, lambda o: True, old_version)

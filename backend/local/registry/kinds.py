@@ -1,4 +1,4 @@
-"""The resource types the embedded API server serves, as discovery describes them.
+"""The resource types the embedded cluster stores and serves, as discovery describes them.
 
 Group, version, plural, scope and short names are those of a kind cluster with Kubeflow Trainer
 v2.3.0 (its CRDs under manifests/base/crds), JobSet v0.12 (jobset.x-k8s.io/v1alpha2), KubeRay
@@ -9,6 +9,7 @@ additionalPrinterColumns, or the built-in printers' for core kinds: tables.py fi
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 READ = ("get", "list", "watch")
@@ -37,6 +38,10 @@ class Kind:
     subresources: tuple[str, ...] = ()  # "status", "log", ...
     columns: tuple[Column, ...] = ()
     persisted: bool = True  # kept on disk across controller restarts (else re-derived)
+    # A write is fsynced before it is acknowledged. Off for what only controllers write (pods,
+    # Jobs, JobSets): a machine crash may lose their newest state, which the controllers
+    # re-derive, and an fsync would sit on every restart's path.
+    durable: bool = True
 
     @property
     def api_version(self) -> str:
@@ -58,8 +63,9 @@ class Kind:
 AGE = Column("Age", "date", ".metadata.creationTimestamp")
 
 CORE = [
-    Kind("", "v1", "Namespace", "namespaces", False, ("ns",), subresources=("status",)),
-    Kind("", "v1", "Pod", "pods", True, ("po",), ("all",), subresources=("status", "log"), persisted=False),
+    Kind("", "v1", "Namespace", "namespaces", False, ("ns",), subresources=("status", "finalize")),
+    Kind("", "v1", "Pod", "pods", True, ("po",), ("all",), subresources=("status", "log"), persisted=False,
+         durable=False),
     Kind("", "v1", "Event", "events", True, ("ev",), persisted=False),  # an hour's history upstream; here, this run's
     Kind("", "v1", "Node", "nodes", False, ("no",), subresources=("status",), persisted=False),
     Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, ("pvc",), subresources=("status",)),
@@ -67,6 +73,7 @@ CORE = [
     Kind("", "v1", "Secret", "secrets", True),
     Kind("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",)),
     Kind("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, ("sc",)),
+    Kind("batch", "v1", "Job", "jobs", True, (), ("all",), subresources=("status",), persisted=False, durable=False),
 ]
 
 TRAINER = [
@@ -81,7 +88,7 @@ TRAINER = [
                   Column("Restarts", "string", ".status.restarts"),
                   Column("Completed", "string", ".status.conditions[?(@.type==\"Completed\")].status"),
                   Column("Suspended", "string", ".spec.suspend"), AGE),
-         persisted=False),
+         persisted=False, durable=False),
     Kind("ray.io", "v1", "RayJob", "rayjobs", True, (), ("all",), subresources=("status",),
          columns=(Column("Job Status", "string", ".status.jobStatus"),
                   Column("Deployment Status", "string", ".status.jobDeploymentStatus"),
@@ -120,7 +127,7 @@ KINDS: list[Kind] = CORE + TRAINER + METRICS
 
 
 @dataclass(eq=False)  # hashable by identity: documents built from it are cached
-class Registry:
+class Kinds:
     kinds: list[Kind] = field(default_factory=lambda: list(KINDS))
 
     def by_path(self, group: str, version: str, plural: str) -> Kind | None:
@@ -131,6 +138,18 @@ class Registry:
 
     def by_key(self, key: str) -> Kind:
         return next(k for k in self.kinds if k.key == key)
+
+    def named(self, kind_name: str) -> Kind:
+        """The stored kind of this name (kind names are unique among them; metrics' are computed)."""
+        return self._named[kind_name]
+
+    @functools.cached_property
+    def _named(self) -> dict[str, Kind]:
+        return {k.kind: k for k in self.kinds if k.group != "metrics.k8s.io"}
+
+    def stored(self) -> list[Kind]:
+        """The kinds objects are kept of (not metrics.k8s.io's, computed when read)."""
+        return list(self._named.values())
 
     def by_kind(self, api_version: str, kind_name: str) -> Kind | None:
         for kind in self.kinds:

@@ -7,9 +7,10 @@ client-go's reflector and kubectl do). The counter starts above the wall clock i
 so versions keep increasing across controller restarts and a version handed out by an earlier
 controller is always "too old", never silently reused.
 
-Stored objects are never mutated: a write stores a new dict. Kinds marked `persisted` are
-written to disk (one JSON file each, atomically) and loaded again by the next controller; the
-rest (pods, nodes, events, JobSets) are re-derived by the controllers.
+Stored objects are never mutated: a write stores a new dict, and whoever reads one must copy it
+before changing it. Kinds marked `persisted` are written to disk (one JSON file each,
+atomically; fsynced for `durable` kinds) and loaded again by the next controller; the rest
+(nodes, events) are made again by whoever made them.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from backend.local.apiserver.kinds import Kind, Registry
-from backend.local.apiserver.status import already_exists, conflict, gone, not_found
+from backend.local.registry.kinds import Kind, Kinds
+from backend.local.registry.status import already_exists, conflict, gone, not_found
 from training.atomic import write_atomic
 
 log = logging.getLogger("kfcockpit.apiserver")
@@ -78,7 +79,7 @@ class Watch:
 
 
 class Store:
-    def __init__(self, registry: Registry, directory: Path | None = None):
+    def __init__(self, registry: Kinds, directory: Path | None = None):
         self.registry = registry
         self.directory = directory
         self.objects: dict[Key, dict[str, Any]] = {}
@@ -123,7 +124,7 @@ class Store:
         meta.setdefault("creationTimestamp", now_rfc3339())
         if "spec" in obj:
             meta["generation"] = 1
-        return self._commit(kind, key, obj, "ADDED")
+        return self._commit(kind, key, obj, "ADDED", durable=kind.durable)
 
     def update(self, kind: Kind, obj: dict[str, Any], expect_rv: str | None = None) -> dict[str, Any]:
         """Replace an object; `expect_rv`: the version the writer read (optimistic concurrency)."""
@@ -137,7 +138,7 @@ class Store:
             raise conflict(kind.plural, meta["name"], "the object has been modified; please apply your "
                            "changes to the latest version and try again", kind.group)
         obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
-        for immutable in ("uid", "creationTimestamp", "deletionTimestamp"):
+        for immutable in ("uid", "creationTimestamp"):  # deletion is the registry's (generic.py)
             if immutable in old["metadata"]:
                 meta[immutable] = old["metadata"][immutable]
         if "spec" in obj:
@@ -149,7 +150,7 @@ class Store:
         status_only = {k: v for k, v in obj.items() if k != "status"} == \
             {k: v for k, v in old.items() if k != "status"}
         self._index_owners(key, old, add=False)
-        return self._commit(kind, key, obj, "MODIFIED", durable=not status_only)
+        return self._commit(kind, key, obj, "MODIFIED", durable=kind.durable and not status_only)
 
     def delete(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
         key = self.key(kind, namespace, name)

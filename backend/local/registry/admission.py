@@ -22,9 +22,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from backend.local import barepods, objects
-from backend.local.apiserver.kinds import Kind
-from backend.local.objects import MAX_PODS
-from backend.local.apiserver.status import ApiError, conflict, denied, invalid, refused
+from backend.local.registry.kinds import Kind
+from backend.local.registry.status import ApiError, conflict, denied, invalid, refused
 from backend.models import ManifestError, parse_resource
 
 if TYPE_CHECKING:
@@ -37,8 +36,8 @@ _RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _PATH_CHARS = re.compile(r"^[A-Za-z0-9/\-._~%!$&'()*+,;=:]+$")
 WEBHOOK = "validator.trainjob.trainer.kubeflow.org"
-LIMITS_WARNING = ("resources.limits are not enforced on the embedded cluster (its pods are plain processes); "
-                  "requests are, by its scheduler")
+LIMITS_WARNING = ("resources.limits.memory is not enforced on the embedded cluster (its pods are processes on "
+                  "this machine); requests are, by its scheduler, and each pod's processes are bounded")
 # Kinds only the controllers create: a client's Pod or JobSet would never run, so it is refused.
 _RUN_BY_CONTROLLERS = ("JobSet", "Node")
 
@@ -85,13 +84,6 @@ def validate_trainjob(kind: Kind, obj: dict[str, Any], old: dict[str, Any] | Non
         for field in ("runtimeRef", "managedBy"):
             if (old.get("spec") or {}).get(field) != spec.get(field):
                 causes.append((f"spec.{field}", "Invalid value: field is immutable"))
-    num_nodes = (spec.get("trainer") or {}).get("numNodes")
-    if isinstance(num_nodes, int) and num_nodes > MAX_PODS:
-        # Not an upstream rule: a cluster would keep such pods Pending; one machine cannot hold
-        # that many Pending pods either, so the embedded cluster says so at once.
-        causes.append(("spec.trainer.numNodes", f"Invalid value: {num_nodes}: the embedded cluster is one node "
-                       f"with {MAX_PODS} pod slots (the kubelet's maxPods), so at most {MAX_PODS} nodes can "
-                       "ever be scheduled; use a real cluster for more"))
     if causes:
         raise invalid(kind.kind, name, causes, kind.group)
     ref = spec.get("runtimeRef") or {}
