@@ -17,7 +17,7 @@ from backend.local.registry.kinds import Kinds
 from backend.local.registry.store import Store
 from backend.local.registry.strategies import strategies
 
-WAIT = 30.0  # seconds: what a wait allows before the test fails (in-process: milliseconds expected)
+WAIT = 10.0  # seconds: what a wait allows before the test fails (in-process: milliseconds expected)
 
 
 def plane(directory: Path | None = None, clock: Callable[[], float] = time.time) -> Client:
@@ -60,6 +60,33 @@ async def until(client: Client, kind: str, namespace: str | None, name: str,
         return await asyncio.wait_for(wait(), timeout)
     finally:
         client.unwatch(watch)
+
+
+def add_node(client: Client, name: str = "node-1", cpu: str = "8", memory: str = "16Gi", pods: int = 110) -> dict:
+    """A Ready node with this allocatable, as its kubelet registers it."""
+    resources = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+    return client.create("Node", {"metadata": {"name": name}, "status": {
+        "capacity": resources, "allocatable": resources,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}})
+
+
+async def eventually(client: Client, check: Callable[[], object], timeout: float = WAIT) -> object:
+    """`check()`'s value as soon as it is true, looked at again after every write to the store."""
+    wrote = asyncio.Event()
+
+    def listener(_kind, _event) -> None:
+        wrote.set()
+
+    client.store.listeners.append(listener)
+    try:
+        async def wait() -> object:
+            while not (found := check()):
+                wrote.clear()
+                await wrote.wait()
+            return found
+        return await asyncio.wait_for(wait(), timeout)
+    finally:
+        client.store.listeners.remove(listener)
 
 
 def gone(obj: dict | None) -> bool:

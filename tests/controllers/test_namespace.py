@@ -12,8 +12,7 @@ from tests.controlplane import condition, gone, plane, running, until
 def _pod(client, namespace: str, name: str) -> None:
     client.create("Pod", {"metadata": {"name": name, "namespace": namespace},
                           "spec": {"containers": [{"name": "c", "command": ["sleep", "9"]}]}})
-    client.registry.update(client.kinds.named("Pod"), {"metadata": {"name": name, "namespace": namespace},
-                                                       "target": {"name": "node-1"}}, subresource="binding")
+    client.bind(namespace, name, "node-1")
 
 
 async def test_a_namespace_empties_then_goes_and_leaves_others_alone():

@@ -56,9 +56,7 @@ def test_a_bound_pod_is_deleted_gracefully_an_unbound_one_at_once():
     assert client.delete("Pod", "default", "pending") is None  # nothing runs it: gone at once
 
     client.create("Pod", _pod("running", terminationGracePeriodSeconds=7))
-    client.registry.update(client.kinds.named("Pod"), {"metadata": {"name": "running", "namespace": "default"},
-                                                       "target": {"kind": "Node", "name": "n1"}},
-                           subresource="binding")
+    client.bind("default", "running", "n1")
     kept = client.delete("Pod", "default", "running")
     assert kept["metadata"]["deletionGracePeriodSeconds"] == 7 and kept["metadata"]["deletionTimestamp"]
     shorter = client.delete("Pod", "default", "running", grace=2)
@@ -121,13 +119,11 @@ def test_status_and_spec_are_written_apart():
 def test_binding_assigns_a_node_once():
     client = plane()
     client.create("Pod", _pod())
-    pods = client.kinds.named("Pod")
-    body = {"metadata": {"name": "p", "namespace": "default"}, "target": {"kind": "Node", "name": "n1"}}
-    bound, _ = client.registry.update(pods, body, subresource="binding")
+    bound = client.bind("default", "p", "n1")
     assert bound["spec"]["nodeName"] == "n1"
     assert bound["status"]["conditions"][0]["type"] == "PodScheduled"
     with pytest.raises(ApiError) as again:
-        client.registry.update(pods, body, subresource="binding")
+        client.bind("default", "p", "n1")
     assert again.value.code == 409 and 'already assigned to node "n1"' in again.value.message
 
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 import socket
 import time
 from collections import OrderedDict
-from typing import Callable, Protocol
+from typing import Protocol
 
 from backend.local.registry.client import Client
-from backend.local.registry.generic import rfc3339
 from backend.local.registry.strategy import Obj
 
 KEPT = 2000
@@ -26,8 +25,8 @@ class Record(Protocol):
 
 
 class Events:
-    def __init__(self, client: Client, host: str | None = None, clock: Callable[[], float] = time.time):
-        self.client, self.clock = client, clock
+    def __init__(self, client: Client, host: str | None = None):
+        self.client = client
         self.host = host or socket.gethostname()
         self._names: OrderedDict[tuple, tuple[str, str]] = OrderedDict()  # correlation key -> (ns, name)
 
@@ -41,7 +40,7 @@ class Events:
         meta = involved["metadata"]
         namespace = meta.get("namespace") or "default"
         key = (meta.get("uid", ""), event_type, reason, message, component)
-        now = rfc3339(self.clock())
+        now = self.client.now()
         known = self._names.get(key)
         if known is not None:
             def again(event: Obj) -> None:

@@ -17,7 +17,6 @@ from typing import Hashable
 
 from backend.local.controllers.base import Controller
 from backend.local.registry.client import Client
-from backend.local.registry.generic import rfc3339
 from backend.local.registry.informer import DELETED
 from backend.local.registry.strategy import BACKGROUND, Obj
 
@@ -73,7 +72,7 @@ class NamespaceController(Controller):
         return None
 
     def _report(self, namespace: str, remaining: Counter, finalizers: Counter) -> None:
-        now = rfc3339(self.client.registry.clock())
+        now = self.client.now()
         content = ", ".join(f"{resource} has {n} resource instances" for resource, n in sorted(remaining.items()))
         held = ", ".join(f"{f} in {n} resource instances" for f, n in sorted(finalizers.items()))
         wanted = {

@@ -9,25 +9,19 @@ object is stored, as the CRDs' OpenAPI defaults, CEL rules and the Trainer's web
   exist ("unsupported runtime"); each runtimePatches[].manager is a domain-prefixed path.
 - The shapes the cockpit's own models check (numNodes >= 1, mount paths...) are the models'
   (backend/models/) and answer 422 Invalid with the field path.
-- `admit`, the API's hook, applies them with what only the cluster knows (a job's name taken,
-  its claims and runtime there, a pod the kubelet could not run) and core/v1 defaults.
+- The kinds' strategies (strategies/) apply them, with what only the cluster knows (the
+  runtime there) read from the store.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import re
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from backend.local import barepods, objects
 from backend.local.registry.kinds import Kind
-from backend.local.registry.status import ApiError, conflict, denied, invalid, refused
+from backend.local.registry.status import ApiError, denied, invalid
 from backend.models import ManifestError, parse_resource
-
-if TYPE_CHECKING:
-    from backend.local.api import ClusterApi
 
 TRAINER_GROUP = "trainer.kubeflow.org"
 MANAGED_BY = "trainer.kubeflow.org/trainjob-controller"
@@ -38,12 +32,6 @@ _PATH_CHARS = re.compile(r"^[A-Za-z0-9/\-._~%!$&'()*+,;=:]+$")
 WEBHOOK = "validator.trainjob.trainer.kubeflow.org"
 LIMITS_WARNING = ("resources.limits.memory is not enforced on the embedded cluster (its pods are processes on "
                   "this machine); requests are, by its scheduler, and each pod's processes are bounded")
-# Kinds only the controllers create: a client's Pod or JobSet would never run, so it is refused.
-_RUN_BY_CONTROLLERS = ("JobSet", "Node")
-
-# Kinds the controller acts on: parsed by the cockpit's models before they are stored.
-MODELLED = ("TrainJob", "TrainingRuntime", "ClusterTrainingRuntime", "PersistentVolumeClaim", "VolumeSnapshot",
-            "RayJob")
 
 
 def domain_prefixed_path_error(value: str) -> str | None:
@@ -179,83 +167,3 @@ def validate_claim_data_source(kind: Kind, obj: dict[str, Any]) -> None:
         errors.append(("spec", "Invalid value: \"spec.dataSource\": must match dataSourceRef"))
     if errors:
         raise invalid(kind.kind, obj["metadata"]["name"], errors, kind.group)
-
-
-def admit(api: ClusterApi, kind: Kind, operation: str, obj: dict[str, Any],
-          old: dict[str, Any] | None) -> list[str]:
-    """The API's admission (`Hooks.admit`): default and validate `obj` in place, against the
-    rules above and what the cluster holds (jobs' names, claims, runtimes); returns warnings."""
-    if operation == "CREATE" and kind.kind in _RUN_BY_CONTROLLERS:
-        raise refused(f"the embedded cluster creates {kind.plural} itself (for TrainJobs and RayJobs) and does not "
-                      f"run {kind.plural} created through the API: apply a TrainJob instead")
-    if kind.kind == "Namespace" and operation == "CREATE":
-        obj.setdefault("status", {"phase": "Active"})
-    if kind.kind == "VolumeSnapshotContent" and operation == "CREATE":
-        raise refused("the embedded cluster makes a VolumeSnapshotContent for each VolumeSnapshot it takes; "
-                      "pre-provisioned snapshot contents are not supported: create a VolumeSnapshot instead")
-    if kind.kind == "PersistentVolumeClaim" and operation == "CREATE":
-        normalize_data_sources(obj.setdefault("spec", {}))
-        validate_claim_data_source(kind, obj)
-    warnings = []
-    if kind.kind == "Pod" and operation == "CREATE":
-        _default_pod(kind, obj)
-        if any((c.get("resources") or {}).get("limits") for c in obj["spec"].get("containers") or []):
-            warnings.append(LIMITS_WARNING)
-    if kind.kind == "Secret":  # stringData is write-only: merged into data (core/v1 Secret)
-        obj["type"] = obj.get("type") or "Opaque"
-        for key, value in (obj.pop("stringData", None) or {}).items():
-            obj.setdefault("data", {})[key] = base64.b64encode(str(value).encode()).decode()
-    if kind.kind == "TrainJob":
-        default_trainjob(obj)
-        validate_trainjob(kind, obj, old, partial(_runtime_exists, api))
-    if kind.kind not in MODELLED:
-        return warnings
-    if old is not None and kind.kind in ("TrainJob", "RayJob"):
-        immutable_spec(kind, obj, old)
-    if old is not None and kind.kind == "VolumeSnapshot" and obj.get("spec") != old.get("spec"):
-        raise invalid(kind.kind, obj["metadata"]["name"], [("spec.source", "Invalid value: field is immutable")],
-                      kind.group)
-    resource = check_model(kind, obj)
-    if operation == "CREATE" and kind.kind in ("TrainJob", "RayJob"):
-        name = obj["metadata"]["name"]
-        # The same job again is the store's AlreadyExists (what `apply` expects), not this.
-        taken = name in api.ctl.runners and api.store.find(kind, obj["metadata"]["namespace"], name) is None
-        if taken:
-            raise conflict(kind.plural, name, f"a {api.ctl.runners[name].kind} of that name exists (jobs share "
-                           "one set of names across namespaces on the embedded cluster)", kind.group)
-        api.ctl.check_job(resource)
-        for claim, _ in resource.volume_mounts():
-            if api.store.find(api.kinds["PersistentVolumeClaim"], obj["metadata"]["namespace"], claim) is None:
-                raise invalid(kind.kind, name, [("spec", f"PersistentVolumeClaim {claim!r} not found: apply it "
-                                                 "first (kubectl apply -f manifests/volume.yaml)")], kind.group)
-    if kind.kind == "TrainJob" and (((obj.get("spec") or {}).get("trainer") or {}).get("resourcesPerNode")
-                                    or {}).get("limits"):
-        warnings.append(LIMITS_WARNING)
-    if operation == "CREATE" and kind.kind == "VolumeSnapshot":
-        claim = resource.spec.source.persistent_volume_claim_name
-        if api.store.find(api.kinds["PersistentVolumeClaim"], obj["metadata"]["namespace"], claim) is None:
-            raise invalid(kind.kind, obj["metadata"]["name"],
-                          [("spec.source.persistentVolumeClaimName",
-                            f"Not found: volume {claim!r} not found (apply its PersistentVolumeClaim first)")],
-                          kind.group)
-    return warnings
-
-
-def _default_pod(kind: Kind, obj: dict[str, Any]) -> None:
-    """core/v1 defaults of a pod a client creates, and what the embedded kubelet cannot run."""
-    problems = barepods.check_spec(obj)
-    if problems:
-        raise invalid(kind.kind, obj["metadata"]["name"], problems, kind.group)
-    spec = obj.setdefault("spec", {})
-    for key, value in (("restartPolicy", "Always"), ("terminationGracePeriodSeconds", 30),
-                       ("schedulerName", "default-scheduler"), ("serviceAccountName", "default"),
-                       ("dnsPolicy", "ClusterFirst")):
-        spec.setdefault(key, value)
-    obj["status"] = {"phase": "Pending", "qosClass": objects.qos(spec)}
-
-
-def _runtime_exists(api: ClusterApi, kind_name: str, name: str, namespace: str | None) -> bool:
-    kind = api.kinds.get(kind_name or "")
-    if kind is None or kind.kind not in ("TrainingRuntime", "ClusterTrainingRuntime"):
-        return False
-    return api.store.find(kind, namespace if kind.namespaced else None, name or "") is not None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Callable
 
-from backend.local.registry.generic import Registry
+from backend.local.registry.generic import Registry, rfc3339
 from backend.local.registry.status import ApiError
 from backend.local.registry.store import Event, Watch
 from backend.local.registry.strategy import Obj
@@ -33,6 +33,10 @@ class Client:
     @property
     def kinds(self):
         return self.registry.kinds
+
+    def now(self) -> str:
+        """The registry's clock now, as a metav1.Time (RFC 3339, seconds)."""
+        return rfc3339(self.registry.clock())
 
     def _kind(self, kind: str):
         return self.registry.kinds.named(kind)
@@ -56,8 +60,8 @@ class Client:
         return self.registry.find(kind, namespace, name)
 
     def dependents(self, uid: str) -> list[tuple[str, Obj]]:
-        """(kind, object) of everything whose ownerReferences name `uid`, to read only."""
-        return [(self.kinds.by_key(k).kind, o) for k, o in self.store.dependents(uid)]
+        """(kind, object) of everything whose ownerReferences name `uid`."""
+        return [(self.kinds.by_key(k).kind, copy.deepcopy(o)) for k, o in self.store.dependents(uid)]
 
     def watch(self, kind: str, namespace: str | None = None, match: Callable[[Obj], bool] | None = None,
               since: str | None = None) -> tuple[Watch, list[Event]]:
@@ -84,6 +88,11 @@ class Client:
     def finalize(self, kind: str, obj: Obj) -> Obj:
         """A Namespace's /finalize: its spec.finalizers as `obj` has them."""
         return copy.deepcopy(self.registry.update(self._kind(kind), obj, subresource="finalize")[0])
+
+    def bind(self, namespace: str, name: str, node: str) -> Obj:
+        """pods/binding: the pod assigned to `node` (the scheduler's write)."""
+        body = {"metadata": {"name": name, "namespace": namespace}, "target": {"kind": "Node", "name": node}}
+        return copy.deepcopy(self.registry.update(self._kind("Pod"), body, subresource="binding")[0])
 
     def mutate(self, kind: str, namespace: str | None, name: str, change: Callable[[Obj], object],
                status: bool = False) -> Obj | None:
