@@ -99,6 +99,12 @@ class Cluster(Protocol):
         """metrics.json of every run on a volume or in a snapshot."""
         ...
 
+    async def run_records(self, volume: str, run: str) -> list[tuple[float, str]]:
+        """(time, line) of every line the workers of the run in directory `run` (a job's
+        `run_dirs`) recorded on `volume` (training/run_record.py): every group's, also those whose
+        pods are gone; [] when nothing was recorded there."""
+        ...
+
     async def preflight(self) -> list[Check]:
         """Is the platform ready for the lesson: controller, runtime, pipelines, snapshots."""
         ...

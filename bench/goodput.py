@@ -47,7 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from backend.errors import NotFound  # noqa: E402
-from backend.goodput import LABELS, PARTS, Goodput, GoodputReport  # noqa: E402
+from backend.goodput import LABELS, PARTS, STAGE_LABELS, Goodput, GoodputReport  # noqa: E402
 from backend.cluster import Cluster  # noqa: E402
 from backend.connect import connect  # noqa: E402
 from backend.local.embedded import Embedded  # noqa: E402
@@ -185,13 +185,19 @@ async def on_cluster(cluster: Cluster, job, schedule: Schedule,
             return False
         return True
 
+    async def watch_pods() -> None:  # each group's pods: when they were created and started
+        async for event in cluster.watch_pods(name):
+            run.model.observe_pod(event.pod)
+
     killer = asyncio.create_task(run.kills_on_schedule(kill))
+    watcher = asyncio.create_task(watch_pods())
     try:
         async for batch in cluster.stream_logs(name):
             for line in batch:
                 run.see(line.time, line.text)
     finally:
         killer.cancel()
+        watcher.cancel()
     summary = await cluster.wait_job(name, frozenset({JobPhase.COMPLETE, JobPhase.FAILED}), 600)
     if summary.phase != JobPhase.COMPLETE:
         raise RuntimeError(f"{job.kind} {name} ended {summary.phase.value}: {summary.message}")
@@ -269,7 +275,7 @@ async def _read_torchrun(proc, run: Run, pids: dict[int, int]) -> bool:
 
 
 def row(launcher: str, preset: Preset, report: GoodputReport, kills: int, note: str = "") -> list[str]:
-    stall_share = (report.stall_per_save / report.step_seconds) if report.step_seconds else 0.0
+    stall_share = (report.save_stall / report.step_seconds) if report.step_seconds else 0.0
     return [preset.name, launcher, f"{report.goodput:.3f}",
             *(f"{getattr(report, part):.1f}" for part in PARTS), f"{report.total:.1f}",
             str(kills), str(report.restarts), str(report.steps_lost),
@@ -277,12 +283,27 @@ def row(launcher: str, preset: Preset, report: GoodputReport, kills: int, note: 
 
 
 HEADERS = ["PRESET", "LAUNCHER", "GOODPUT", *(LABELS[p].upper() for p in PARTS), "WALL", "KILLS",
-           "RESTARTS", "LOST STEPS", "STEP MS", "STALL/SAVE", "NOTE"]
+           "RESTARTS", "LOST STEPS", "STEP MS", "SAVE/STEP", "NOTE"]
+RESTART_HEADERS = ["PRESET", "LAUNCHER", "RESTART", "FAILURE->STEP", "BEYOND A STEP",
+                   *(STAGE_LABELS[name].upper() for name in STAGE_LABELS)]
+
+
+def restart_rows(launcher: str, preset: Preset, report: GoodputReport) -> list[list[str]]:
+    """Each restart taken apart: the seconds between its points, and what it cost beyond the
+    ordinary step it replaced (the goal: 2 s at most)."""
+    rows = []
+    for restart in report.restart_times:
+        stages = dict(restart.stages())
+        took = restart.seconds
+        rows.append([preset.name, launcher, str(restart.attempt), "?" if took is None else f"{took:.2f}",
+                     "?" if took is None else f"{took - report.step_seconds:.2f}",
+                     *(f"{stages[name]:.2f}" if name in stages else "-" for name in STAGE_LABELS)])
+    return rows
 
 
 async def measure(args: argparse.Namespace, schedule: Schedule, home: Path, scratch: Path,
-                  record: TextIO | None) -> list[list[str]]:
-    rows = []
+                  record: TextIO | None) -> tuple[list[list[str]], list[list[str]]]:
+    rows, restarts = [], []
     embedded = Embedded(home)
     cluster = None
     try:
@@ -309,12 +330,13 @@ async def measure(args: argparse.Namespace, schedule: Schedule, home: Path, scra
                     report, kills, relaunches = await on_torchrun(preset, schedule, scratch, record)
                     note = f"{relaunches} relaunch(es) on a fresh store" if relaunches else ""
                 rows.append(row(launcher, preset, report, kills, note))
+                restarts += restart_rows(launcher, preset, report)
                 print(f"  {report.one_line()}  [{time.time() - started:.0f}s]", flush=True)
     finally:
         if cluster is not None:
             await cluster.close()
         await embedded.down()
-    return rows
+    return rows, restarts
 
 
 def main() -> None:
@@ -335,7 +357,7 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="kfg-torchrun-", dir="/tmp"))
     record = args.lines.open("w") if args.lines else None
     try:
-        rows = asyncio.run(measure(args, schedule, home, scratch, record))
+        rows, restarts = asyncio.run(measure(args, schedule, home, scratch, record))
     finally:
         if record is not None:
             record.close()
@@ -345,8 +367,11 @@ def main() -> None:
 
     print()
     print(f"kills: {schedule.kills} of a random worker (ranks {schedule.ranks()}), every {schedule.every:g}s "
-          f"from the first step; seconds unless noted; STALL/SAVE = checkpoint stall per save / mean step")
+          f"from the first step; seconds unless noted; SAVE/STEP = a periodic save's hold on the loop / mean step")
     print_table(HEADERS, rows)
+    print()
+    print("each restart, from the failure seen to the new group's first step ('-': not seen by that launcher)")
+    print_table(RESTART_HEADERS, restarts)
     by = {(r[0], r[1]): float(r[2]) for r in rows}
     for preset in args.presets:
         if (preset, "trainer") in by:

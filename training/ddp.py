@@ -22,7 +22,7 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
-from training import metrics
+from training import metrics, run_record
 from training.options import (
     EXIT_USAGE,
     OneLineParser,
@@ -75,6 +75,8 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
     # Before, it ends the process as usual (nothing to save while the group forms).
     terminated = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: terminated.set())
+    if args.ckpt_dir is not None:
+        run_record.start(args.ckpt_dir, rank)
     emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps,
          restart=os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     store = FileCheckpoints(args.ckpt_dir, cfg.keep, rank) if args.ckpt_dir else None

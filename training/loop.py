@@ -21,14 +21,18 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler, TensorDataset
 
+from training import run_record
 from training.logfmt import format_line
 from training.options import TrainConfig
 
 
 def emit(**fields: object) -> None:
-    """One logfmt line on stdout, flushed: the cockpit reads these as they happen."""
-    sys.stdout.write(format_line(**fields) + "\n")
+    """One logfmt line on stdout, flushed: the cockpit reads these as they happen; and in the run's
+    record on its volume, which outlives the pods (training/run_record.py)."""
+    line = format_line(**fields)
+    sys.stdout.write(line + "\n")
     sys.stdout.flush()
+    run_record.write(line)
 
 
 def build_model(cfg: TrainConfig, initialise: bool = True) -> nn.Module:
@@ -264,11 +268,12 @@ def run(
     A failed collective (PeerFailure) or a stop request (StopRequested, checked at each step
     boundary) first saves the newest complete step, so a restarted group loses no work.
     With no store (no volume) nothing is resumed or saved, and no state is built to be dropped."""
+    restoring = time.perf_counter()
     state = checkpoints.load_latest() if checkpoints is not None else None
     training = Training(cfg, rank, world, resume_from=state)
-    if state is not None:
+    if state is not None:  # restore_seconds: goodput's checkpoint restore (backend/goodput)
         emit(event="resumed", from_step=training.steps_done, rank=rank, world=world,
-             checkpoint_world=state["world_size"])
+             checkpoint_world=state["world_size"], restore_seconds=time.perf_counter() - restoring)
     del state  # copied into the model and optimizer: at 1 GB, not a second copy for the whole run
     # Seconds the loop waited on checkpoints since the last step line (handing a save over, the
     # store's hook, waiting for the copy before the next update), printed on the next step line as
@@ -282,6 +287,9 @@ def run(
             store_before_update()
             waited[0] += time.perf_counter() - began
     saved = False
+    # The first step's start: goodput measures a group's first step from here (its excess over the
+    # mean step is start-up), and what came before it since the group formed is preparation.
+    emit(event="training_started", step=training.steps_done, rank=rank, world=world)
     loop_started = time.perf_counter()
     first_step = training.steps_done
     warm_at = None  # after the first step (DDP's bucket set-up): steady-state throughput from here

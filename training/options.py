@@ -119,3 +119,14 @@ def require_writable(parser: argparse.ArgumentParser, directory: Path, option: s
 
 def train_config(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(model_size=args.model_size, **{name: getattr(args, name) for name in _OPTION_HELP})
+
+
+def option_value(args: list[str], option: str) -> str | None:
+    """The value of `--option V` or `--option=V` (the last one given, as argparse takes it)."""
+    value = None
+    for i, word in enumerate(args):
+        if word == option and i + 1 < len(args):
+            value = args[i + 1]
+        elif word.startswith(option + "="):
+            value = word.split("=", 1)[1]
+    return value

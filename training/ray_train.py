@@ -49,7 +49,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from training import metrics
+from training import metrics, run_record
 from training.ray_checkpoints import RayCheckpoints
 from training.options import (
     EXIT_USAGE,
@@ -184,8 +184,9 @@ def train_per_worker(config: dict) -> None:
     rank, world = context.get_world_rank(), context.get_world_size()
     torch.set_num_threads(config["threads"])
     cfg = TrainConfig(**config["train"])
-    emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps, launcher="ray")
     run_dir = Path(config["run_dir"])
+    run_record.start(run_dir, rank)
+    emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps, launcher="ray")
     _Worker.stop.clear()
     _Worker.left.clear()
     store = _Worker.store = RayCheckpoints(rank, world, config["report_every"], Path(config["staging"]), run_dir)

@@ -123,6 +123,9 @@ class KubeCluster:
     async def read_metrics(self, volume: str | None = None, snapshot: str | None = None) -> list[RunMetrics]:
         return await self._volumes.read_metrics(volume, snapshot)
 
+    async def run_records(self, volume: str, run: str) -> list[tuple[float, str]]:
+        return await self._volumes.run_records(volume, run)
+
     async def snapshot(self, volume: str, name: str) -> Snapshot:
         return await self._volumes.snapshot(volume, name)
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from backend.kube.pods import parse_time
-from backend.models import TRAINER_CONTAINER, Condition, JobPhase, JobSummary, TrainJob
+from backend.models import TRAINER_CONTAINER, Condition, JobPhase, JobSummary, TrainJob, on_claim
+from training.options import option_value
 
 
 def _true(conditions: list[dict], kind: str) -> dict | None:
@@ -31,11 +32,17 @@ def _num_nodes(trainjob: dict, jobset: dict | None) -> int:
     return 1
 
 
-def _volumes(trainjob: dict) -> list[str]:
+def _volumes(trainjob: dict) -> tuple[list[str], list[tuple[str, str]]]:
+    """(claims mounted, (claim, run directory) of its `--ckpt-dir`): where goodput finds its record."""
     try:
-        return [claim for claim, _ in TrainJob.model_validate(trainjob).volume_mounts()]
+        job = TrainJob.model_validate(trainjob)
     except ValidationError:
-        return []  # a TrainJob the cockpit did not write: show it, without volumes
+        return [], []  # a TrainJob the cockpit did not write: show it, without volumes
+    mounts = job.volume_mounts()
+    trainer = job.spec.trainer
+    ckpt_dir = option_value([*trainer.command, *trainer.args], "--ckpt-dir") if trainer else None
+    run = on_claim(ckpt_dir, mounts) if ckpt_dir else None
+    return [claim for claim, _ in mounts], [run] if run else []
 
 
 def summarize(trainjob: dict, jobset: dict | None) -> JobSummary:
@@ -71,6 +78,7 @@ def summarize(trainjob: dict, jobset: dict | None) -> JobSummary:
             conditions.append(Condition.model_validate(condition))
         except ValidationError:
             continue
+    volumes, run_dirs = _volumes(trainjob)
     return JobSummary(
         name=meta.get("name", ""),
         phase=phase,
@@ -81,6 +89,7 @@ def summarize(trainjob: dict, jobset: dict | None) -> JobSummary:
         finished=parse_time(done.get("lastTransitionTime")) if done else None,
         reason=decisive.get("reason", "") or "",
         message=" ".join(str(decisive.get("message", "") or "").split()),
-        volumes=_volumes(trainjob),
+        volumes=volumes,
+        run_dirs=run_dirs,
         conditions=conditions,
     )

@@ -18,13 +18,15 @@ rayplan.kuberay_labels), so one reading serves both.
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 
 from pydantic import ValidationError
 
 from backend.kube.pods import parse_time
-from backend.models import RAY_LABEL_CLUSTER, RAY_LABEL_ORIGINATED_NAME, JobPhase, JobSummary, RayJob
-from backend.raytrain.entrypoint import option_value, ray_train_args
+from backend.models import RAY_LABEL_CLUSTER, RAY_LABEL_ORIGINATED_NAME, JobPhase, JobSummary, RayJob, on_claim
+from backend.raytrain.entrypoint import ray_train_args
+from training.options import option_value
 
 # JobDeploymentStatus values (rayjob_types.go).
 FAILED_DEPLOYMENTS = ("Failed", "ValidationFailed")
@@ -58,11 +60,22 @@ def _worker_replicas(spec: dict) -> int:
     return sum(_int(g.get("replicas", g.get("minReplicas"))) for g in groups)
 
 
-def _volumes(raw: dict) -> list[str]:
+def _volumes(raw: dict) -> tuple[list[str], list[tuple[str, str]]]:
+    """(claims mounted on the head, (claim, run directory) of a Ray Train entrypoint's
+    <storage>/<name>, or its storage when the name is Ray Train's random one): where goodput finds
+    its record."""
     try:
-        return [claim for claim, _ in RayJob.model_validate(raw).volume_mounts()]
+        job = RayJob.model_validate(raw)
     except ValidationError:
-        return []  # a RayJob the cockpit did not write: show it, without volumes
+        return [], []  # a RayJob the cockpit did not write: show it, without volumes
+    mounts = job.volume_mounts()
+    try:
+        args = ray_train_args(shlex.split(job.spec.entrypoint)) or []
+    except ValueError:
+        args = []
+    storage, name = option_value(args, "--storage"), option_value(args, "--name")
+    run = on_claim(posixpath.join(storage, name or ""), mounts) if storage else None
+    return [claim for claim, _ in mounts], [run] if run else []
 
 
 def rayjob_phase(status: dict) -> JobPhase:
@@ -89,6 +102,7 @@ def summarize_rayjob(raw: dict) -> JobSummary:
     spec = raw.get("spec") or {}
     status = raw.get("status") or {}
     phase = rayjob_phase(status)
+    volumes, run_dirs = _volumes(raw)
     counts = ray_train_counts(str(spec.get("entrypoint") or ""))
     # The cockpit's own entrypoint says how many Ray Train workers run and how often Ray restarts
     # them; any other RayJob: its worker replicas and KubeRay's retries (backoffLimit).
@@ -103,7 +117,8 @@ def summarize_rayjob(raw: dict) -> JobSummary:
         finished=parse_time(status.get("endTime")) if phase.finished else None,
         reason=str(status.get("reason") or ""),
         message=" ".join(str(status.get("message") or "").split()),
-        volumes=_volumes(raw),
+        volumes=volumes,
+        run_dirs=run_dirs,
         launcher="ray",
     )
 

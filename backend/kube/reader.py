@@ -26,7 +26,7 @@ _STUCK = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContain
           "CreateContainerError"}
 
 
-def reader_pod(name: str, claim: str, image: str) -> dict:
+def reader_pod(name: str, claim: str, image: str, args: tuple[str, ...] = ()) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -39,7 +39,7 @@ def reader_pod(name: str, claim: str, image: str) -> dict:
                 "name": READER_CONTAINER,
                 "image": image,
                 "imagePullPolicy": "IfNotPresent",
-                "command": ["python", "-m", "backend.kube.volume_reader", MOUNT_PATH],
+                "command": ["python", "-m", "backend.kube.volume_reader", MOUNT_PATH, *args],
                 "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
                 "volumeMounts": [{"name": "data", "mountPath": MOUNT_PATH, "readOnly": True}],
             }],
@@ -66,10 +66,11 @@ def _waiting_problem(raw: dict) -> str:
 
 async def run_reader(*, create: Callable[[dict], Any], delete: Callable[[str], Any],
                      watch: Callable[[str], AsyncIterator[dict]], read_log: Callable[[str], Any],
-                     claim: str, image: str, timeout: float) -> dict:
-    """Start the reader on `claim`, wait for it to end, return the parsed result; delete the pod."""
+                     claim: str, image: str, timeout: float, args: tuple[str, ...] = ()) -> dict:
+    """Start the reader on `claim` (with the reader's `args`), wait for it to end, return the
+    parsed result; delete the pod."""
     name = new_reader_name()
-    await create(reader_pod(name, claim, image))
+    await create(reader_pod(name, claim, image, args))
     try:
         seen: dict = {}
         try:

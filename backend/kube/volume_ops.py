@@ -57,6 +57,13 @@ class VolumeOps:
             found += metrics_from(await self._read_volume(info.name, image))
         return found
 
+    async def run_records(self, volume: str, run: str) -> list[tuple[float, str]]:
+        """What the workers of the run in directory `run` recorded on `volume`
+        (training/run_record.py), in time order."""
+        await self.resources.get("PersistentVolumeClaim", volume)
+        result = await self._read_volume(volume, args=("--records", run or "."))
+        return [(float(at), str(line)) for at, line in result.get("records") or []]
+
     async def _read_snapshot(self, snapshot: str) -> dict:
         raw = await self.resources.get("VolumeSnapshot", snapshot)
         if not (raw.get("status") or {}).get("readyToUse"):
@@ -69,7 +76,7 @@ class VolumeOps:
         finally:
             await asyncio.shield(self._delete_quietly("PersistentVolumeClaim", claim["metadata"]["name"]))
 
-    async def _read_volume(self, claim: str, image: str | None = None) -> dict:
+    async def _read_volume(self, claim: str, image: str | None = None, args: tuple[str, ...] = ()) -> dict:
         return await run_reader(
             create=self.resources.create,
             delete=lambda name: self._delete_quietly("Pod", name, grace_period=0),
@@ -78,6 +85,7 @@ class VolumeOps:
             claim=claim,
             image=image or await self._reader_image(),
             timeout=self.reader_timeout,
+            args=args,
         )
 
     async def _reader_image(self) -> str:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from backend.cluster import InvalidResource
 from backend.local import podspec
-from backend.raytrain.entrypoint import option_value, ray_train_args
+from backend.raytrain.entrypoint import ray_train_args
+from training.options import option_value
 from backend.models import (
     RAY_LABEL_CLUSTER,
     RAY_LABEL_GROUP,

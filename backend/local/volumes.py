@@ -3,8 +3,9 @@
 A snapshot links every file of the volume into snapshots/<name>/data: O(files), not O(bytes).
 That is exact for files that are never modified in place once written, which is how the
 training core writes everything (checkpoints and metrics.json are written to a temp file and
-renamed over; pruning unlinks, leaving the snapshot's link intact). Temp files of writes in
-flight are left out. The tree is built under a temp name and renamed into place, so a snapshot
+renamed over; pruning unlinks, leaving the snapshot's link intact), except a run's records
+(training/run_record.py), appended to while it runs: those few small files are copied. Temp files
+of writes in flight are left out. The tree is built under a temp name and renamed into place, so a snapshot
 either exists complete, with its snapshot.json, or not at all.
 
 A volume restored from a snapshot (or cloned from another volume) starts with copies of its
@@ -24,7 +25,7 @@ from pathlib import Path
 from backend.cluster import InvalidResource
 from training.atomic import write_atomic
 from backend.models import Checkpoint, RunMetrics, Snapshot
-from training import checkpoint_format, metrics
+from training import checkpoint_format, metrics, run_record
 
 META = "snapshot.json"
 DATA = "data"
@@ -79,7 +80,10 @@ def link_tree(source: Path, target: Path) -> tuple[int, int]:
             if stat.S_ISLNK(st.st_mode):
                 os.symlink(os.readlink(src), out / name)
             elif stat.S_ISREG(st.st_mode):
-                os.link(src, out / name)
+                if os.path.basename(dirpath) == run_record.DIRECTORY:
+                    shutil.copy2(src, out / name)  # appended in place: a link would keep growing
+                else:
+                    os.link(src, out / name)
                 files += 1
                 size += st.st_size
     return files, size

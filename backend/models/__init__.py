@@ -31,6 +31,7 @@ from backend.models.core import (
     VolumeSnapshotClass,
     VolumeSnapshotSpec,
     check_name,
+    on_claim,
 )
 from backend.models.labels import (
     DRIVER_RANK,
@@ -99,7 +100,7 @@ __all__ = [
     # declared: core
     "SNAPSHOT_API", "Condition", "EnvVar", "ObjectMeta", "PersistentVolumeClaim", "PodVolume", "PVCSource",
     "PVCSpec", "ResourceRequirements", "SnapshotSource", "VolumeMount", "VolumeSnapshot",
-    "VolumeSnapshotClass", "VolumeSnapshotSpec", "check_name",
+    "VolumeSnapshotClass", "VolumeSnapshotSpec", "check_name", "on_claim",
     # declared: Kubeflow Trainer
     "DEFAULT_RUNTIME", "TRAINER_API", "TRAINER_CONTAINER", "ContainerPatch", "JobSetSpecPatch",
     "JobSetTemplatePatch", "JobSpecPatch", "JobTemplatePatch", "PodSpecPatch", "PodTemplatePatch",

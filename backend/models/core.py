@@ -10,6 +10,7 @@ in tests against the `kubeflow_trainer_api` models.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Any, Literal
 
@@ -37,6 +38,19 @@ def _prune(value: Any) -> Any:
     if isinstance(value, list):
         return [_prune(v) for v in value]
     return value
+
+
+def on_claim(path: str, mounts: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """(claim, the path inside it) of a container path under one of its (claim, mount path)
+    mounts, the deepest one; None when no volume holds it."""
+    clean = posixpath.normpath(path)
+    found = None
+    for claim, mount in mounts:
+        mount = posixpath.normpath(mount)
+        inside = posixpath.relpath(clean, mount)
+        if not inside.startswith("..") and (found is None or len(mount) > len(found[2])):
+            found = (claim, "" if inside == "." else inside, mount)
+    return None if found is None else found[:2]
 
 
 def check_name(name: str, what: str = "name") -> str:

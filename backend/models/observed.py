@@ -109,6 +109,8 @@ class JobSummary(BaseModel):
     reason: str = ""
     message: str = ""
     volumes: list[str] = Field(default_factory=list)
+    # (claim, directory in it) where its workers keep checkpoints and their run record
+    run_dirs: list[tuple[str, str]] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)
     launcher: str = "torchrun"  # or "ray" (a RayJob)
 

@@ -34,14 +34,3 @@ def ray_train_args(argv: list[str]) -> list[str] | None:
     if argv[at + 1:at + 2] != [RAY_TRAIN_MODULE]:
         return None
     return argv[at + 2:]
-
-
-def option_value(args: list[str], option: str) -> str | None:
-    """The value of `--option V` or `--option=V` (the last one given, as argparse takes it)."""
-    value = None
-    for i, word in enumerate(args):
-        if word == option and i + 1 < len(args):
-            value = args[i + 1]
-        elif word.startswith(option + "="):
-            value = word.split("=", 1)[1]
-    return value

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from backend.goodput import Goodput, job_goodput
+from backend.goodput import PARTS, Goodput, measure_job
 from backend.models import JobPhase
 from tests.local.conftest import WAIT, apply_all, cli, lesson_job, lesson_resources
 
@@ -24,37 +24,45 @@ async def test_a_killed_and_resumed_job_shows_its_restart_and_parts_that_add_up(
     live.finish(job.finished)
     followed = live.report()
     assert followed.restarts == 1 and followed.steps_kept == 30
-    assert followed.recovery > 0 and followed.startup > 0 and followed.productive > 0
+    assert followed.infrastructure_recovery > 0 and followed.program_startup > 0 and followed.productive > 0
     assert followed.saves >= 6  # every 5 steps, some twice (done again after the restart)
     parts = sum(seconds for _, seconds in followed.parts())
     assert abs(parts - followed.total) < 1e-6 and 0 < followed.goodput < 1
 
-    # After the fact, the killed group's pods and logs are gone (JobSet recreated its Jobs): the
-    # CLI says what it could not see instead of claiming a run without restarts.
+    # After the fact, the killed group's pods and logs are gone (JobSet recreated its Jobs), but
+    # the run's record on the volume holds both groups: the CLI measures what the cockpit did.
     shown = cli(home, "goodput", "gp", "-o", "json")
     assert shown.returncode == 0, shown.stderr
     report = json.loads(shown.stdout)
     assert report["job"] == "gp" and report["phase"] == "Complete"
-    assert report["steps_kept"] == 30 and report["restarts"] + report["attempts_unseen"] == 1
-    parts = sum(report[p] for p in ("productive", "lost_work", "recovery", "checkpoint_stall", "startup", "other"))
+    assert report["steps_kept"] == 30 and report["restarts"] == 1 and report["attempts_unseen"] == 0
+    assert abs(report["goodput"] - followed.goodput) < 0.01  # line times: the worker's, the kubelet's
+    (restart,) = report["restart_times"]
+    assert restart["group_formed"] < restart["checkpoint_loaded"] <= restart["first_step"]
+    parts = sum(report[p] for p in PARTS)
     assert abs(parts - report["total"]) < 1e-6
     assert 0 <= report["total"] - (job.finished - job.created) < 1  # its newest line, after the whole second
     assert 0 < report["goodput"] < 1
 
-    summary, same = await job_goodput(cluster, "gp")  # what the CLI printed, through the protocol
+    same = (await measure_job(cluster, "gp")).goodput  # what the CLI printed, through the protocol
     assert same.attempts_unseen == report["attempts_unseen"] and abs(same.goodput - report["goodput"]) < 1e-9
 
     table = cli(home, "goodput", "gp")
     assert table.returncode == 0 and table.stdout.startswith(f"gp (Complete): goodput {report['goodput']:.3f}")
-    rows = table.stdout.splitlines()[2:8]
+    rows = table.stdout.splitlines()[2:10]
     assert [line.split("  ")[0] for line in rows] == [
-        "productive", "lost work", "recovery", "checkpoint stall", "start-up", "other"]
-    if report["attempts_unseen"]:
-        assert table.stdout.splitlines()[-1].startswith("note: 1 earlier attempt(s) restarted")
+        "productive", "program start-up", "training prep", "checkpoint restore", "checkpoint save",
+        "wasted progress", "infrastructure recovery", "other"]
+    *_, restart_line, budget = table.stdout.splitlines()
+    assert restart_line.startswith("restart 1: ") and "from the failure to the first step" in restart_line
+    assert budget == f"restart budget: 1 of {job.max_restarts} used"
 
 
-async def test_an_unknown_job_is_one_line_and_exit_2(home, cluster):
+async def test_an_unknown_job_or_a_bad_rule_is_one_line_and_exit_2(home, cluster):
     await cluster.embedded.up()
     missing = cli(home, "goodput", "no-such-job")
     assert missing.returncode == 2 and missing.stdout == ""
     assert missing.stderr.count("\n") == 1 and "no-such-job" in missing.stderr
+    for bad in (["--hang-floor", "0"], ["--hang-multiple", "x"]):
+        refused = cli(home, "goodput", "gp", *bad)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr

@@ -28,7 +28,7 @@ def test_the_step_after_each_save_and_the_done_line_carry_the_loops_wait(ckpt_di
         model.feed(t + 0.01 * i, line)
     report = model.report()
     assert report.steps_kept == 12 and report.saves == 3 and report.restarts == 0
-    assert report.productive > 0 and report.checkpoint_stall > 0
+    assert report.productive > 0 and report.checkpoint_save > 0
     assert sum(s for _, s in report.parts()) == pytest.approx(report.total)
 
 

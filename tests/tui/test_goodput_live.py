@@ -1,6 +1,6 @@
 """Goodput live in the cockpit: the followed job's pods and lines, fed through the screen's real
 watches from a scripted cluster (no controller), show in the job bar and the failure timeline,
-and a restart moves time from productive into lost work and recovery."""
+and a restart moves time from productive into infrastructure recovery."""
 
 from __future__ import annotations
 
@@ -136,24 +136,29 @@ async def test_the_job_bar_and_the_timeline_show_goodput_and_a_restart_moves_its
         bar = screen.job_bar
         await first_group(screen, cluster, now)
         before = bar.goodput
-        assert before.productive == approx(9.0) and before.startup == approx(3.0)
-        assert before.lost_work == before.recovery == 0 and before.restarts == 0
-        assert "goodput 75%" in bar.render().plain  # 9 s of 12
+        # steps 1-10, step 1 as long as the mean: 10 s of 12, the 2 s before the group formed start-up
+        assert before.productive == approx(10.0) and before.program_startup == approx(2.0)
+        assert before.wasted_progress == before.infrastructure_recovery == 0 and before.restarts == 0
+        assert "goodput 83%" in bar.render().plain
         await pilot.pause()
-        assert "goodput 75%" in screen.timeline.query_one("#goodput").render().plain
+        assert "goodput 83%" in screen.timeline.query_one("#goodput").render().plain
 
         kill(cluster, now)
-        await wait_until(screen, lambda: bar.goodput.recovery > 0, "the recovery to count while the group is down")
-        assert bar.goodput.lost_work == approx(0.4) and bar.goodput.productive == approx(9.0)  # the interrupted step
+        await wait_until(screen, lambda: bar.goodput.infrastructure_recovery > 0,
+                         "the recovery to count while the group is down")
+        # from the interrupted step's start (step 10's line, 12 s), the survivor's save apart
+        assert bar.goodput.infrastructure_recovery == approx(8.0 - 0.2) and bar.goodput.productive == approx(10.0)
         await second_group(screen, cluster, now)
         after = bar.goodput
-        assert after.recovery == approx(33.0 - 12.4) and after.productive == approx(9.0 + 4.0)
+        assert after.infrastructure_recovery == approx(32.0 - 12.0 - 0.2) and after.checkpoint_save == approx(0.2)
+        assert after.training_prep == approx(0.5) and after.productive == approx(10.0 + 0.5 + 4.0)
         assert after.goodput < before.goodput
         shown = bar.render().plain
-        assert "goodput 35%" in shown and "lost 0.4s" in shown and "recovery 20.6s" in shown
+        assert "goodput 39%" in shown and "recovery 19.8s" in shown and "ckpt save 0.2s" in shown
         await pilot.pause()
         timeline = screen.timeline.query_one("#goodput").render().plain
-        for part in ("productive 13.0 s", "lost work 0.4 s", "recovery 20.6 s (1 restart)", "start-up 3.0 s"):
+        for part in ("productive 14.5 s", "infrastructure recovery 19.8 s (1 restart)", "program start-up 2.0 s",
+                     "training prep 0.5 s", "checkpoint save 0.2 s"):
             assert part in timeline
 
         # the job ends: the wall time stops at its finished time, whatever the clock says
@@ -192,7 +197,7 @@ async def test_the_goodput_summary_lays_the_screen_out_only_when_it_gains_or_los
     async with app.run_test(size=(80, 24)) as pilot:
         view = app.query_one(TimelineView)
         summary = view.query_one("#goodput")
-        first = GoodputReport(start=0.0, end=10.0, productive=8.0, startup=2.0)
+        first = GoodputReport(start=0.0, end=10.0, productive=8.0, program_startup=2.0)
         view.show_goodput(first)
         for _ in range(100):  # until laid out: its bar is drawn at its width
             if summary.size.width:
@@ -204,10 +209,11 @@ async def test_the_goodput_summary_lays_the_screen_out_only_when_it_gains_or_los
         refresh = summary.refresh
         summary.refresh = lambda *a, **k: (layouts.append(1) if k.get("layout") else None, refresh(*a, **k))[1]
         for end in (11.0, 12.0):  # the same parts, more seconds
-            view.show_goodput(GoodputReport(start=0.0, end=end, productive=end - 2.0, startup=2.0))
+            view.show_goodput(GoodputReport(start=0.0, end=end, productive=end - 2.0, program_startup=2.0))
             await pilot.pause()
         assert layouts == []
         assert "productive 10.0 s" in summary.render().plain
-        view.show_goodput(GoodputReport(start=0.0, end=13.0, productive=10.0, startup=2.0, recovery=1.0))
+        view.show_goodput(GoodputReport(start=0.0, end=13.0, productive=10.0, program_startup=2.0,
+                                        infrastructure_recovery=1.0))
         await pilot.pause()
-        assert layouts and "recovery 1.0 s" in summary.render().plain
+        assert layouts and "infrastructure recovery 1.0 s" in summary.render().plain

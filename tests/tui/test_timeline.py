@@ -98,7 +98,8 @@ def test_goodput_is_fed_with_the_timeline_and_counted_again_when_the_lines_come_
            LogLine.parsed("j-b", 0, 10.0, "step=6 loss=0.4 rank=0 world=1")]
     t.add_lines(new)
     report = t.goodput_report(now=10.0)
-    assert (report.startup, report.productive, report.lost_work, report.recovery) == (3.0, 4.0, 0.5, 2.5)
+    assert (report.program_startup, report.productive, report.wasted_progress, report.infrastructure_recovery,
+            report.training_prep) == (2.0, 5.5, 0.0, 2.0, 0.5)
     t.lines_resent()
     t.add_lines(old + new)
     assert t.goodput_report(now=10.0) == report

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from backend.models import JobSummary
 
 # What the job bar names of the goodput's parts, when they took any time (the timeline has all).
-BADPUT = (("lost_work", "lost"), ("recovery", "recovery"), ("checkpoint_stall", "ckpt stall"))
+BADPUT = (("wasted_progress", "wasted"), ("infrastructure_recovery", "recovery"), ("checkpoint_save", "ckpt save"))
 
 
 class JobBar(Widget):

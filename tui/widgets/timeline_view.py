@@ -28,8 +28,9 @@ GLYPH = {"failure": ("✘", "bold $error"), "save": ("⤓", "$accent"), "down": 
          "up": ("▲", "$success"), "resume": ("↺", "bold $success"), "step": ("▶", "bold $success"),
          "info": ("·", "dim")}
 # Each part of the wall time: its colour in the bar and its legend (text names it, colour helps).
-PART_STYLE = {"productive": "$success", "lost_work": "$error", "recovery": "$warning",
-              "checkpoint_stall": "$accent", "startup": "$primary", "other": "$text-muted"}
+PART_STYLE = {"productive": "$success", "program_startup": "$primary", "training_prep": "$primary-darken-2",
+              "checkpoint_restore": "$secondary-lighten-1", "checkpoint_save": "$secondary-lighten-3",
+              "wasted_progress": "$error", "infrastructure_recovery": "$warning", "other": "$text-muted"}
 
 
 def goodput_content(report: "GoodputReport", width: int) -> Content:
@@ -47,10 +48,10 @@ def goodput_content(report: "GoodputReport", width: int) -> Content:
             parts.append(("█" * (end - drawn), PART_STYLE[name]))
             drawn = max(drawn, end)
     counts = {"productive": f" ({report.steps_kept} steps)",
-              "lost_work": f" ({report.steps_lost} steps)" if report.steps_lost else "",
-              "recovery": f" ({report.restarts} restart{'s' if report.restarts != 1 else ''})"
+              "wasted_progress": f" ({report.steps_lost} steps)" if report.steps_lost else "",
+              "infrastructure_recovery": f" ({report.restarts} restart{'s' if report.restarts != 1 else ''})"
               if report.restarts else "",
-              "checkpoint_stall": f" ({report.saves} saves)" if report.saves else ""}
+              "checkpoint_save": f" ({report.saves} saves)" if report.saves else ""}
     for name, seconds in report.parts():
         if seconds >= 0.05 or name == "productive":
             parts += ["\n", ("■ ", PART_STYLE[name]), f"{LABELS[name]} {seconds:.1f} s{counts.get(name, '')}"]

@@ -1,0 +1,178 @@
+"""A hung group found in seconds: ranks that stop stepping while their pods still run.
+
+The costliest failures of distributed training are not crashes. A rank that stops inside a step
+(a hung collective, a stuck data loader, a frozen node) leaves every pod Running, and the group
+waits out the collective timeout (gloo's and NCCL's watchdog: 30 minutes by default) before the
+platform sees a failure; kubectl, k9s and the Kubeflow SDK show a healthy job meanwhile.
+
+This reads what the goodput reads, the workers' lines and the pods' phases, on any cluster: once
+the group's newest step line is older than `HangRule.limit` (a multiple of the recent step time,
+never below a floor that covers checkpoint saves), and a pod of the group still runs, the group
+hangs. Which rank stopped: one that is behind the others' step, else one that went silent while
+the others print `event=waiting` (the training loop's heartbeat while a step overruns: a frozen
+process prints nothing, a rank blocked in a collective on it says so), else every rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Iterable, Protocol
+
+from backend.raytrain.groups import WorkerGroups
+from training.logfmt import parse_line
+
+DEFAULT_MULTIPLE = 10.0
+DEFAULT_FLOOR = 10.0
+
+
+class Line(Protocol):
+    """What the watch reads of a line: a `backend.models.LogLine` has it."""
+
+    rank: int
+    time: float
+    text: str
+    step: int | None
+
+
+@dataclass(frozen=True)
+class HangRule:
+    """When silence is a hang: longer than `multiple` recent steps, and than `floor` seconds."""
+
+    multiple: float = DEFAULT_MULTIPLE
+    floor: float = DEFAULT_FLOOR
+
+    def limit(self, usual_step: float) -> float:
+        return max(self.floor, self.multiple * usual_step)
+
+    def describe(self) -> str:
+        return f"silence over {self.multiple:g}x the recent step time, {self.floor:g}s at least"
+
+
+@dataclass(frozen=True)
+class Hang:
+    step: int  # the group's newest step
+    silent: float  # seconds since that step's line
+    usual: float  # the recent step time
+    limit: float  # the silence that counts as a hang
+    stopped: tuple[int, ...]  # ranks that stopped: behind, or silent while others wait
+    waiting: tuple[int, ...]  # ranks alive, waiting on the stopped ones
+    running: tuple[int, ...]  # ranks whose pod still runs
+
+    def one_line(self) -> str:
+        if self.waiting or len(self.stopped) == 1:
+            who = "rank " + ", ".join(map(str, self.stopped)) + " stopped"
+        else:
+            who = "every rank stopped"
+        pods = "its pod still runs" if len(self.stopped) == 1 and self.stopped[0] in self.running \
+            else "their pods still run" if set(self.stopped) <= set(self.running) else "pods not all running"
+        waits = f"; rank {', '.join(map(str, self.waiting))} waiting on it" if self.waiting else ""
+        return (f"hang: {who} after step {self.step}, silent {self.silent:.0f}s (usual step "
+                f"{_seconds(self.usual)}, limit {self.limit:.0f}s); {pods}{waits}")
+
+    def as_dict(self) -> dict:
+        return {"step": self.step, "silent_seconds": self.silent, "usual_step_seconds": self.usual,
+                "limit_seconds": self.limit, "stopped_ranks": list(self.stopped),
+                "waiting_ranks": list(self.waiting), "running_ranks": list(self.running)}
+
+
+@dataclass
+class _Rank:
+    step: int | None = None
+    at: float | None = None  # its newest step line
+    heard: float | None = None  # its newest line of any kind (a heartbeat too)
+    done: bool = False
+
+
+@dataclass
+class HangWatch:
+    """Fed lines and pods as they come; `check(now)` says whether the group hangs."""
+
+    rule: HangRule = field(default_factory=HangRule)
+    window: int = 20  # recent step intervals the usual step time is the median of
+    _ranks: dict[int, _Rank] = field(default_factory=dict)
+    _groups: WorkerGroups = field(default_factory=WorkerGroups)
+    _steps: list[tuple[int, float]] = field(default_factory=list)  # (step, its first line) of this group
+    _running: dict[int, bool] = field(default_factory=dict)  # rank -> its pod runs (the newest attempt)
+    _attempt: int = -1
+
+    def lines(self, lines: Iterable[Line]) -> None:
+        for line in lines:
+            if line.rank < 0:
+                continue  # a Ray driver: the workers are the group
+            if line.step is not None:
+                self._step(line.rank, line.step, line.time)
+                continue
+            if "event=" not in line.text:
+                continue
+            fields = parse_line(line.text)
+            event = fields.get("event")
+            if event == "start":
+                if self._groups.started(line.rank, _int(fields.get("pid"))):
+                    self._ranks, self._steps = {}, []
+                self._rank(line.rank).heard = line.time
+            elif event == "waiting":
+                self._rank(line.rank).heard = line.time
+            elif event == "done":
+                self._rank(line.rank).done = True
+
+    def pod(self, pod) -> None:
+        """A pod as listed or watched (`backend.models.Pod`); only the newest attempt's count."""
+        if pod.rank < 0 or pod.restart_attempt < self._attempt:
+            return
+        if pod.restart_attempt > self._attempt:
+            self._attempt, self._running = pod.restart_attempt, {}
+        self._running[pod.rank] = pod.phase == "Running"
+
+    def usual_step(self) -> float | None:
+        recent = self._steps[-self.window - 1:]
+        intervals = [(b[1] - a[1]) / max(1, b[0] - a[0]) for a, b in zip(recent, recent[1:])]
+        return median(intervals) if intervals else None
+
+    def check(self, now: float) -> Hang | None:
+        if not self._steps or not any(self._running.values()):
+            return None  # not stepping yet, or no pod runs (a failure the platform sees)
+        if self._ranks and all(r.done for r in self._ranks.values()):
+            return None
+        step, at = self._steps[-1]
+        usual = self.usual_step() or 0.0
+        limit = self.rule.limit(usual)
+        if now - at <= limit:
+            return None
+        behind = tuple(sorted(r for r, s in self._ranks.items() if s.step is not None and s.step < step))
+        waiting = tuple(sorted(r for r, s in self._ranks.items() if s.heard is not None and s.heard > at
+                               and s.step == step))
+        if behind:
+            stopped = behind
+        elif waiting:
+            stopped = tuple(sorted(r for r in self._ranks if r not in waiting))
+        else:
+            stopped = tuple(sorted(self._ranks))
+        if not stopped:  # everyone says it waits: the stuck part is outside the ranks we hear
+            stopped, waiting = waiting, ()
+        running = tuple(sorted(r for r, up in self._running.items() if up))
+        return Hang(step=step, silent=now - at, usual=usual, limit=limit, stopped=stopped,
+                    waiting=tuple(r for r in waiting if r not in stopped), running=running)
+
+    def _rank(self, rank: int) -> _Rank:
+        return self._ranks.setdefault(rank, _Rank())
+
+    def _step(self, rank: int, step: int, at: float) -> None:
+        state = self._rank(rank)
+        if state.step is None or step > state.step:
+            state.step, state.at = step, at
+        state.heard = at if state.heard is None else max(state.heard, at)
+        if not self._steps or step > self._steps[-1][0]:
+            self._steps.append((step, at))
+            del self._steps[:-(self.window + 1)]
+
+
+def _int(text: str | None) -> int:
+    try:
+        return int(text or 0)
+    except ValueError:
+        return 0
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1000:.0f}ms" if value < 1 else f"{value:.1f}s"
