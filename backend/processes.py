@@ -126,6 +126,9 @@ class Children:
     def install(self) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGCHLD, self.reap)
 
+    def uninstall(self) -> None:
+        asyncio.get_running_loop().remove_signal_handler(signal.SIGCHLD)
+
     def exit_of(self, pid: int) -> "asyncio.Future[int]":
         """A future with the wait status of our child `pid`."""
         future = self._exits.get(pid)

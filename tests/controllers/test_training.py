@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from backend.local.controllers.events import Events
+from backend.local.registry.events import Events
 from backend.local.controllers.gc import GarbageCollector
 from backend.local.controllers.job import TRACKING_FINALIZER, JobController
 from backend.local.controllers.jobset import JobSetController

@@ -28,7 +28,7 @@ from typing import Callable, Hashable
 
 from backend.local.controllers import conditions
 from backend.local.controllers.base import Controller, namespaced_key, owner_key
-from backend.local.controllers.events import Record
+from backend.local.registry.events import Record
 from backend.local.registry.client import Client
 from backend.local.registry.strategy import Obj
 

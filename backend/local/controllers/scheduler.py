@@ -26,7 +26,7 @@ from typing import Hashable
 
 from backend.local.controllers import conditions
 from backend.local.controllers.base import Controller
-from backend.local.controllers.events import Record
+from backend.local.registry.events import Record
 from backend.local.registry.client import Client
 from backend.local.registry.informer import DELETED
 from backend.local.registry.status import ApiError
