@@ -63,10 +63,10 @@ class Embedded:
         self.layout.node_file.write_text(json.dumps(chosen))
         return self.client.controller_pid() is not None
 
-    def mount(self, claim: str) -> Path:
+    def mount(self, claim: str, namespace: str = "default") -> Path:
         """Where a kfp.local task (a process here, which kfp.local gives no mounts) finds the
         volume of PVC `claim`: the directory the embedded cluster keeps it in."""
-        return self.layout.require_volume(claim)
+        return self.layout.claim_dir(namespace, claim)
 
     async def up(self, warm: bool = True) -> dict:
         """Start it (also after `down`), with its warm workers unless `warm` is False (a reader

@@ -16,7 +16,7 @@ import local_cluster  # noqa: F401 - puts the repository on sys.path for the imp
 
 from backend.kube.threads import Ended, Halt, cancel_all, iterate_in_thread, pump
 from backend.local.layout import Layout
-from backend.local.podlogs import read_lines
+from backend.local.node.logs import read_lines
 from training.logfmt import step_and_loss
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")

@@ -14,7 +14,7 @@ from typing import Any
 from kube_api_parts.clients import JOBSET, Api, Follower
 
 from backend.local.layout import Layout
-from backend.local.podlogs import read_lines
+from backend.local.node.logs import read_lines
 
 
 # Each worker opens the go FIFO, prints one line and waits until the bench opens and closes the

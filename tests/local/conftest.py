@@ -18,7 +18,7 @@ import yaml
 
 from backend.connect import connect
 from backend.kube.cluster import KubeCluster
-from backend.local.podspec import ENV_CLUSTER
+from backend.local.node.podspec import ENV_CLUSTER
 from backend.processes import marked_processes, sweep
 from backend.models import LABEL_JOB, TrainJob, parse_manifests
 from backend.settings import Settings

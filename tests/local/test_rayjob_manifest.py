@@ -14,8 +14,8 @@ import yaml
 
 from backend.cluster import InvalidResource
 from backend.local import rayplan
-from backend.local.podspec import ENV_CLUSTER, ENV_POD
-from backend.local.rayjobs import split_prefix
+from backend.local.node.podspec import ENV_CLUSTER, ENV_POD
+from backend.local.node.raypods import split_prefix
 from backend.models import (
     DRIVER_RANK,
     RAY_API,

@@ -26,7 +26,7 @@ import pytest
 
 from backend.cluster import NotFound
 from backend.kube.cluster import KubeCluster
-from backend.local.podspec import ENV_CLUSTER, ENV_POD
+from backend.local.node.podspec import ENV_CLUSTER, ENV_POD
 from backend.processes import marked_processes, wait_gone_async
 from backend.models import (
     DRIVER_RANK,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from backend.local.layout import Layout
-from backend.local.podspec import ENV_CLUSTER, ENV_POD
+from backend.local.node.podspec import ENV_CLUSTER, ENV_POD
 from backend.processes import marked_processes
 from backend.models import DRIVER_RANK
 from backend.raytrain.tempdir import ray_temp_dir

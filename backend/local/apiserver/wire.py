@@ -20,6 +20,13 @@ from backend.local.registry.status import bad_request, too_large, unsupported_me
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request size limit
 
 
+class Target:
+    """What a resource request's path names: a kind, maybe a namespace, name and subresource."""
+
+    def __init__(self, kind: Kind, namespace: str | None, name: str | None, subresource: str | None):
+        self.kind, self.namespace, self.name, self.subresource = kind, namespace, name, subresource
+
+
 async def read_body(request: web.Request) -> Any:
     raw = await request.read()
     if len(raw) > MAX_BODY:

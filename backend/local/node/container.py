@@ -40,6 +40,7 @@ class Container:
         self.started = time.time()
         self.warm = False
         self.start_error = ""
+        self.note = ""  # why it failed, when the node learned it from its output (a Ray driver's)
 
     async def start(self, spec: LaunchSpec, exit_of: Callable[[int], asyncio.Future],
                     fork: Fork | None = None, cgroup: str | None = None) -> None:

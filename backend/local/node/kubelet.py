@@ -39,6 +39,7 @@ from backend.local.node.limits import PodCgroups
 from backend.local.node.logs import PodLog, follow, log_path
 from backend.local.node.network import ADDRESS, Network
 from backend.local.node.pod_worker import PodWorker
+from backend.local.node.raypods import DRIVER_ANNOTATION, LOG_FORMAT_ENV, ROLE, WORKER_CONTAINER, RayDriver
 from backend.local.registry.client import Client
 from backend.local.registry.informer import DELETED, Informer
 from backend.local.registry.status import bad_request
@@ -48,19 +49,25 @@ log = logging.getLogger("kfcockpit.kubelet")
 
 Obj = dict
 LAUNCH_LABEL = "kfcockpit.io/launch"
+# A pod the kubelet does not run: it stands for something already running (upstream: the API's
+# mirror of a static pod; here, the controller process's own pod).
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 VERSION = "v1.36.0-kfcockpit"
 
 
 class Kubelet:
     def __init__(self, client: Client, name: str, root: Path, volume_dir: Callable[[str, str], Path],
                  capacity: dict[str, str], children: Children, network: Network, cgroups: PodCgroups,
-                 record: Record, pids_limit: int, api_port: Callable[[], int] = lambda: 0, zygotes=None):
+                 record: Record, pids_limit: int, api_port: Callable[[], int] = lambda: 0, zygotes=None,
+                 ray_temp: Callable[[], Path] | None = None):
         self.client, self.name, self.root = client, name, root
         self.cluster_root = str(root)
         self.volume_dir, self.capacity, self.children = volume_dir, capacity, children
         self.network, self.cgroups, self._record = network, cgroups, record
         self.pids_limit, self.api_port, self.zygotes = pids_limit, api_port, zygotes
+        self.ray_temp = ray_temp
         self.workers: dict[str, PodWorker] = {}  # by pod uid
+        self.ray_drivers: dict[str, RayDriver] = {}  # by the driver pod's uid
         self.pods = Informer(client, "Pod", match=lambda p: (p.get("spec") or {}).get("nodeName") == name)
         self.pods.handlers.append(self._pod_changed)
         self.references = [Informer(client, kind) for kind in ("ConfigMap", "Secret")]
@@ -129,6 +136,11 @@ class Kubelet:
 
     def _pod_changed(self, event_type: str, pod: Obj, old: Obj | None) -> None:
         meta = pod["metadata"]
+        if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
+            return
+        if (meta.get("labels") or {}).get(ROLE) == "worker":
+            self._ray_worker_changed(event_type, pod)
+            return
         worker = self.workers.get(meta["uid"])
         if event_type == DELETED:
             if worker is not None:
@@ -154,6 +166,27 @@ class Kubelet:
             worker.terminate(0)
         worker.start()
 
+    def _ray_worker_changed(self, event_type: str, pod: Obj) -> None:
+        """A Ray worker's pod (raypods.py): deleting it ends its process; one its driver's run
+        left behind when this node's previous kubelet stopped ended with it."""
+        meta = pod["metadata"]
+        driver = self.ray_drivers.get((meta.get("annotations") or {}).get(DRIVER_ANNOTATION, ""))
+        if event_type == DELETED:
+            if driver is not None:
+                driver.worker_deleted(meta["uid"])
+            self._forget(pod)
+        elif meta.get("deletionTimestamp"):
+            if driver is not None:
+                driver.worker_deleted(meta["uid"])
+            self._last_word(pod)
+        elif driver is None and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            self.report(pod, {"phase": "Failed", "conditions": [("Ready", "False"), ("ContainersReady", "False")],
+                              "containerStatuses": [{"name": WORKER_CONTAINER, "restartCount": 0, "ready": False,
+                                                     "state": {"terminated": {
+                                                         "exitCode": 137, "reason": "Error",
+                                                         "message": "its processes were lost when the node's "
+                                                                    "kubelet stopped"}}}]})
+
     def _reference_changed(self, event_type: str, obj: Obj, old: Obj | None) -> None:
         """A ConfigMap or Secret came (or changed): containers waiting for one look again."""
         namespace = obj["metadata"].get("namespace")
@@ -163,6 +196,7 @@ class Kubelet:
 
     def finished(self, worker: PodWorker) -> None:
         self.workers.pop(worker.uid, None)
+        self.ray_drivers.pop(worker.uid, None)
         self.cgroups.release(worker.uid)
         if self._stopping:
             return
@@ -243,6 +277,8 @@ class Kubelet:
         env = podspec.base_env()
         env.update(self.network.resolve(pod, podspec.container_env(container, pod, self.lookup(meta["namespace"]))))
         env = {k: podspec.rewrite_mounts(v, mounts) for k, v in env.items()}
+        if (meta.get("labels") or {}).get(ROLE) == "driver":
+            env.update(self._ray_env())
         env.update({podspec.ENV_CLUSTER: self.cluster_root, podspec.ENV_POD: meta["uid"],
                     "HOSTNAME": (pod.get("spec") or {}).get("hostname") or meta["name"],
                     "KUBERNETES_SERVICE_HOST": ADDRESS, "KUBERNETES_SERVICE_PORT": str(self.api_port())})
@@ -250,6 +286,19 @@ class Kubelet:
                 for a in (container.get("command") or []) + (container.get("args") or [])]
         warm = (meta.get("annotations") or {}).get(podspec.WARM_ANNOTATION, "true").lower() not in ("false", "0", "no")
         return podspec.launch_spec(argv, env, warm), self.cgroups.pod(meta["uid"], self.pids_limit)
+
+    def _ray_env(self) -> dict[str, str]:
+        """A Ray driver's: its Ray's files under the state root (finished sessions pruned), its
+        workers' lines prefixed with their pid, plainly."""
+        from backend.raytrain.tempdir import prune_sessions
+
+        env = dict(LOG_FORMAT_ENV)
+        if self.ray_temp is not None:
+            temp = self.ray_temp()
+            temp.mkdir(parents=True, exist_ok=True)
+            prune_sessions(temp)
+            env["RAY_TMPDIR"] = str(temp)
+        return env
 
     def _mounts(self, pod: Obj, container: Obj) -> dict[str, str]:
         """Each mount path of the container -> the directory of the node that backs it."""
@@ -283,9 +332,25 @@ class Kubelet:
 
     def open_log(self, pod: Obj, container: str, restart: int) -> PodLog:
         meta = pod["metadata"]
-        return PodLog(log_path(self.root / "logs", meta["namespace"], meta["name"], meta["uid"], container, restart))
+        path = log_path(self.root / "logs", meta["namespace"], meta["name"], meta["uid"], container, restart)
+        if (meta.get("labels") or {}).get(ROLE) != "driver":
+            return PodLog(path)
+        driver = self.ray_drivers[meta["uid"]] = RayDriver(self, pod, self.root / "logs")
+        return PodLog(path, router=driver.route)
 
-    async def start(self, run: Container, spec: podspec.LaunchSpec, cgroup: str | None) -> None:
+    def ended(self, pod: Obj, run: Container, code: int) -> None:
+        driver = self.ray_drivers.get(pod["metadata"]["uid"])
+        if driver is not None:
+            driver.driver_ended(code == 0)
+
+    async def start(self, pod: Obj, run: Container, spec: podspec.LaunchSpec, cgroup: str | None) -> None:
+        driver = self.ray_drivers.get(pod["metadata"]["uid"])
+        if driver is not None:
+            driver.run = run
+            ignored = (pod["metadata"].get("annotations") or {}).get("kfcockpit.io/ray-ignored")
+            if ignored:
+                run.log.note(f"kfcockpit: runtimeEnvYAML {ignored} not applied on the embedded cluster (its pods run "
+                             "this environment)")
         fork = None
         if spec.warm is not None and self.zygotes is not None:
             zygote = self.zygotes.get(spec.zygote_key)
@@ -308,6 +373,11 @@ class Kubelet:
         for worker in self.workers.values():
             if (worker.namespace, worker.name) == (namespace, name):
                 return worker.pid()
+        for driver in self.ray_drivers.values():
+            for run in driver.by_uid.values():
+                meta = run.pod["metadata"]
+                if (meta["namespace"], meta["name"]) == (namespace, name) and not run.finished.done():
+                    return run.pid
         return None
 
     async def logs(self, pod: Obj, options: dict[str, str]) -> AsyncIterator[bytes]:
@@ -320,6 +390,7 @@ class Kubelet:
         statuses = (pod.get("status") or {}).get("containerStatuses") or [{}]
         restart = int(statuses[0].get("restartCount") or 0)
         worker = self.workers.get(meta["uid"])
+        ray_worker = next((d.worker(meta["uid"]) for d in self.ray_drivers.values() if d.worker(meta["uid"])), None)
         if options.get("previous") in ("1", "t", "T", "true", "True", "TRUE"):
             restart -= 1
             path = log_path(self.root / "logs", meta["namespace"], meta["name"], meta["uid"], container, restart)
@@ -329,6 +400,6 @@ class Kubelet:
         else:
             path = log_path(self.root / "logs", meta["namespace"], meta["name"], meta["uid"], container, restart)
             live = worker.run.log if worker is not None and worker.run is not None and worker.restarts == restart \
-                else None
+                else ray_worker.log if ray_worker is not None else None
         async for chunk in follow(path, live, options):
             yield chunk

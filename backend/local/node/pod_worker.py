@@ -46,7 +46,9 @@ class Node(Protocol):
 
     def prepare(self, pod: Obj, container: Obj) -> tuple[podspec.LaunchSpec, str | None]: ...
 
-    async def start(self, run: Container, spec: podspec.LaunchSpec, cgroup: str | None) -> None: ...
+    async def start(self, pod: Obj, run: Container, spec: podspec.LaunchSpec, cgroup: str | None) -> None: ...
+
+    def ended(self, pod: Obj, run: Container, code: int) -> None: ...
 
     def open_log(self, pod: Obj, container: str, restart: int) -> PodLog: ...
 
@@ -169,7 +171,7 @@ class PodWorker:
                 continue
             run = self.run = Container(self.key, self.node.cluster_root,
                                        self.node.open_log(self.pod, self.container_spec.get("name", ""), self.restarts))
-            await self.node.start(run, spec, cgroup)
+            await self.node.start(self.pod, run, spec, cgroup)
             if self.deleting:  # deleted while it was starting
                 run.kill()
             if run.start_error:
@@ -184,6 +186,7 @@ class PodWorker:
             status = await run.ended()
             last = {"terminated": self._terminated(run, status)}
             code = last["terminated"]["exitCode"]
+            self.node.ended(self.pod, run, code)
             policy = self.pod["spec"].get("restartPolicy", "Always")
             if self.deleting or policy == "Never" or (policy == "OnFailure" and code == 0):
                 break
@@ -214,7 +217,7 @@ class PodWorker:
                       "containerID": f"process://{run.pid or 0}"}
         if code > 128 and code - 128 in (signal.SIGKILL, signal.SIGTERM):
             state["signal"] = code - 128
-        message = run.start_error or self.node.limit_reached(self.pod)
+        message = run.start_error or self.node.limit_reached(self.pod) or run.note
         if not message and code != 0 and self.container_spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
             message = "\n".join(run.log.last_lines)
         if message:

@@ -79,8 +79,8 @@ class Watch:
 
 
 class Store:
-    def __init__(self, registry: Kinds, directory: Path | None = None):
-        self.registry = registry
+    def __init__(self, kinds: Kinds, directory: Path | None = None):
+        self.kinds = kinds
         self.directory = directory
         self.objects: dict[Key, dict[str, Any]] = {}
         self.rv = int(time.time() * 1000)
@@ -241,7 +241,7 @@ class Store:
         """Objects a previous controller stored; versions continue above theirs."""
         if self.directory is None or not self.directory.is_dir():
             return
-        for kind in self.registry.kinds:
+        for kind in self.kinds.kinds:
             if not kind.persisted:
                 continue
             base = self.directory / (kind.group or "core") / kind.plural

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from backend.local import podspec
+from backend.local.node import podspec
 from backend.processes import SpawnError, kill_group, spawn
 
 log = logging.getLogger("kfcockpit.controller")
@@ -45,7 +45,7 @@ class Zygote:
         env.setdefault("PYTHONPATH", podspec.PROJECT_ROOT)
         env[podspec.ENV_CLUSTER] = str(cluster_root)
         try:
-            self.pid = spawn([sys.executable, "-m", "backend.local.zygote", "--fd", str(child.fileno())],
+            self.pid = spawn([sys.executable, "-m", "backend.local.node.zygote", "--fd", str(child.fileno())],
                              env, podspec.PROJECT_ROOT, log_fd, keep_fds=(child.fileno(),))
         finally:
             child.close()

@@ -1,12 +1,11 @@
-"""metrics.k8s.io for the embedded cluster, read from /proc (what metrics-server reads from the
-kubelet): a pod's CPU is its process's CPU time over the time since the previous reading (its
+"""metrics.k8s.io for the embedded cluster's node, read from /proc (what metrics-server reads from
+the kubelet): a pod's CPU is its process's CPU time over the time since the previous reading (its
 whole life on the first), memory its resident set; the node's from /proc/stat and /proc/meminfo.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import time
 from typing import Any
 
@@ -55,7 +54,20 @@ def pod_metrics(pod: dict[str, Any], pid: int | None) -> dict[str, Any] | None:
                                                       "memory": f"{rss // 1024}Ki"}}]}
 
 
-def node_metrics() -> dict[str, Any]:
+def meminfo() -> dict[str, int]:
+    """/proc/meminfo in bytes."""
+    found = {}
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                found[key] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return found
+
+
+def node_metrics(name: str) -> dict[str, Any]:
     with open("/proc/stat") as f:
         parts = f.readline().split()[1:]
     busy = sum(int(v) for i, v in enumerate(parts[:8]) if i not in (3, 4)) / _TICKS
@@ -68,7 +80,7 @@ def node_metrics() -> dict[str, Any]:
             memory[key] = int(rest.split()[0])
     used = memory.get("MemTotal", 0) - memory.get("MemAvailable", 0)
     return {"kind": "NodeMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
-            "metadata": {"name": socket.gethostname(), "labels": {"kubernetes.io/hostname": socket.gethostname()},
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name},
                          "creationTimestamp": _stamp()},
             "timestamp": _stamp(), "window": "10s",
             "usage": {"cpu": _window(_rate("node", busy, uptime)), "memory": f"{used}Ki"}}

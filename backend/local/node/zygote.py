@@ -1,6 +1,6 @@
 """The warm-worker zygote: a process that has torch imported and forks one worker per pod.
 
-    python -m backend.local.zygote --fd N     (started by the controller, never by hand)
+    python -m backend.local.node.zygote --fd N     (started by the controller, never by hand)
 
 Starting python and importing torch costs ~1.5 s per process on a small machine, which is most
 of a recovery. The zygote pays it once; a fork costs milliseconds. Each forked worker does what
