@@ -41,7 +41,8 @@ from backend.cluster import Cluster  # noqa: E402
 from backend.connect import connect  # noqa: E402
 from backend.local.embedded import Embedded  # noqa: E402
 from backend.settings import Settings  # noqa: E402
-from backend.local.node.podspec import ENV_CLUSTER, WARM_ANNOTATION  # noqa: E402
+from backend.local.node.podspec import ENV_CLUSTER  # noqa: E402
+from backend.local.registry.strategies.pods import WARM_ANNOTATION  # noqa: E402
 from backend.processes import sweep  # noqa: E402
 from backend.models import JobPhase, parse_manifests  # noqa: E402
 from training.launch import ddp_command, with_python  # noqa: E402

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 SNAPSHOT_API = "snapshot.storage.k8s.io/v1"
 
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 class KubeModel(BaseModel):
@@ -72,7 +73,12 @@ class ObjectMeta(KubeModel):
     @field_validator("name")
     @classmethod
     def _valid_name(cls, v: str) -> str:
-        return check_name(v, "metadata.name")
+        """Any object's name upstream: an RFC 1123 subdomain (dots allowed; a kind that needs a
+        label, as a TrainJob's DNS-1035 name, says so itself)."""
+        if len(v) > 253 or not _DNS1123_SUBDOMAIN.match(v):
+            raise ValueError(f"metadata.name {v!r} is not a valid name: lower-case letters, digits, '-' and '.', "
+                             "starting and ending with a letter or digit, at most 253 characters")
+        return v
 
 
 # ---------------------------------------------------------------- core/v1 pieces used in patches

@@ -195,10 +195,6 @@ class TrainingRuntime(KubeModel):
     def num_nodes(self) -> int:
         return int(self._path("mlPolicy", "numNodes") or 1)
 
-    def num_proc_per_node(self) -> int:
-        value = self._path("mlPolicy", "torch", "numProcPerNode")
-        return int(value) if isinstance(value, int) or (isinstance(value, str) and value.isdigit()) else 1
-
     def pod_spec(self) -> dict[str, Any]:
         """The pod template spec of the runtime's `node` replicated job."""
         for job in self._path("template", "spec", "replicatedJobs") or []:

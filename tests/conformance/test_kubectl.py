@@ -79,6 +79,10 @@ def test_upstream_multi_node_example_on_the_stock_runtime(kubectl):
     kubectl("apply", "-f", str(REPO / "tests" / "conformance" / "data" / "01-multi-node.yaml"))
     kubectl("wait", "--for=condition=Complete", "trainjob/multi-node-example", "--timeout=300s")
     logs = kubectl("logs", "-l", f"{LESSON}=multi-node-example", "--tail=-1")
+    # the runtime's pod template sets no restartPolicy: JobSet's defaulting webhook makes it OnFailure
+    policies = kubectl("get", "pods", "-l", f"{LESSON}=multi-node-example", "-o",
+                       "jsonpath={.items[*].spec.restartPolicy}")
+    assert policies.split() == ["OnFailure"] * 3
     assert logs.count("WORLD_SIZE: 3") == 3 and sorted(re.findall(r"^RANK: (\d)$", logs, re.M)) == ["0", "1", "2"]
     kubectl("delete", "trainjob", "multi-node-example")
 

@@ -13,7 +13,7 @@ import pytest
 
 from backend.kube.cluster import KubeCluster
 from backend.local.embedded import Embedded
-from backend.local.node.podspec import WARM_ANNOTATION
+from backend.local.registry.strategies.pods import WARM_ANNOTATION
 from backend.processes import is_zombie_or_gone
 from backend.models import JobPhase, PodEventType, PodPhase
 from tests.local.conftest import (

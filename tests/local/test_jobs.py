@@ -10,7 +10,7 @@ import re
 import pytest
 import yaml
 
-from backend.local.node.podspec import WARM_ANNOTATION
+from backend.local.registry.strategies.pods import WARM_ANNOTATION
 from backend.models import (
     LABEL_RANK,
     LABEL_RESTART_ATTEMPT,

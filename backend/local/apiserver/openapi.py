@@ -1,17 +1,22 @@
 """The OpenAPI documents kubectl reads: /openapi/v3 (an index of group-versions) and one
 document per group-version, whose PATCH operations declare `fieldValidation` (so kubectl
 leaves validation to the server) and whose component schemas carry
-`x-kubernetes-group-version-kind` (so `kubectl explain` finds them). /openapi/v2 is a minimal
-Swagger document for older clients.
+`x-kubernetes-group-version-kind` (so `kubectl explain` finds them). A custom resource's schema
+is its CRD's openAPIV3Schema as upstream wrote it (crds/: the descriptions `kubectl explain`
+shows), with `metadata` a reference to ObjectMeta, as apiextensions-apiserver publishes it; a core
+kind's is its upstream model's (schemas.py). /openapi/v2 is a minimal Swagger document for older
+clients.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 from typing import Any
 
 from backend.local.apiserver import validation
+from backend.local.registry import crds
 from backend.local.registry.kinds import Kind, Kinds
 
 _QUERY = [{"name": n, "in": "query", "schema": {"type": "string"}, "uniqueItems": True}
@@ -69,9 +74,33 @@ def _openapi_schema(node: Any, rename: dict[str, str]) -> Any:
     return {k: _openapi_schema(v, rename) for k, v in node.items()}
 
 
+_OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+
+
+def _crd_components(kind: Kind, crd_schema: dict[str, Any], schemas: dict[str, Any]) -> None:
+    """The CRD's schema as the kind's component, its metadata ObjectMeta's (with ObjectMeta's own
+    definitions, taken from the core models' schema)."""
+    top = copy.deepcopy(crd_schema)
+    meta = (top.setdefault("properties", {}).get("metadata")) or {}
+    top["properties"]["metadata"] = {"allOf": [{"$ref": f"#/components/schemas/{_OBJECT_META}"}],
+                                     "description": meta.get("description") or "Standard object's metadata. More "
+                                     "info: https://git.k8s.io/community/contributors/devel/sig-architecture/"
+                                     "api-conventions.md#metadata"}
+    top["x-kubernetes-group-version-kind"] = _gvk(kind)
+    schemas[_schema_name(kind)] = top
+    core = validation.schema("Namespace") or {}
+    for def_name, definition in core.get("$defs", {}).items():
+        if def_name.startswith("IoK8sApimachinery"):
+            schemas.setdefault(_definition_name(def_name), _openapi_schema(definition, {}))
+
+
 def _components(kinds: list[Kind]) -> dict[str, Any]:
     schemas: dict[str, Any] = {}
     for kind in kinds:
+        crd_schema = crds.schema(kind.kind)
+        if crd_schema is not None:
+            _crd_components(kind, crd_schema, schemas)
+            continue
         doc = validation.schema(kind.kind)
         name = _schema_name(kind)
         if doc is None:

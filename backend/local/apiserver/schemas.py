@@ -1,5 +1,6 @@
-"""The kinds' JSON schemas, from the `kubeflow_trainer_api` models (upstream's OpenAPI), made
-once per installed version of that package and kept in the user's cache directory.
+"""The core kinds' JSON schemas, from the `kubeflow_trainer_api` models (upstream's OpenAPI of
+the core/v1 types Kubeflow Trainer embeds), made once per installed version of that package and
+kept in the user's cache directory. The custom resources' schemas are their CRDs' own (crds/).
 
 Making them imports the whole package and walks every model: about two seconds of CPU, which on
 the API server's event loop would stall every watch and pod. So a child process makes them
@@ -22,10 +23,6 @@ from typing import Any, Awaitable, Callable
 log = logging.getLogger("kfcockpit.apiserver")
 
 MODELS = {
-    "TrainJob": "trainer_v1alpha1_train_job.TrainerV1alpha1TrainJob",
-    "TrainingRuntime": "trainer_v1alpha1_training_runtime.TrainerV1alpha1TrainingRuntime",
-    "ClusterTrainingRuntime": "trainer_v1alpha1_cluster_training_runtime.TrainerV1alpha1ClusterTrainingRuntime",
-    "JobSet": "jobset_v1alpha2_job_set.JobsetV1alpha2JobSet",
     "Pod": "io_k8s_api_core_v1_pod.IoK8sApiCoreV1Pod",
     "ConfigMap": "io_k8s_api_core_v1_config_map.IoK8sApiCoreV1ConfigMap",
     "Secret": "io_k8s_api_core_v1_secret.IoK8sApiCoreV1Secret",
@@ -55,7 +52,7 @@ def cache_file() -> Path:
         version = importlib.metadata.version("kubeflow_trainer_api")
     except importlib.metadata.PackageNotFoundError:
         version = "unknown"
-    return base / f"schemas-kubeflow_trainer_api-{version}.json"
+    return base / f"schemas-core-kubeflow_trainer_api-{version}.json"
 
 
 def _load(path: Path) -> bool:

@@ -1,9 +1,11 @@
 """Field validation (`fieldValidation=Strict|Warn|Ignore`) and the schemas behind it.
 
-The schemas are the upstream ones, as the `kubeflow_trainer_api` package ships them (models
-generated from Kubeflow Trainer v2.3's OpenAPI, which includes the core/v1 and JobSet types it
-embeds; schemas.py): the same documents `kubectl explain` shows. A kind without a schema here (RayJob,
-VolumeSnapshot...) is checked by the controller's own admission only.
+A custom resource's unknown fields are what its CRD's structural schema prunes (crds/, as
+apiextensions-apiserver does: `x-kubernetes-preserve-unknown-fields` keeps a subtree's, the root
+metadata is ObjectMeta); a core kind's are those its upstream model's schema lacks (schemas.py).
+Strict refuses them with the decoder's `strict decoding error: unknown field "spec.x"`, Warn
+returns them as warnings (the default when the client does not say), Ignore says nothing; the
+custom resource's are then pruned by its admission.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from backend.local.apiserver import schemas
+from backend.local.registry import crds
 from backend.local.registry.kinds import Kind
 from backend.local.registry.status import ApiError
 
@@ -34,6 +37,9 @@ def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
 
 def unknown_fields(obj: Any, kind_name: str) -> list[str]:
     """Dotted paths of the fields `obj` has that its kind's schema does not declare."""
+    pruned = crds.unknown_fields(kind_name, obj)
+    if pruned is not None:
+        return pruned
     doc = schema(kind_name)
     if doc is None:
         return []

@@ -12,7 +12,9 @@ Status (ray-operator/apis/ray/v1/rayjob_types.go): jobDeploymentStatus Initializ
 expected worker runs, then Running; Retrying when Ray restarts its worker group (the driver's
 restart-attempt label counts them, and `failed` counts them, as KubeRay counts its retries);
 Complete (jobStatus SUCCEEDED) or Failed (AppFailed, with the driver's exit and its message) when
-the driver ends. A suspended RayJob's driver is deleted (Suspended).
+the driver ends. A suspended RayJob's driver is deleted (Suspended). One KubeRay's validation
+refuses (crds/kuberay.py; the operator validates in its reconcile, there is no webhook) is marked
+ValidationFailed with a Warning event and never runs.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import json
 from typing import Hashable
 
 from backend.local.controllers.base import Controller, namespaced_key, owner_key
+from backend.local.registry import crds
 from backend.local.registry.client import Client
 from backend.local.registry.events import Record
 from backend.local.registry.strategies.rayjobs import plan_rayjob
@@ -131,6 +134,16 @@ class RayJobController(Controller):
             for pod in pods:
                 self.client.delete("Pod", namespace, pod["metadata"]["name"], grace=0)
             self._status(rayjob, {"jobDeploymentStatus": "Suspended", "jobStatus": status.get("jobStatus", "")})
+            return None
+        if not drivers and status.get("jobDeploymentStatus") != "ValidationFailed":
+            refused = crds.validate_rayjob(rayjob)
+            if refused is not None:  # KubeRay validates in its reconcile: the job is marked, never run
+                reason, message = refused
+                self.record(rayjob, "Warning", reason, f"{namespace}/{name}: {message}")
+                self._status(rayjob, {"jobDeploymentStatus": "ValidationFailed", "reason": "ValidationFailed",
+                                      "message": message})
+                return None
+        if status.get("jobDeploymentStatus") == "ValidationFailed":
             return None
         if not drivers:
             if status.get("startTime"):

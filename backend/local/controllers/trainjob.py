@@ -3,11 +3,12 @@ with the runtime framework's jobset and torch plugins): a TrainJob and its (Clus
 become a JobSet, and the JobSet's state becomes the TrainJob's.
 
 The JobSet is the runtime's template with the TrainJob's runtimePatches merged in (a strategic
-merge, replicated jobs kept in the runtime's order), then the TrainJob's own settings on the
-replicated job labelled `trainer.kubeflow.org/trainjob-ancestor-step: trainer`: numNodes as its
-parallelism and completions, the `node` container's image, command, args, env and
-resourcesPerNode, and the torch plugin's PET_* variables (PET_NODE_RANK from the pod's
+merge, replicated jobs kept in the runtime's order: crds/trainer.py), then the TrainJob's own
+settings on the replicated job labelled `trainer.kubeflow.org/trainjob-ancestor-step: trainer`:
+numNodes as its parallelism and completions, the `node` container's image, command, args, env
+and resourcesPerNode, and the torch plugin's PET_* variables (PET_NODE_RANK from the pod's
 completion index, PET_MASTER_ADDR the first pod's DNS name `<job>-node-0-0.<job>`, port 29500).
+The cockpit's own annotation `kfcockpit.io/warm-start` on the TrainJob reaches its pods.
 It is owned by the TrainJob and built once; built again only while either is suspended, as the
 jobset plugin's Build does. A runtime that is missing leaves a TrainJobResourcesCreationFailed
 event and a retry.
@@ -28,9 +29,11 @@ from backend.local.controllers.base import Controller, namespaced_key, owner_key
 from backend.local.registry.events import Record
 from backend.local.controllers.job import INDEX_FIELD_PATH, parse_time
 from backend.local.registry.client import Client
+from backend.local.registry import crds
+from backend.local.registry.crds import trainer as crds_trainer
 from backend.local.registry.merge import strategic_merge
+from backend.local.registry.strategies.pods import WARM_ANNOTATION
 from backend.local.registry.strategy import Obj
-from backend.quantity import quantity
 
 API = "trainer.kubeflow.org/v1alpha1"
 MANAGED_BY = "trainer.kubeflow.org/trainjob-controller"
@@ -62,31 +65,17 @@ def _upsert(items: list[Obj], new: list[Obj], key: str = "name") -> list[Obj]:
     return merged
 
 
-def _cpus(resources: Obj) -> int:
-    """getNumCPUPerNode: the CPU limit, else request, in whole cores (rounded down, at least 1)."""
-    for field in ("limits", "requests"):
-        value = (resources.get(field) or {}).get("cpu")
-        if value is not None:
-            return max(1, int(quantity(value)))
-    return 1
-
-
 def build_jobset(trainjob: Obj, runtime: Obj) -> Obj:
     """The JobSet the Trainer makes of `trainjob` on `runtime`."""
     meta, spec = trainjob["metadata"], trainjob["spec"]
-    template = copy.deepcopy((runtime.get("spec") or {}).get("template") or {})
-    jobset_spec = template.get("spec") or {}
+    template = (runtime.get("spec") or {}).get("template") or {}
+    jobset_spec = crds_trainer.merged_runtime_spec(runtime, trainjob)
     labels = dict((template.get("metadata") or {}).get("labels") or {})
     annotations = dict((template.get("metadata") or {}).get("annotations") or {})
-    order = {r.get("name"): i for i, r in enumerate(jobset_spec.get("replicatedJobs") or [])}
     for patch in spec.get("runtimePatches") or []:
         patched = ((patch.get("trainingRuntimeSpec") or {}).get("template") or {})
         labels.update((patched.get("metadata") or {}).get("labels") or {})
         annotations.update((patched.get("metadata") or {}).get("annotations") or {})
-        if patched.get("spec"):
-            jobset_spec = strategic_merge(jobset_spec, patched["spec"])
-    jobset_spec["replicatedJobs"] = sorted(jobset_spec.get("replicatedJobs") or [],
-                                           key=lambda r: order.get(r.get("name"), len(order)))
     trainer = spec.get("trainer") or {}
     policy = (runtime.get("spec") or {}).get("mlPolicy") or {}
     nodes = int(trainer.get("numNodes") or policy.get("numNodes") or 1)
@@ -96,10 +85,14 @@ def build_jobset(trainjob: Obj, runtime: Obj) -> Obj:
             continue
         rjob["replicas"] = 1
         job_spec = job_template.setdefault("spec", {})
+        if WARM_ANNOTATION in (meta.get("annotations") or {}):
+            pod_meta = job_spec.setdefault("template", {}).setdefault("metadata", {})
+            pod_meta.setdefault("annotations", {})[WARM_ANNOTATION] = meta["annotations"][WARM_ANNOTATION]
         job_spec["parallelism"] = job_spec["completions"] = nodes
         for container in job_spec.setdefault("template", {}).setdefault("spec", {}).get("containers") or []:
             if container.get("name") == TRAINER:
-                _trainer_container(container, trainjob, nodes, "torch" in policy)
+                procs = crds.num_proc_per_node(trainjob, runtime) if "torch" in policy else None
+                _trainer_container(container, trainjob, nodes, procs)
     jobset_spec["suspend"] = bool(spec.get("suspend"))
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": labels,
@@ -109,7 +102,9 @@ def build_jobset(trainjob: Obj, runtime: Obj) -> Obj:
             "spec": jobset_spec}
 
 
-def _trainer_container(container: Obj, trainjob: Obj, nodes: int, torch: bool) -> None:
+def _trainer_container(container: Obj, trainjob: Obj, nodes: int, procs: str | None) -> None:
+    """The `node` container as the jobset plugin's Trainer() and the torch plugin leave it:
+    `procs` is PET_NPROC_PER_NODE (None without the torch policy)."""
     name, trainer = trainjob["metadata"]["name"], trainjob["spec"].get("trainer") or {}
     for field in ("image", "command", "args"):
         if trainer.get(field) is not None:
@@ -121,10 +116,7 @@ def _trainer_container(container: Obj, trainjob: Obj, nodes: int, torch: bool) -
             if per_node.get(field):
                 resources[field] = {**(resources.get(field) or {}), **per_node[field]}
     env = _upsert(container.get("env") or [], trainer.get("env") or [])
-    if torch:
-        procs = trainer.get("numProcPerNode")
-        if procs is None or procs == "auto":
-            procs = _cpus(container.get("resources") or {})
+    if procs is not None:
         env = _upsert(env, [
             {"name": "PET_NNODES", "value": str(nodes)},
             {"name": "PET_NPROC_PER_NODE", "value": str(procs)},

@@ -43,6 +43,7 @@ from backend.local.node.raypods import DRIVER_ANNOTATION, LOG_FORMAT_ENV, ROLE, 
 from backend.local.registry.client import Client
 from backend.local.registry.informer import DELETED, Informer
 from backend.local.registry.status import bad_request
+from backend.local.registry.strategies.pods import WARM_ANNOTATION
 from backend.processes import Children
 
 log = logging.getLogger("kfcockpit.kubelet")
@@ -284,7 +285,7 @@ class Kubelet:
                     "KUBERNETES_SERVICE_HOST": ADDRESS, "KUBERNETES_SERVICE_PORT": str(self.api_port())})
         argv = [podspec.rewrite_mounts(podspec.expand(a, env), mounts)
                 for a in (container.get("command") or []) + (container.get("args") or [])]
-        warm = (meta.get("annotations") or {}).get(podspec.WARM_ANNOTATION, "true").lower() not in ("false", "0", "no")
+        warm = (meta.get("annotations") or {}).get(WARM_ANNOTATION, "true").lower() not in ("false", "0", "no")
         return podspec.launch_spec(argv, env, warm), self.cgroups.pod(meta["uid"], self.pids_limit)
 
     def _ray_env(self) -> dict[str, str]:

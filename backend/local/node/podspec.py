@@ -32,7 +32,6 @@ from backend.errors import InvalidResource
 VENV_BIN = str(Path(sys.executable).parent)
 # The image's working directory, so `-m training.ddp` resolves.
 PROJECT_ROOT = str(project.PROJECT_ROOT)
-WARM_ANNOTATION = "kfcockpit.io/warm-start"
 # Every pod process (and everything it starts) carries these, so no descendant can hide.
 ENV_CLUSTER = "KFCOCKPIT_CLUSTER"
 ENV_POD = "KFCOCKPIT_POD"

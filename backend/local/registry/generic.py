@@ -3,7 +3,9 @@
 
 - create: the namespace must exist and not be terminating (the NamespaceLifecycle admission
   plugin), generateName is filled, system fields are the server's, a kind with a status
-  subresource starts without one; then the strategy's defaults and validation, then the store.
+  subresource starts without one; a custom resource passes its upstream admission (crds/: its
+  CRD's schema and defaults, CEL rules, the Trainer's, JobSet's webhooks); then the strategy's
+  defaults and validation, then the store.
 - update: the main resource never changes status, /status changes only status, /finalize only a
   Namespace's spec.finalizers; an object being deleted may lose finalizers but gain none. An
   object being deleted that has nothing left holding it (finalizers, grace, its strategy's own
@@ -24,6 +26,7 @@ import time
 import uuid
 from typing import Callable
 
+from backend.local.registry import crds
 from backend.local.registry.kinds import Kind, Kinds
 from backend.local.registry.status import ApiError, conflict, forbidden, invalid, not_found
 from backend.local.registry.store import Store
@@ -63,6 +66,14 @@ class Registry:
     def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
         return self.store.list(self.kinds.named(kind), namespace)
 
+    def _lookup(self, kind: str, namespace: str | None, name: str) -> Obj | None:
+        """What a webhook reads from the cluster (crds.Lookup): the stored object, or None."""
+        try:
+            found = self.kinds.named(kind)
+        except KeyError:
+            return None
+        return self.store.find(found, namespace if found.namespaced else None, name)
+
     # ------------------------------------------------------------------ create
 
     def create(self, kind: Kind, obj: Obj, dry_run: bool = False) -> tuple[Obj, list[str]]:
@@ -86,8 +97,9 @@ class Registry:
         strategy = self.strategy(kind)
         if "status" in kind.subresources and not strategy.keep_status_on_create:
             obj.pop("status", None)
+        warnings = crds.admit(kind.kind, "CREATE", obj, None, self._lookup, rfc3339(self.clock()))
         strategy.prepare_for_create(obj, self)
-        warnings = strategy.validate(obj, self)
+        warnings += strategy.validate(obj, self)
         if dry_run:
             return obj, warnings
         return self.store.create(kind, obj), warnings
@@ -129,8 +141,9 @@ class Registry:
                 if system in old["metadata"]:
                     new["metadata"][system] = old["metadata"][system]
             self._check_finalizers(kind, new, old)
+            warnings = crds.admit(kind.kind, "UPDATE", new, old, self._lookup, rfc3339(self.clock()))
             strategy.prepare_for_update(new, old)
-            warnings = strategy.validate_update(new, old, self)
+            warnings += strategy.validate_update(new, old, self)
         if dry_run:
             return new, warnings
         stored = self.store.update(kind, new, expect_rv)

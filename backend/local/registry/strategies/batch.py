@@ -8,9 +8,9 @@
   completions. Its template, selector and completion mode are fixed once created. batch/v1's
   default propagation is Orphan, for backward compatibility, as upstream: clients say what they
   want (kubectl says Background).
-- JobSet: successPolicy All, startupPolicy AnyOrder, Indexed jobs whose pods restart OnFailure,
-  DNS hostnames on, replicas 1; named failure policy rules. Only `suspend` changes while it runs;
-  anything may change while it is suspended (a TrainJob resumed with new settings).
+- JobSet: its defaults and webhook are upstream's (crds/: successPolicy All, Indexed jobs whose
+  pods restart OnFailure, DNS hostnames on...). Only `suspend` changes while it runs; anything
+  may change while it is suspended (a TrainJob resumed with new settings).
 """
 
 from __future__ import annotations
@@ -75,23 +75,8 @@ class JobStrategy(Strategy):
 
 
 class JobSetStrategy(Strategy):
-    def prepare_for_create(self, obj: Obj, reader: Reader) -> None:
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("successPolicy", {"operator": "All"})
-        spec["successPolicy"].setdefault("operator", "All")
-        spec.setdefault("startupPolicy", {"startupPolicyOrder": "AnyOrder"})
-        network = spec.setdefault("network", {})
-        network.setdefault("enableDNSHostnames", True)
-        network.setdefault("publishNotReadyAddresses", True)
-        spec.setdefault("suspend", False)
-        for rjob in spec.get("replicatedJobs") or []:
-            rjob.setdefault("replicas", 1)
-            job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
-            job_spec.setdefault("completionMode", "Indexed")
-            pod_spec = job_spec.setdefault("template", {}).setdefault("spec", {})
-            pod_spec.setdefault("restartPolicy", "OnFailure")
-        for i, rule in enumerate(((spec.get("failurePolicy") or {}).get("rules")) or []):
-            rule.setdefault("name", f"failurePolicyRule{i}")
+    """Its defaults and webhook are upstream's (crds/); the pods its Jobs make must be ones the
+    kubelet runs."""
 
     def validate(self, obj: Obj, reader: Reader) -> list[str]:
         problems = []

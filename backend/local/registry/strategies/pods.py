@@ -26,6 +26,8 @@ from backend.local.registry.status import ApiError, conflict, forbidden, invalid
 from backend.local.registry.strategy import Obj, Reader, Strategy
 
 CONTROLLER_POD_ANNOTATION = "kfcockpit.io/controller-pid"  # on the controller's own pod: not deletable
+# A pod's ask to run its command exactly (torchrun) rather than forked warm (node/podspec.py).
+WARM_ANNOTATION = "kfcockpit.io/warm-start"
 DEFAULT_GRACE = 30
 _TOLERATION_SECONDS = 300  # the DefaultTolerationSeconds admission plugin's default
 _MOUNTED = ("persistentVolumeClaim", "configMap", "secret", "emptyDir")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from backend.errors import InvalidResource
-from backend.local.registry import admission
+from backend.local.registry import admission, crds
 from backend.local.registry.kinds import Kind
 from backend.local.registry.status import ApiError
 from backend.local.registry.strategy import Obj, Reader, Strategy
@@ -109,6 +109,8 @@ class RayJobStrategy(Strategy):
 
     def validate(self, obj: Obj, reader: Reader) -> list[str]:
         job = admission.check_model(self.kind, obj)
+        if crds.validate_rayjob(obj) is not None:
+            return []  # KubeRay refuses it (ValidationFailed, controllers/rayjob.py): it never runs here
         try:
             plan_rayjob(job)
             self.check_state_root()
@@ -117,6 +119,5 @@ class RayJobStrategy(Strategy):
         return []
 
     def validate_update(self, obj: Obj, old: Obj, reader: Reader) -> list[str]:
-        if not (old.get("spec") or {}).get("suspend"):
-            admission.immutable_spec(self.kind, obj, old)
+        admission.immutable_spec(self.kind, obj, old)
         return self.validate(obj, reader)

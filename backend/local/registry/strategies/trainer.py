@@ -1,12 +1,12 @@
 """The strategies of Kubeflow Trainer v2.3's kinds: TrainJob, TrainingRuntime,
-ClusterTrainingRuntime (the CRDs' defaults and rules and the Trainer's validating webhooks,
-admission.py, then the cockpit's models for the shapes they check).
+ClusterTrainingRuntime. Their CRDs' defaults and rules and the Trainer's webhooks are upstream's
+(crds/, which the generic registry runs first); then the cockpit's models for the shapes they
+check (admission.check_model).
 
 A TrainJob also answers what the embedded cluster knows at once: its pods' names must fit
-(`<job>-node-0-<index>-<5 chars>` in 63 characters), its torch plugin's reserved variables are
-the Trainer's (pkg/runtime/framework/plugins/torch: trainer.env may not set PET_*), and no node
-count beyond every node's pod slots together. Its spec changes only in `suspend` while it runs;
-while suspended it may change (the Trainer builds the JobSet again when it resumes).
+(`<job>-node-0-<index>-<5 chars>` in 63 characters), and no node count beyond every node's pod
+slots together. Its spec changes only in `suspend` while it runs; while suspended it may change
+(the Trainer builds the JobSet again when it resumes).
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from backend.local.registry.strategy import Obj, Reader, Strategy
 from backend.quantity import quantity
 
 MAX_NAME = 63
-# pkg/constants TorchRunReservedEnvNames
-RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 
 
 def pod_name_length(job: str) -> int:
@@ -38,24 +36,14 @@ class TrainJobStrategy(Strategy):
     def __init__(self, kind: Kind):
         self.kind = kind
 
-    def prepare_for_create(self, obj: Obj, reader: Reader) -> None:
-        admission.default_trainjob(obj)
-
     def validate(self, obj: Obj, reader: Reader) -> list[str]:
-        return self._validate(obj, None, reader)
+        return self._validate(obj, reader)
 
     def validate_update(self, obj: Obj, old: Obj, reader: Reader) -> list[str]:
-        if not (old.get("spec") or {}).get("suspend"):
-            admission.immutable_spec(self.kind, obj, old)
-        return self._validate(obj, old, reader)
+        admission.immutable_spec(self.kind, obj, old)
+        return self._validate(obj, reader)
 
-    def _validate(self, obj: Obj, old: Obj | None, reader: Reader) -> list[str]:
-        def runtime_exists(kind_name: str | None, name: str | None, namespace: str | None) -> bool:
-            if kind_name not in ("TrainingRuntime", "ClusterTrainingRuntime"):
-                return False
-            return reader.find(kind_name, namespace if kind_name == "TrainingRuntime" else None, name or "") is not None
-
-        admission.validate_trainjob(self.kind, obj, old, runtime_exists)
+    def _validate(self, obj: Obj, reader: Reader) -> list[str]:
         admission.check_model(self.kind, obj)
         name = obj["metadata"]["name"]
         trainer = (obj.get("spec") or {}).get("trainer") or {}
@@ -64,10 +52,6 @@ class TrainJobStrategy(Strategy):
             causes.append(("metadata.name", f"Invalid value: \"{name}\": its pod names (`{name}-node-0-0-xxxxx`) would "
                            f"exceed {MAX_NAME} characters; use at most "
                            f"{len(name) - (pod_name_length(name) - MAX_NAME)}"))
-        reserved = sorted({e.get("name") for e in trainer.get("env") or [] if e.get("name") in RESERVED_ENV})
-        if reserved:
-            causes.append(("spec.trainer.env", f"Invalid value: must not have reserved envs, invalid envs configured: "
-                                               f"{reserved}"))
         nodes, slots = trainer.get("numNodes"), pod_slots(reader)
         if isinstance(nodes, int) and slots and nodes > slots:
             # Not an upstream rule: a cluster would keep such pods Pending; one machine cannot hold
