@@ -214,7 +214,7 @@ def fill_volume(directory: Path, total: int, files: int) -> None:
 
 async def snapshot_vs_copy(cluster: Cluster, rounds: int) -> tuple[float, float]:
     layout = cluster.embedded.layout
-    volume = layout.volume_dir("bench-volume")
+    volume = layout.claim_dir("default", "bench-volume")
     fill_volume(volume, 1 << 30, 64)
     snaps, copies = [], []
     for r in range(rounds):

@@ -70,7 +70,7 @@ def replace_file(path, text: str) -> None:
 def test_a_claim_restored_from_a_snapshot_starts_with_the_snapshots_files(embedded, kubectl):
     layout = Layout(embedded[0])
     kubectl("apply", "-f", "-", input=claim_yaml("vr-source"))
-    source = layout.volume_dir("vr-source")
+    source = layout.claim_dir("default", "vr-source")
     (source / "run").mkdir()
     (source / "run" / "a.txt").write_text("before")
     (source / "keep.txt").write_text("kept")
@@ -89,14 +89,14 @@ def test_a_claim_restored_from_a_snapshot_starts_with_the_snapshots_files(embedd
 
     claim = bound(kubectl, "vr-restored")
     assert claim["spec"]["dataSourceRef"] == from_snapshot("vr-snap")  # NormalizeDataSources
-    restored = layout.volume_dir("vr-restored")
+    restored = layout.claim_dir("default", "vr-restored")
     assert sorted(str(p.relative_to(restored)) for p in restored.rglob("*")) == ["keep.txt", "run", "run/a.txt"]
     assert (restored / "run" / "a.txt").read_text() == "before"
     assert [r for _, r, _ in events(kubectl, "vr-restored")] == ["Provisioning", "ProvisioningSucceeded"]
     # A restored volume is anyone's to write, in place too: the snapshot does not change.
     with open(restored / "keep.txt", "a") as f:
         f.write(" and changed")
-    assert (layout.snapshot_dir("vr-snap") / "data" / "keep.txt").read_text() == "kept"
+    assert (layout.snapshot_data("default", "vr-snap") / "keep.txt").read_text() == "kept"
     assert (source / "keep.txt").read_text() == "kept"
 
     kubectl("delete", "volumesnapshot", "vr-snap")
@@ -114,14 +114,14 @@ def test_a_claim_naming_a_missing_snapshot_stays_pending_until_it_is_taken(embed
         'failed to provision volume with StorageClass "standard": error getting handle for DataSource Type '
         "VolumeSnapshot by Name vr-later: error getting snapshot vr-later from api server: "
         'volumesnapshots.snapshot.storage.k8s.io "vr-later" not found')
-    assert not Layout(embedded[0]).volume_dir("vr-early").exists()
+    assert not Layout(embedded[0]).claim_dir("default", "vr-early").exists()
 
     kubectl("apply", "-f", "-", input=claim_yaml("vr-later-src"))
-    (Layout(embedded[0]).volume_dir("vr-later-src") / "x.txt").write_text("x")
+    (Layout(embedded[0]).claim_dir("default", "vr-later-src") / "x.txt").write_text("x")
     kubectl("apply", "-f", "-", input=snapshot_yaml("vr-later", "vr-later-src"))
     # The snapshot is taken as its create returns, and the waiting claim provisioned from it.
     bound(kubectl, "vr-early")
-    assert (Layout(embedded[0]).volume_dir("vr-early") / "x.txt").read_text() == "x"
+    assert (Layout(embedded[0]).claim_dir("default", "vr-early") / "x.txt").read_text() == "x"
     kubectl("delete", "pvc", "vr-early", "vr-later-src")
     kubectl("delete", "volumesnapshot", "vr-later")
 
@@ -158,7 +158,7 @@ def test_a_pod_waits_for_its_claim_to_be_provisioned(embedded, kubectl):
         "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims.")
 
     kubectl("apply", "-f", "-", input=claim_yaml("vr-awaited-src"))
-    (Layout(embedded[0]).volume_dir("vr-awaited-src") / "x.txt").write_text("restored")
+    (Layout(embedded[0]).claim_dir("default", "vr-awaited-src") / "x.txt").write_text("restored")
     kubectl("apply", "-f", "-", input=snapshot_yaml("vr-awaited-snap", "vr-awaited-src"))
     kubectl("wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/vr-waiting", "--timeout=300s")
     assert kubectl("logs", "vr-waiting") == "restored\n"
@@ -184,13 +184,13 @@ def test_data_source_rules_of_the_api_server(kubectl):
 def test_a_claim_cloned_from_another_claim(embedded, kubectl):
     layout = Layout(embedded[0])
     kubectl("apply", "-f", "-", input=claim_yaml("vr-origin"))
-    (layout.volume_dir("vr-origin") / "ckpt").write_text("weights")
+    (layout.claim_dir("default", "vr-origin") / "ckpt").write_text("weights")
     clone = {"kind": "PersistentVolumeClaim", "name": "vr-origin"}
     kubectl("apply", "-f", "-", input=claim_yaml("vr-clone", source_ref=clone))
     claim = bound(kubectl, "vr-clone")
     assert claim["spec"]["dataSource"] == clone
-    replace_file(layout.volume_dir("vr-origin") / "ckpt", "newer")
-    assert (layout.volume_dir("vr-clone") / "ckpt").read_text() == "weights"
+    replace_file(layout.claim_dir("default", "vr-origin") / "ckpt", "newer")
+    assert (layout.claim_dir("default", "vr-clone") / "ckpt").read_text() == "weights"
 
     kubectl("apply", "-f", "-", input=claim_yaml("vr-clone-small", storage="1Mi", source=clone))
     assert get(kubectl, "pvc", "vr-clone-small")["status"]["phase"] == "Pending"
@@ -225,7 +225,7 @@ async def test_the_kube_backend_snapshots_a_volume_and_reads_it_back(embedded, k
     cluster = kube_cluster(embedded)
     layout = Layout(embedded[0])
     kubectl("apply", "-f", "-", input=claim_yaml("vr-kube"))
-    finished_run(layout.volume_dir("vr-kube") / "run-a", loss=0.25, steps=4)
+    finished_run(layout.claim_dir("default", "vr-kube") / "run-a", loss=0.25, steps=4)
 
     assert "vr-kube" in [v.name for v in await cluster.volumes()]
     checkpoints = await cluster.checkpoints("vr-kube")
@@ -237,7 +237,7 @@ async def test_the_kube_backend_snapshots_a_volume_and_reads_it_back(embedded, k
     assert "vr-kube-snap" in [s.name for s in await cluster.snapshots()]
 
     # A second run lands on the volume after the snapshot: the snapshot still reads as it was.
-    finished_run(layout.volume_dir("vr-kube") / "run-b", loss=0.5, steps=2)
+    finished_run(layout.claim_dir("default", "vr-kube") / "run-b", loss=0.5, steps=2)
     in_snapshot = await cluster.read_metrics(snapshot="vr-kube-snap")
     assert [(m.run, m.final_loss, m.steps, m.loss_history) for m in in_snapshot] == [("run-a", 0.25, 4, [1.0, 0.25])]
     on_volume = await cluster.read_metrics(volume="vr-kube")

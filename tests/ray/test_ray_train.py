@@ -43,7 +43,7 @@ def _events(lines, event: str) -> list[dict[str, str]]:
 def run_path(measured, m) -> Path:
     """Where a side's run directory (<volume>/<run>) is on the embedded cluster's disk."""
     volume, run = m.run_dir.split("/", 1)
-    return Layout(measured.settings.home).volume_dir(volume) / run
+    return Layout(measured.settings.home).claim_dir("default", volume) / run
 
 
 def _reports(measured) -> list[dict]:

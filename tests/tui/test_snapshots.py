@@ -55,7 +55,7 @@ def prepare(home: Path) -> None:
     cluster = connect(Settings(home=home))
     asyncio.run(apply_runtime_and_volume(cluster))
     asyncio.run(cluster.close())
-    run_dir = Layout(home).volume_dir("checkpoints") / "lesson-ddp"
+    run_dir = Layout(home).claim_dir("default", "checkpoints") / "lesson-ddp"
     run_dir.mkdir(parents=True)
     for i, step in enumerate((5, 10, 15)):
         header = {"step": step, "world_size": 2, "loss": round(0.5 / step, 6), "created": NOW - 300 + i * 30}

@@ -9,8 +9,9 @@ controller hands it in the driver's annotations. A driver that fails tells why i
 termination message (FallbackToLogsOnError).
 
 Status (ray-operator/apis/ray/v1/rayjob_types.go): jobDeploymentStatus Initializing until every
-expected worker runs, then Running; Retrying when Ray restarts its worker group (the driver's
-restart-attempt label counts them, and `failed` counts them, as KubeRay counts its retries);
+expected worker runs, then Running; Retrying from a running group's loss of a worker until its
+next group runs (the driver's restart-attempt label counts the groups, and `failed` counts them,
+as KubeRay counts its retries);
 Complete (jobStatus SUCCEEDED) or Failed (AppFailed, with the driver's exit and its message) when
 the driver ends. A suspended RayJob's driver is deleted (Suspended). One KubeRay's validation
 refuses (crds/kuberay.py; the operator validates in its reconcile, there is no webhook) is marked
@@ -184,9 +185,11 @@ class RayJobController(Controller):
                    and not p["metadata"].get("deletionTimestamp")]
         all_running = workers and len(workers) >= expected and all(
             (w.get("status") or {}).get("phase") == "Running" for w in workers)
+        was = (rayjob.get("status") or {}).get("jobDeploymentStatus")
         if phase == "Running" and all_running:
             status.update(jobDeploymentStatus="Running", jobStatus="RUNNING", message=None)
-        elif attempt > 0 or any((w.get("status") or {}).get("phase") == "Failed" for w in workers):
+        elif was in ("Running", "Retrying") or any((w.get("status") or {}).get("phase") == "Failed" for w in workers):
+            # a running group lost a worker, or its next group is starting: Ray is retrying
             status.update(jobDeploymentStatus="Retrying", jobStatus="RUNNING",
                           message=f"Ray restarts the worker group, restart attempt {attempt}")
         else:

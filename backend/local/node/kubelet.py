@@ -144,9 +144,11 @@ class Kubelet:
             return
         worker = self.workers.get(meta["uid"])
         if event_type == DELETED:
-            if worker is not None:
-                worker.kill()
-            self._forget(pod)
+            if worker is not None and worker.task is not None:
+                worker.kill()  # its files go once its last lines are read (a follower may still read them)
+                worker.task.add_done_callback(lambda _t: self._forget(pod))
+            else:
+                self._forget(pod)
             return
         if worker is not None:
             worker.pod = pod
@@ -173,9 +175,12 @@ class Kubelet:
         meta = pod["metadata"]
         driver = self.ray_drivers.get((meta.get("annotations") or {}).get(DRIVER_ANNOTATION, ""))
         if event_type == DELETED:
-            if driver is not None:
+            run = driver.worker(meta["uid"]) if driver is not None else None
+            if run is not None:
                 driver.worker_deleted(meta["uid"])
-            self._forget(pod)
+                run.log.closed.add_done_callback(lambda _f: self._forget(pod))
+            else:
+                self._forget(pod)
         elif meta.get("deletionTimestamp"):
             if driver is not None:
                 driver.worker_deleted(meta["uid"])

@@ -64,7 +64,7 @@ AGE = Column("Age", "date", ".metadata.creationTimestamp")
 
 CORE = [
     Kind("", "v1", "Namespace", "namespaces", False, ("ns",), subresources=("status", "finalize")),
-    Kind("", "v1", "Pod", "pods", True, ("po",), ("all",), subresources=("status", "log"), persisted=False,
+    Kind("", "v1", "Pod", "pods", True, ("po",), ("all",), subresources=("status", "log"),
          durable=False),
     Kind("", "v1", "Event", "events", True, ("ev",), persisted=False),  # an hour's history upstream; here, this run's
     Kind("", "v1", "Node", "nodes", False, ("no",), subresources=("status",), persisted=False),
@@ -73,7 +73,7 @@ CORE = [
     Kind("", "v1", "Secret", "secrets", True),
     Kind("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",)),
     Kind("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, ("sc",)),
-    Kind("batch", "v1", "Job", "jobs", True, (), ("all",), subresources=("status",), persisted=False, durable=False),
+    Kind("batch", "v1", "Job", "jobs", True, (), ("all",), subresources=("status",), durable=False),
 ]
 
 TRAINER = [
@@ -88,7 +88,7 @@ TRAINER = [
                   Column("Restarts", "string", ".status.restarts"),
                   Column("Completed", "string", ".status.conditions[?(@.type==\"Completed\")].status"),
                   Column("Suspended", "string", ".spec.suspend"), AGE),
-         persisted=False, durable=False),
+         durable=False),
     Kind("ray.io", "v1", "RayJob", "rayjobs", True, (), ("all",), subresources=("status",),
          columns=(Column("Job Status", "string", ".status.jobStatus"),
                   Column("Deployment Status", "string", ".status.jobDeploymentStatus"),

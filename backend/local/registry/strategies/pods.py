@@ -11,12 +11,13 @@ kubelet can run.
   marks the pod PodScheduled.
 - delete: graceful as upstream: the request's grace, else terminationGracePeriodSeconds; at once
   for a pod not yet bound or already finished. The pod of this cluster's own controller is not
-  deletable (the process that serves the API).
+  deletable while it is that process (the one that serves the API).
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import time
 from typing import Callable
 
@@ -149,7 +150,7 @@ class PodStrategy(Strategy):
         return old
 
     def before_delete(self, obj: Obj, reader: Reader) -> None:
-        if CONTROLLER_POD_ANNOTATION in (obj["metadata"].get("annotations") or {}):
+        if (obj["metadata"].get("annotations") or {}).get(CONTROLLER_POD_ANNOTATION) == str(os.getpid()):
             raise forbidden(f'pods "{obj["metadata"]["name"]}" is forbidden: it is the embedded cluster\'s controller '
                             "process (kfcockpit cluster down stops it)")
 

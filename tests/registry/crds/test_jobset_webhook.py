@@ -9,7 +9,7 @@ import copy
 import pytest
 
 from backend.local.registry import crds
-from tests.apiserver.crds.conftest import jobset
+from tests.registry.crds.conftest import jobset
 
 PREFIX = 'admission webhook "vjobset.kb.io" denied the request: JobSet.jobset.x-k8s.io "js" is invalid: '
 

@@ -10,8 +10,8 @@ import copy
 import pytest
 
 from backend.local.registry import crds
-from tests.apiserver.crds.conftest import NOW, manifest, trainjob
-from tests.apiserver.crds.test_cel_rules import _init_runtime
+from tests.registry.crds.conftest import NOW, manifest, trainjob
+from tests.registry.crds.test_cel_rules import _init_runtime
 
 DENIED = 'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: '
 REF = '{"name":"%s","apiGroup":"trainer.kubeflow.org","kind":"%s"}'

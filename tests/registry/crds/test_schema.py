@@ -11,11 +11,12 @@ import copy
 
 import pytest
 
-from backend.local.registry import crds, validation
+from backend.local.apiserver import validation
+from backend.local.registry import crds
 from backend.local.registry.crds import structural
-from backend.local.registry.kinds import Registry
+from backend.local.registry.kinds import Kinds
 from backend.local.registry.status import ApiError
-from tests.apiserver.crds.conftest import jobset, manifest, trainjob
+from tests.registry.crds.conftest import jobset, manifest, trainjob
 
 UNCHECKED = ("<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; "
              "correct the existing errors to complete validation")
@@ -135,7 +136,7 @@ def test_embedded_resources_keep_their_type_and_metadata():
 
 @pytest.mark.parametrize("mode, outcome", [("Strict", 400), ("Warn", ['unknown field "spec.bogus"']), ("Ignore", [])])
 def test_field_validation_of_a_custom_resource(mode, outcome):
-    kind = Registry().by_kind("trainer.kubeflow.org/v1alpha1", "TrainJob")
+    kind = Kinds().by_kind("trainer.kubeflow.org/v1alpha1", "TrainJob")
     job = trainjob(bogus=1)
     if outcome == 400:
         with pytest.raises(ApiError) as caught:

@@ -11,7 +11,7 @@ import copy
 import pytest
 
 from backend.local.registry.crds.kuberay import validate_rayjob
-from tests.apiserver.crds.conftest import manifest
+from tests.registry.crds.conftest import manifest
 
 SPEC = "The RayJob spec is invalid: "
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pytest
 
 from backend.local.registry import crds
-from tests.apiserver.crds.conftest import jobset, manifest, trainjob
+from tests.registry.crds.conftest import jobset, manifest, trainjob
 
 Change = Callable[[dict[str, Any]], Any]
 POD = "template.spec.replicatedJobs[0].template.spec.template.spec"

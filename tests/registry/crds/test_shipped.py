@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from backend.local.registry import crds
-from tests.apiserver.crds.conftest import REPO
+from tests.registry.crds.conftest import REPO
 
 SHIPPED = ["manifests/runtime.yaml", "manifests/volume.yaml", "manifests/trainjob.yaml", "manifests/rayjob.yaml",
            "manifests/snapshots/volumesnapshot.yaml", "manifests/snapshots/volumesnapshotclass.yaml",
