@@ -131,11 +131,6 @@ class RayJobController(Controller):
             return None
         pods = [p for k, p in self.client.dependents(rayjob["metadata"]["uid"]) if k == "Pod"]
         drivers = [p for p in pods if (p["metadata"].get("labels") or {}).get(ROLE) == "driver"]
-        if rayjob["spec"].get("suspend"):
-            for pod in pods:
-                self.client.delete("Pod", namespace, pod["metadata"]["name"], grace=0)
-            self._status(rayjob, {"jobDeploymentStatus": "Suspended", "jobStatus": status.get("jobStatus", "")})
-            return None
         if not drivers and status.get("jobDeploymentStatus") != "ValidationFailed":
             refused = crds.validate_rayjob(rayjob)
             if refused is not None:  # KubeRay validates in its reconcile: the job is marked, never run
@@ -145,6 +140,11 @@ class RayJobController(Controller):
                                       "message": message})
                 return None
         if status.get("jobDeploymentStatus") == "ValidationFailed":
+            return None
+        if rayjob["spec"].get("suspend"):
+            for pod in pods:
+                self.client.delete("Pod", namespace, pod["metadata"]["name"], grace=0)
+            self._status(rayjob, {"jobDeploymentStatus": "Suspended", "jobStatus": status.get("jobStatus", "")})
             return None
         if not drivers:
             if status.get("startTime"):

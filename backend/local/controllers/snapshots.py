@@ -29,6 +29,7 @@ from backend.local.registry.client import Client
 from backend.local.registry.events import Record
 from backend.local.registry.strategies.storage import SNAPSHOT_GROUP
 from backend.local.registry.strategy import Obj
+from backend.quantity import quantity
 
 SNAPSHOT_FINALIZER = "snapshot.storage.kubernetes.io/volumesnapshot-bound-protection"
 CONTENT_FINALIZER = "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"
@@ -120,19 +121,18 @@ class Snapshotter(Controller):
         capacity = (((claim.get("status") or {}).get("capacity") or {}).get("storage")
                     or (((claim.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
                     or "1Gi")
-        from backend.quantity import quantity
-
         now = self.client.now()
         if self.client.peek("VolumeSnapshotContent", None, content_name) is None:
-            self.client.create("VolumeSnapshotContent", {
+            content = self.client.create("VolumeSnapshotContent", {
                 "metadata": {"name": content_name, "finalizers": [CONTENT_FINALIZER]},
                 "spec": {"deletionPolicy": "Delete", "driver": DRIVER, "volumeSnapshotClassName": class_name,
                          "source": {"volumeHandle": claim["spec"]["volumeName"]}, "sourceVolumeMode": "Filesystem",
                          "volumeSnapshotRef": {"apiVersion": f"{SNAPSHOT_GROUP}/v1", "kind": "VolumeSnapshot",
                                                "name": meta["name"], "namespace": meta["namespace"],
-                                               "uid": meta["uid"]}},
-                "status": {"readyToUse": True, "restoreSize": int(quantity(capacity)),
-                           "creationTime": int(directory.stat().st_mtime * 1e9), "snapshotHandle": content_name}})
+                                               "uid": meta["uid"]}}})
+            content["status"] = {"readyToUse": True, "restoreSize": int(quantity(capacity)),
+                                 "creationTime": int(directory.stat().st_mtime * 1e9), "snapshotHandle": content_name}
+            self.client.update_status("VolumeSnapshotContent", content)
         if SNAPSHOT_FINALIZER not in (meta.get("finalizers") or []) or \
                 snapshot["spec"].get("volumeSnapshotClassName") != class_name:
             snapshot["metadata"]["finalizers"] = [*(meta.get("finalizers") or []), SNAPSHOT_FINALIZER]

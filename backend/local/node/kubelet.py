@@ -50,6 +50,9 @@ log = logging.getLogger("kfcockpit.kubelet")
 
 Obj = dict
 LAUNCH_LABEL = "kfcockpit.io/launch"
+# A deleted pod's log stays this long, as the kubelet's container garbage collection keeps a dead
+# container's until it collects it (a follower may still read the tail; a person may look).
+LOGS_KEPT_SECONDS = 600.0
 # A pod the kubelet does not run: it stands for something already running (upstream: the API's
 # mirror of a static pod; here, the controller process's own pod).
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -86,6 +89,7 @@ class Kubelet:
         try:
             await asyncio.gather(*(i.synced.wait() for i in (self.pods, *self.references)))
             self._recovering = False
+            self._collect_logs()
             await asyncio.Future()  # runs until cancelled
         finally:
             # The node stops, and its pods' processes with it: nothing more is reported (as when
@@ -215,11 +219,20 @@ class Kubelet:
         self.client.delete("Pod", meta["namespace"], meta["name"], grace=0, uid=meta["uid"])
 
     def _forget(self, pod: Obj) -> None:
-        """The pod is gone from the API: its files on the node go too."""
+        """The pod is gone from the API: its projected files go now, its log a while later."""
         meta = pod["metadata"]
-        for directory in (self.root / "logs" / meta["namespace"] / f"{meta['name']}_{meta['uid']}",
-                          self.root / "projected" / meta["namespace"] / meta["uid"]):
-            shutil.rmtree(directory, ignore_errors=True)
+        shutil.rmtree(self.root / "projected" / meta["namespace"] / meta["uid"], ignore_errors=True)
+        logs = self.root / "logs" / meta["namespace"] / f"{meta['name']}_{meta['uid']}"
+        asyncio.get_running_loop().call_later(LOGS_KEPT_SECONDS, shutil.rmtree, logs, True)
+
+    def _collect_logs(self) -> None:
+        """At start: the logs of pods no longer in the API (gone while no kubelet ran) go."""
+        known = {(p["metadata"]["namespace"], f"{p['metadata']['name']}_{p['metadata']['uid']}")
+                 for p in self.client.store.list(self.client.kinds.named("Pod"))}
+        root = self.root / "logs"
+        for directory in root.glob("*/*_*") if root.is_dir() else []:
+            if (directory.parent.name, directory.name) not in known:
+                shutil.rmtree(directory, ignore_errors=True)
 
     # ------------------------------------------------------------------ what a pod worker asks (pod_worker.Node)
 
