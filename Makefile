@@ -49,8 +49,9 @@ test: $(STAMP)
 test-e2e: $(STAMP)
 	$(BIN)/python -m pytest -m e2e tests $(PYTEST_ARGS)
 
-# The pinned base image's lock (manifests/image/requirements.lock), from the venv's installed
-# dependencies; rerun after changing pyproject.toml's dependencies.
+# The pinned base images' locks, rerun after changing pyproject.toml's dependencies:
+# manifests/image/requirements.lock from the venv's installed dependencies, and its CUDA variant
+# manifests/image-cuda/requirements.lock (torch's CUDA build resolved by pip: needs the registry).
 image-lock: $(STAMP)
 	$(BIN)/python -m backend.pipelines.image_lock
 

@@ -17,6 +17,12 @@ in the background; if the machine goes down before that, the checksum rejects a 
 next resume and an older, synced checkpoint is taken.
 
 Resume picks the newest checkpoint whose checksum holds, reporting each one it skips in one line.
+
+Whatever device trained, the file holds CPU tensors (the copy is made into CPU buffers, a
+survivor's state is moved there before torch.save) and names its writer's device in the sidecar,
+so plain `torch.load(path, weights_only=True)` opens it on a machine without a GPU. Loading maps
+every tensor to the CPU as well (a file saved elsewhere with device tensors opens too); the loop
+then copies them onto its own device.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ FAULT_ENV = "KFCOCKPIT_FAULT"
 # gigabyte (2.6 s instead of 3.6 s for 1 GB here). torch.load reads such files as usual.
 serialization_config.save.compute_crc32 = False
 
+NAME_BYTES = 4096  # the longest name `rank0_choice` carries: a path (Linux's PATH_MAX)
+
 
 class _HashingFile:
     """What torch.save writes through: the file, with the sha256 and size taken on the way."""
@@ -63,7 +71,7 @@ def sidecar_meta(state: dict, reason: str, rank: int) -> dict:
     history = state["loss_history"]
     return {"step": int(state["step"]), "world_size": state["world_size"],
             "loss": history[-1] if history else None, "created": time.time(),
-            "reason": reason, "rank": rank}
+            "reason": reason, "rank": rank, "device": state.get("device", "cpu")}
 
 
 def write_files(directory: Path, state: dict, reason: str, rank: int, durable: bool = True) -> Path:
@@ -74,7 +82,7 @@ def write_files(directory: Path, state: dict, reason: str, rank: int, durable: b
     tmp = directory / fmt.temp_name(step, os.getpid())
     with open(tmp, "wb") as f:
         hashed = _HashingFile(f)
-        torch.save(state, hashed)
+        torch.save(on_cpu(state), hashed)
         f.flush()
         if durable:
             os.fsync(f.fileno())
@@ -131,8 +139,32 @@ def newest_valid(directory: Path, rank: int) -> Path | None:
     return None
 
 
+def rank0_choice(name: str) -> str:
+    """Rank 0's `name` on every rank of the group (a group of one keeps its own).
+
+    A broadcast of the name's bytes, not broadcast_object_list: that one unpickles through numpy,
+    which a bare torch install lacks. NCCL carries CUDA tensors only: there the bytes travel on
+    this rank's GPU, the one training.device set."""
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return name
+    encoded = name.encode()
+    if len(encoded) > NAME_BYTES:
+        raise ValueError(f"a checkpoint path of {len(encoded)} bytes is longer than {NAME_BYTES}: {name[:80]}...")
+    on = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    buffer = torch.zeros(NAME_BYTES, dtype=torch.uint8)
+    buffer[:len(encoded)] = torch.tensor(list(encoded), dtype=torch.uint8)
+    buffer = buffer.to(on)
+    dist.broadcast(buffer, src=0)
+    return bytes(buffer.cpu().tolist()).rstrip(b"\0").decode()
+
+
 def load_state(path: Path) -> dict:
-    return torch.load(path, weights_only=True)
+    return torch.load(path, weights_only=True, map_location="cpu")
+
+
+def on_cpu(state: dict) -> dict:
+    """`state` with every tensor on the CPU (those already there are not copied)."""
+    return _replace_tensors(state, (t.cpu() for t in _tensors(state)))
 
 
 def _tensors(obj) -> list[torch.Tensor]:
@@ -179,10 +211,8 @@ class FileCheckpoints:
         found = newest_valid(self.directory, self.rank) if self.rank == 0 else None
         if found is not None:
             sync_in_background(found)
-        chosen = [found.name if found else ""]
-        if dist.is_initialized() and dist.get_world_size() > 1:
-            dist.broadcast_object_list(chosen, src=0)
-        return load_state(self.directory / chosen[0]) if chosen[0] else None
+        chosen = rank0_choice(found.name if found else "")
+        return load_state(self.directory / chosen) if chosen else None
 
     def save(self, state: dict) -> None:
         """A periodic checkpoint (rank 0), written while training goes on."""
@@ -237,10 +267,11 @@ class FileCheckpoints:
             self._failure = exc
 
     def _stage(self, state: dict) -> dict:
-        """`state` with its tensors copied (exact resume: later steps cannot change the copy)."""
+        """`state` with its tensors copied to the CPU (exact resume: later steps cannot change the
+        copy; and the file opens without the device that trained)."""
         live = _tensors(state)
         if [(t.shape, t.dtype) for t in live] != [(b.shape, b.dtype) for b in self._buffers]:
-            self._buffers = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in live]
+            self._buffers = [torch.empty(t.shape, dtype=t.dtype, device="cpu") for t in live]
         for buffer, tensor in zip(self._buffers, live):
             buffer.copy_(tensor)
         return _replace_tensors(state, iter(self._buffers))

@@ -5,10 +5,13 @@ A checkpoint is two files side by side:
     ckpt-step-000015.pt     a plain torch.save of the training state: a user opens it with
                             torch.load(path, weights_only=True), no project code needed
     ckpt-step-000015.json   {"step": 15, "world_size": 2, "loss": 0.08, "bytes": N,
-                             "sha256": "...", "created": ..., "reason": "periodic", "rank": 0}
+                             "sha256": "...", "created": ..., "reason": "periodic", "rank": 0,
+                             "device": "cuda:0"}
 
 The JSON sidecar lets the cockpit's checkpoint browser show step, loss and world size without
-torch, and its size and checksum tell a complete data file from a torn or corrupt one. Both files
+torch, and its size and checksum tell a complete data file from a torn or corrupt one. `device` is
+the writer's ("cpu", "cuda:0"); the tensors in the file are on the CPU whatever it says (a sidecar
+without it predates GPU training: "cpu"). Both files
 are written to a temp name (`.ckpt-step-000015.pt.tmp-<pid>`), fsynced and renamed into place, the
 sidecar last: the sidecar is the commit mark, so a data file without one is an unfinished save and
 never a checkpoint. One writer per step: a writer first claims the step by creating
@@ -75,6 +78,7 @@ class CheckpointInfo:
     created: float | None
     valid: bool
     problem: str = ""
+    device: str = "cpu"  # the writer's
 
 
 def claim(directory: Path, step: int) -> bool:
@@ -243,6 +247,7 @@ def inspect(path: Path, verify: bool = True) -> CheckpointInfo:
         size_bytes=size,
         created=meta.get("created"),
         valid=True,
+        device=str(meta.get("device", "cpu")),
     )
 
 

@@ -9,6 +9,8 @@ print the same number. With --ckpt-dir the run resumes from the newest valid che
 rank 0 writes metrics.json at the end. When a peer dies (a collective fails) or SIGTERM arrives,
 a survivor saves the newest complete step before it exits (1 after a peer failure, 143 on SIGTERM),
 so the restarted group loses no step. `--model-size 1gb` trains ~1 GB of state instead of 0.9 MB.
+`--device` (auto: the GPU of LOCAL_RANK over NCCL where CUDA is, else the CPU over gloo) is decided
+by training.device before anything is built; a device this machine cannot give is one line, exit 2.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
-from training import metrics, run_record
+from training import device, metrics, run_record
 from training.options import (
     EXIT_USAGE,
     OneLineParser,
@@ -47,11 +49,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _init_process_group():
-    import torch
+def _init_process_group(backend: str):
     import torch.distributed as dist
 
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         dist.init_process_group(backend)  # env:// — what torchrun (and Kubeflow Trainer) give
     else:
@@ -69,7 +69,13 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
 
     torch.set_num_threads(args.threads)
     cfg = train_config(args)
-    rank, world = _init_process_group()
+    try:
+        placement = device.decide(args.device, args.backend, device.local_rank(), device.Cuda.here())
+    except device.DeviceError as exc:
+        sys.stderr.write(f"training.ddp: error: {exc}\n")
+        return EXIT_USAGE
+    device.apply(placement)
+    rank, world = _init_process_group(placement.backend)
     # From here SIGTERM (torchrun or the platform tearing the group down) only raises a flag:
     # the loop saves at the next step boundary, never halfway through an optimizer update.
     # Before, it ends the process as usual (nothing to save while the group forms).
@@ -78,10 +84,11 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
     if args.ckpt_dir is not None:
         run_record.start(args.ckpt_dir, rank)
     emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps,
-         restart=os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+         restart=os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"), device=placement.device,
+         backend=placement.backend, precision=cfg.precision)
     store = FileCheckpoints(args.ckpt_dir, cfg.keep, rank) if args.ckpt_dir else None
     try:
-        training = run(cfg, rank, world, store, stop_requested=terminated.is_set)
+        training = run(cfg, rank, world, store, stop_requested=terminated.is_set, placement=placement)
     except ConfigError as exc:  # a configuration that only fails once the world size is known
         sys.stderr.write(f"training.ddp: error: {exc}\n")
         return EXIT_USAGE

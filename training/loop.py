@@ -4,17 +4,22 @@ Everything that decides the numbers lives here, so both launchers train the same
 data in the same order: a small MLP regressing a fixed "teacher" function of synthetic inputs made
 from a seed. Data order is a pure function of (seed, world size, rank, step), which is what makes
 resume exact: a run restored from step N replays steps N+1.. bit for bit.
+
+The device is given (a `training.device.Placement`): the model, optimizer state and batches live
+there and nothing below asks which device it is; data and initial weights are drawn on the CPU,
+so every device starts from the same numbers. A checkpoint's tensors are saved on the CPU by the
+store, whatever the device, and loaded back onto this one.
 """
 
 from __future__ import annotations
 
+import ctypes
 import random
 import sys
 import time
 from dataclasses import asdict
 from typing import Callable, Protocol
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -22,8 +27,16 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler, TensorDataset
 
 from training import run_record
+from training.device import Placement
 from training.logfmt import format_line
 from training.options import TrainConfig
+
+try:  # not a torch dependency: a pod has it, a bare torch install (a GPU machine's) may not
+    import numpy as np
+except ImportError:
+    np = None
+
+CPU = Placement("cpu", "gloo")
 
 
 def emit(**fields: object) -> None:
@@ -35,10 +48,11 @@ def emit(**fields: object) -> None:
     run_record.write(line)
 
 
-def build_model(cfg: TrainConfig, initialise: bool = True) -> nn.Module:
-    """The MLP, seeded: every rank builds the same weights. `initialise=False` leaves the
-    parameters' memory unset, for a resume that overwrites them (at 1 GB the random init of
-    weights about to be replaced costs seconds of recovery)."""
+def build_model(cfg: TrainConfig, device: torch.device, initialise: bool = True) -> nn.Module:
+    """The MLP on `device`, seeded: every rank builds the same weights, drawn on the CPU so every
+    device gets the same ones. `initialise=False` leaves the parameters' memory unset, for a resume
+    that overwrites them (at 1 GB the random init of weights about to be replaced costs seconds of
+    recovery)."""
     torch.manual_seed(cfg.seed)
     with torch.device("cpu" if initialise else "meta"):
         model = nn.Sequential(
@@ -48,7 +62,7 @@ def build_model(cfg: TrainConfig, initialise: bool = True) -> nn.Module:
             nn.Tanh(),
             nn.Linear(cfg.hidden, 1),
         )
-    return model if initialise else model.to_empty(device="cpu")
+    return model.to(device) if initialise else model.to_empty(device=device)
 
 
 def make_dataset(cfg: TrainConfig) -> TensorDataset:
@@ -109,21 +123,22 @@ class BatchPlan:
 
 
 def rng_state() -> dict:
-    # Lists and tensors only, so checkpoints load with torch.load(weights_only=True).
-    np_state = np.random.get_state()
-    return {
-        "torch": torch.get_rng_state(),
-        "python": random.getstate(),
-        "numpy": [np_state[0], np_state[1].tolist(), *np_state[2:]],
-    }
+    # Lists and tensors only, so checkpoints load with torch.load(weights_only=True). The loop
+    # draws from the CPU's generator alone (data order, initial weights), on any device.
+    state = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if np is not None:  # without numpy nothing here can have drawn from it
+        np_state = np.random.get_state()
+        state["numpy"] = [np_state[0], np_state[1].tolist(), *np_state[2:]]
+    return state
 
 
 def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
-    kind, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    if np is not None and "numpy" in state:
+        kind, keys, pos, has_gauss, cached = state["numpy"]
+        np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
 
 
 class Checkpoints(Protocol):
@@ -164,19 +179,23 @@ class _LossCarrier(nn.Module):
 
 
 class Training:
-    """Model, optimizer and data plan of one worker, with the state a checkpoint holds."""
+    """Model, optimizer and data plan of one worker on its device, with the state a checkpoint holds."""
 
-    def __init__(self, cfg: TrainConfig, rank: int, world: int, resume_from: dict | None = None):
+    def __init__(self, cfg: TrainConfig, rank: int, world: int, resume_from: dict | None = None,
+                 placement: Placement = CPU):
         self.cfg, self.rank, self.world = cfg, rank, world
+        self.placement = placement
+        self.device = torch.device(placement.device)
         dataset = make_dataset(cfg)
-        self.x, self.y = dataset.tensors
+        self.x, self.y = (t.to(self.device) for t in dataset.tensors)
         self.plan = BatchPlan(dataset, cfg, rank, world)
-        self.module = build_model(cfg, initialise=resume_from is None)
-        self.carrier = _LossCarrier(self.module)
+        self.module = build_model(cfg, self.device, initialise=resume_from is None)
+        self.carrier = _LossCarrier(self.module).to(self.device)
         # No broadcast of rank 0's weights at start (init_sync): every rank already holds the same
         # ones, seeded alike or loaded from the one checkpoint rank 0 chose. At 1 GB that
         # broadcast was the largest part of a restart's set-up (seconds per recovery).
-        self.model = DistributedDataParallel(self.carrier, init_sync=False)
+        self.model = DistributedDataParallel(self.carrier, device_ids=placement.ddp_device_ids(),
+                                             init_sync=False)
         self.optimizer = torch.optim.Adam(self.module.parameters(), lr=cfg.lr)
         self.steps_done = 0
         self.loss_history: list[float] = []
@@ -190,11 +209,15 @@ class Training:
 
         `before_update` runs between the gradients and the update: the last moment the state of
         the previous step is still there (a checkpoint being copied waits for it)."""
-        idx = self.plan.indices(self.steps_done)
+        idx = self.plan.indices(self.steps_done).to(self.device)
         self.optimizer.zero_grad(set_to_none=True)
         self.carrier.carrier.grad = None  # not in the optimizer: cleared by hand
         try:
-            self.carrier.loss(self.model(self.x[idx]), self.y[idx]).backward()  # DDP all-reduces here
+            # bf16: the forward pass in bfloat16 where autocast deems it safe (the matmuls); the
+            # weights, their gradients, the loss and Adam's state stay fp32.
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.precision == "bf16"):
+                loss = self.carrier.loss(self.model(self.x[idx]), self.y[idx])
+            loss.backward()  # DDP all-reduces here
         except RuntimeError as exc:
             if self.world == 1:
                 raise
@@ -220,6 +243,7 @@ class Training:
             "first_started_at": self.first_started_at,
             "resumes": self.resumes,
             "config": asdict(self.cfg),
+            "device": self.placement.device,  # of the writer; the tensors are saved on the CPU
         }
 
     def load(self, state: dict) -> None:
@@ -251,8 +275,14 @@ class Training:
         h = hashlib.sha256()
         for name, tensor in sorted(self.module.state_dict().items()):
             h.update(name.encode())
-            h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+            h.update(_raw_bytes(tensor.detach().cpu().contiguous()))
         return h.hexdigest()
+
+
+def _raw_bytes(tensor: torch.Tensor) -> memoryview:
+    """The memory of a contiguous CPU tensor, not copied (what numpy's tobytes() gives)."""
+    size = tensor.numel() * tensor.element_size()
+    return memoryview((ctypes.c_char * size).from_address(tensor.data_ptr())).cast("B")
 
 
 def run(
@@ -262,15 +292,22 @@ def run(
     checkpoints: Checkpoints | None,
     on_step: Callable[[Training, float], None] | None = None,
     stop_requested: Callable[[], bool] = lambda: False,
+    placement: Placement = CPU,
 ) -> Training:
     """Resume if a checkpoint exists, train to cfg.steps, checkpoint every cfg.ckpt_every steps.
 
     A failed collective (PeerFailure) or a stop request (StopRequested, checked at each step
     boundary) first saves the newest complete step, so a restarted group loses no work.
-    With no store (no volume) nothing is resumed or saved, and no state is built to be dropped."""
+    With no store (no volume) nothing is resumed or saved, and no state is built to be dropped.
+    A checkpoint of another world size is refused (ConfigError) before anything is built."""
     restoring = time.perf_counter()
     state = checkpoints.load_latest() if checkpoints is not None else None
-    training = Training(cfg, rank, world, resume_from=state)
+    if state is not None and int(state["world_size"]) != world:
+        raise ConfigError(
+            f"the newest checkpoint (step {state['step']}) was saved by {state['world_size']} worker(s), "
+            f"this group has {world}: each rank's data depends on the world size, so it would not "
+            "resume exactly; run with the same number of workers, or start afresh in a new checkpoint directory")
+    training = Training(cfg, rank, world, resume_from=state, placement=placement)
     if state is not None:  # restore_seconds: goodput's checkpoint restore (backend/goodput)
         emit(event="resumed", from_step=training.steps_done, rank=rank, world=world,
              checkpoint_world=state["world_size"], restore_seconds=time.perf_counter() - restoring)

@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from training.device import BACKENDS, DEVICES, PRECISIONS
+
 EXIT_USAGE = 2
 
 # Hidden width of the MLP per --model-size. "tiny" is the lesson's model (0.9 MB of state, the
@@ -40,6 +42,7 @@ class TrainConfig:
     ckpt_every: int = 5
     keep: int = 3
     step_delay: float = 0.0  # seconds slept after each step, to pace demos; 0 for real work
+    precision: str = "fp32"  # "bf16": forward pass under torch.autocast to bfloat16 (weights stay fp32)
 
 
 # TrainConfig fields offered as options, with their help, in --help order.
@@ -78,7 +81,15 @@ def add_train_options(parser: argparse.ArgumentParser) -> None:
             parser.add_argument("--" + field.name.replace("_", "-"), type=type(default),
                                 default=None if preset else default,
                                 help=f"{_OPTION_HELP[field.name]} (default {shown})")
+    parser.add_argument("--precision", choices=PRECISIONS, default=defaults.precision,
+                        help=f"fp32, or bf16 autocast of the forward pass (default {defaults.precision})")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads per worker (default 1)")
+    parser.add_argument("--device", choices=DEVICES, default="auto",
+                        help="where each worker computes: cuda (the GPU of its LOCAL_RANK), cpu, or auto "
+                             "(cuda when a GPU is visible) (default auto)")
+    parser.add_argument("--backend", choices=BACKENDS, default="auto",
+                        help="process group: nccl, gloo (carries CUDA tensors too, and lets ranks share "
+                             "a GPU), or auto (nccl on cuda, gloo on cpu) (default auto)")
 
 
 def option_args(options: dict[str, object]) -> list[str]:
@@ -118,7 +129,8 @@ def require_writable(parser: argparse.ArgumentParser, directory: Path, option: s
 
 
 def train_config(args: argparse.Namespace) -> TrainConfig:
-    return TrainConfig(model_size=args.model_size, **{name: getattr(args, name) for name in _OPTION_HELP})
+    return TrainConfig(model_size=args.model_size, precision=args.precision,
+                       **{name: getattr(args, name) for name in _OPTION_HELP})
 
 
 def option_value(args: list[str], option: str) -> str | None:

@@ -41,16 +41,13 @@ class RayCheckpoints:
         checksum) and the others load what it names: a survivor of the last group may still be
         committing a save while this group starts, and ranks must not resume from different steps."""
         import ray.train
-        import torch.distributed as dist
 
-        from training.checkpoint import load_state, newest_valid
+        from training.checkpoint import load_state, newest_valid, rank0_choice
 
         checkpoint = ray.train.get_checkpoint()
-        chosen = [self._newer_survivor_save(checkpoint) if self.rank == 0 else ""]
-        if dist.is_initialized() and dist.get_world_size() > 1:
-            dist.broadcast_object_list(chosen, src=0)
-        if chosen[0]:
-            return load_state(Path(chosen[0]))
+        chosen = rank0_choice(self._newer_survivor_save(checkpoint) if self.rank == 0 else "")
+        if chosen:
+            return load_state(Path(chosen))
         if checkpoint is None:
             return None
         with checkpoint.as_directory() as directory:

@@ -5,8 +5,10 @@
 The same model, data and step as `training.ddp` (shared through `training.loop`), so every worker
 prints the same `step=N loss=X rank=R world=W` lines and the cockpit reads them unchanged. What
 differs is who launches and restarts the workers: here the Python driver does, through Ray —
-`ScalingConfig(num_workers=N)`, `FailureConfig(max_failures=K)`, checkpoints handed to
-`ray.train.report(..., checkpoint=...)` and resumed from `ray.train.get_checkpoint()`.
+`ScalingConfig(num_workers=N, use_gpu=...)`, `FailureConfig(max_failures=K)`, checkpoints handed to
+`ray.train.report(..., checkpoint=...)` and resumed from `ray.train.get_checkpoint()`. --device
+asks Ray for a GPU per worker (auto: when the Ray cluster has one for each; training.device decides)
+and each worker trains on the device Ray assigns it (`ray.train.torch.get_device()`).
 
 The driver starts a private Ray for the run on 127.0.0.1 only (no dashboard, no usage stats), keeps
 its temp files in --temp-dir (default: $RAY_TMPDIR, Ray's own variable, else a fresh directory),
@@ -49,7 +51,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from training import metrics, run_record
+from training import device, metrics, run_record
 from training.ray_checkpoints import RayCheckpoints
 from training.options import (
     EXIT_USAGE,
@@ -176,7 +178,9 @@ def _survivor_save_callback():
 def train_per_worker(config: dict) -> None:
     """What every Ray worker runs; a new worker group after a failure runs it again."""
     import ray.train
+    import ray.train.torch
     import torch
+    import torch.distributed as dist
 
     from training.loop import TrainConfig, emit, run
 
@@ -184,14 +188,19 @@ def train_per_worker(config: dict) -> None:
     rank, world = context.get_world_rank(), context.get_world_size()
     torch.set_num_threads(config["threads"])
     cfg = TrainConfig(**config["train"])
+    # Ray chose the device (use_gpu) and the backend (TorchConfig) and set up the group on them.
+    placement = device.Placement(str(ray.train.torch.get_device()), dist.get_backend())
+    device.apply(placement)
     run_dir = Path(config["run_dir"])
     run_record.start(run_dir, rank)
-    emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps, launcher="ray")
+    emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps, launcher="ray",
+         device=placement.device, backend=placement.backend, precision=cfg.precision)
     _Worker.stop.clear()
     _Worker.left.clear()
     store = _Worker.store = RayCheckpoints(rank, world, config["report_every"], Path(config["staging"]), run_dir)
     try:
-        training = run(cfg, rank, world, store, on_step=store.report_step, stop_requested=_Worker.stop.is_set)
+        training = run(cfg, rank, world, store, on_step=store.report_step, stop_requested=_Worker.stop.is_set,
+                       placement=placement)
     finally:
         _Worker.left.set()
     if rank == 0:
@@ -270,7 +279,13 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, on_sigterm)
         emit(event="ray_started", seconds=time.time() - started, node=ray.util.get_node_ip_address(),
              temp_dir=temp_dir, name=args.name, storage=args.storage)
-        return _fit(args, cfg, run_dir, temp_dir)
+        try:
+            use_gpu, backend = device.ray_scaling(args.device, args.backend,
+                                                  ray.cluster_resources().get("GPU", 0), args.num_workers)
+        except device.DeviceError as exc:
+            sys.stderr.write(f"training.ray_train: error: {exc}\n")
+            return EXIT_USAGE
+        return _fit(args, cfg, run_dir, temp_dir, use_gpu, backend)
     except SystemExit:
         if not terminated:
             raise
@@ -282,9 +297,9 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def _fit(args: argparse.Namespace, cfg, run_dir: Path, temp_dir: Path) -> int:
+def _fit(args: argparse.Namespace, cfg, run_dir: Path, temp_dir: Path, use_gpu: bool, backend: str) -> int:
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
+    from ray.train.torch import TorchConfig, TorchTrainer
 
     from training import ray_train  # by module name, so Ray pickles a reference, not __main__
     from training.loop import emit
@@ -297,7 +312,8 @@ def _fit(args: argparse.Namespace, cfg, run_dir: Path, temp_dir: Path) -> int:
         train_loop_config={"train": asdict(cfg), "threads": args.threads,
                            "report_every": args.report_every, "run_dir": str(run_dir),
                            "staging": str(staging)},
-        scaling_config=ScalingConfig(num_workers=args.num_workers, use_gpu=False),
+        scaling_config=ScalingConfig(num_workers=args.num_workers, use_gpu=use_gpu),
+        torch_config=TorchConfig(backend=backend),
         run_config=RunConfig(
             name=args.name,
             storage_path=str(args.storage),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from backend.goodput import PARTS, Goodput, measure_job
+from backend.goodput import PARTS, Goodput
+from backend.goodput.job import measure_job
 from backend.models import JobPhase
 from tests.local.conftest import WAIT, apply_all, cli, lesson_job, lesson_resources
 

@@ -52,3 +52,21 @@ def run(cmd: list[str], timeout: float = 240, **extra_env: str) -> Run:
 @pytest.fixture
 def ckpt_dir(tmp_path: Path) -> Path:
     return tmp_path / "ckpt"
+
+
+# A sitecustomize for processes that must run with torch alone, as a GPU machine's python may
+# have nothing else: what torch does not depend on is missing (None in sys.modules: `import`
+# fails and importlib.util.find_spec finds nothing, as for a package not installed).
+WITHOUT_NON_TORCH = """
+import sys
+for name in ("numpy", "pydantic", "yaml", "ray", "kfp", "kubernetes", "textual", "packaging"):
+    sys.modules[name] = None
+"""
+
+
+def torch_alone(directory: Path) -> dict[str, str]:
+    """The environment of a process (and its children) that can import torch and this repository
+    only: PYTHONPATH leads to a sitecustomize in `directory` that hides everything else."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "sitecustomize.py").write_text(WITHOUT_NON_TORCH)
+    return env(PYTHONPATH=f"{directory}{os.pathsep}{REPO}")

@@ -34,7 +34,7 @@ def test_a_two_worker_checkpoint_opens_with_plain_torch_load(tmp_path):
     opened = subprocess.run([sys.executable, "-I", "-c", LOAD_IN_PLAIN_PYTHON, str(path)],
                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert opened.returncode == 0, opened.stderr[-2000:]
-    assert opened.stdout.split() == ["config", "first_started_at", "loss_history", "model", "optimizer",
+    assert opened.stdout.split() == ["config", "device", "first_started_at", "loss_history", "model", "optimizer",
                                      "resumes", "rng", "sampler", "step", "world_size", "5", "6"]
     meta = fmt.verify_file(path)
     assert (meta["step"], meta["world_size"], meta["reason"]) == (5, 2, "periodic")

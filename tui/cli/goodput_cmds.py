@@ -54,7 +54,8 @@ def _positive(text: str) -> float:
 
 
 async def cmd_goodput(args: argparse.Namespace) -> int:
-    from backend.goodput import LABELS, STAGE_LABELS, measure_job
+    from backend.goodput import LABELS, STAGE_LABELS
+    from backend.goodput.job import measure_job
     from backend.hangs import HangRule
 
     measured = await measure_job(cluster_from(args), args.job, HangRule(args.hang_multiple, args.hang_floor))
