@@ -23,6 +23,9 @@ from backend.project import MANIFESTS
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", TRAINER_NAMESPACE)
 INSTALLED = (MANIFESTS / "embedded" / "torch-distributed.yaml", MANIFESTS / "runtime.yaml")
 STORAGE_CLASS = "standard"
+# The class the lesson's pipeline names (backend/pipelines/definition.py; the kind setup's
+# csi-driver-host-path class): the same volumes here, not the default.
+PIPELINE_STORAGE_CLASS = "csi-hostpath-sc"
 SNAPSHOT_CLASS = "kfcockpit-snapclass"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # The labels of the Trainer's controller-manager Deployment's pods (kubeflow/trainer
@@ -40,6 +43,10 @@ def ensure(client: Client, node: str, first_start: bool) -> str:
         client.create("StorageClass", {
             "metadata": {"name": STORAGE_CLASS, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
             "provisioner": DRIVER, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"})
+    if client.peek("StorageClass", None, PIPELINE_STORAGE_CLASS) is None:
+        client.create("StorageClass", {
+            "metadata": {"name": PIPELINE_STORAGE_CLASS}, "provisioner": DRIVER, "reclaimPolicy": "Delete",
+            "volumeBindingMode": "Immediate", "allowVolumeExpansion": True})
     if not client.list("VolumeSnapshotClass"):
         client.create("VolumeSnapshotClass", {
             "metadata": {"name": SNAPSHOT_CLASS,

@@ -230,11 +230,12 @@ def test_a_claim_cloned_from_another_claim(embedded, kubectl):
 def kube_cluster(embedded):
     """The cockpit's kube backend on the embedded cluster, as its default platform (issue 13):
     pipelines run locally with kfp.local, so no Pipelines endpoint."""
+    from backend.connect import capabilities
     from backend.kube.cluster import KubeCluster
     from backend.settings import Settings
 
-    return KubeCluster.from_settings(Settings(backend="local", home=embedded[0], kubeconfig=embedded[1],
-                                              context="kfcockpit"))
+    settings = Settings(backend="local", home=embedded[0], kubeconfig=embedded[1], context="kfcockpit")
+    return KubeCluster.from_settings(settings, capabilities(settings))
 
 
 def finished_run(directory, loss: float, steps: int) -> None:

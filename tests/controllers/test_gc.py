@@ -7,7 +7,7 @@ its start."""
 from __future__ import annotations
 
 from backend.local.controllers.gc import GarbageCollector
-from backend.local.registry.generic import FOREGROUND_FINALIZER
+from backend.local.registry.strategy import FOREGROUND_FINALIZER
 from tests.controlplane import gone, plane, running, until
 
 

@@ -27,16 +27,21 @@ def _manifest(name: str) -> dict:
     return yaml.safe_load((MANIFESTS / name).read_text())
 
 
+def _lesson_resources(client, namespace: str = "default") -> None:
+    """The lesson's runtime and volume (its claim Bound, as its provisioner binds it) in `namespace`."""
+    client.create("TrainingRuntime", {**_manifest("runtime.yaml"), "metadata": {
+        **_manifest("runtime.yaml")["metadata"], "namespace": namespace}})
+    claim = client.create("PersistentVolumeClaim", {**_manifest("volume.yaml"), "metadata": {
+        **_manifest("volume.yaml")["metadata"], "namespace": namespace}})
+    claim["status"] = {"phase": "Bound"}
+    client.update_status("PersistentVolumeClaim", claim)
+
+
 def _cluster(nodes: int = 1, **node):
     client = plane()
     for i in range(nodes):
         add_node(client, f"node-{i + 1}", **node)
-    client.create("TrainingRuntime", {**_manifest("runtime.yaml"), "metadata": {
-        **_manifest("runtime.yaml")["metadata"], "namespace": "default"}})
-    claim = client.create("PersistentVolumeClaim", {**_manifest("volume.yaml"), "metadata": {
-        **_manifest("volume.yaml")["metadata"], "namespace": "default"}})
-    claim["status"] = {"phase": "Bound"}  # as its provisioner binds it
-    client.update_status("PersistentVolumeClaim", claim)
+    _lesson_resources(client)
     events = Events(client, host="test")
     controllers = (TrainJobController(client, events.recorder("trainjob-controller"), clock=lambda: 0.0),
                    JobSetController(client, events.recorder("jobset-controller")),
@@ -45,23 +50,23 @@ def _cluster(nodes: int = 1, **node):
     return client, controllers
 
 
-def _trainjob(client, name: str = "lesson-ddp", **spec) -> dict:
+def _trainjob(client, name: str = "lesson-ddp", namespace: str = "default", **spec) -> dict:
     job = _manifest("trainjob.yaml")
-    job["metadata"] = {"name": name, "namespace": "default"}
+    job["metadata"] = {"name": name, "namespace": namespace}
     job["spec"].update(spec)
     return client.create("TrainJob", job)
 
 
-def _pods(client, attempt: int | None = None) -> list[dict]:
-    pods = client.list("Pod", "default")
+def _pods(client, attempt: int | None = None, namespace: str = "default") -> list[dict]:
+    pods = client.list("Pod", namespace)
     if attempt is not None:
         pods = [p for p in pods if p["metadata"]["labels"].get("jobset.sigs.k8s.io/restart-attempt") == str(attempt)]
     return sorted(pods, key=lambda p: p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"])
 
 
-async def _bound_pods(client, count: int, attempt: int = 0) -> list[dict]:
+async def _bound_pods(client, count: int, attempt: int = 0, namespace: str = "default") -> list[dict]:
     def bound() -> list[dict] | None:
-        pods = _pods(client, attempt)
+        pods = _pods(client, attempt, namespace)
         return pods if len(pods) == count and all(p["spec"].get("nodeName") for p in pods) else None
     return await eventually(client, bound)
 
@@ -76,15 +81,16 @@ def _run(client, pod: dict, phase: str = "Running", code: int | None = None) -> 
                                                                "ready": phase == "Running"}])
         live["status"]["conditions"] = [c for c in live["status"].get("conditions", []) if c["type"] != "Ready"] + [
             {"type": "Ready", "status": str(phase == "Running")}]
-    client.mutate("Pod", "default", pod["metadata"]["name"], report, status=True)
+    client.mutate("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"], report, status=True)
 
 
 def _ended(client, pod: dict, code: int) -> None:
     """A pod's process ended; if it was being deleted, the kubelet's last word."""
     _run(client, pod, "Succeeded" if code == 0 else "Failed", code)
-    live = client.get("Pod", "default", pod["metadata"]["name"])
+    namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    live = client.get("Pod", namespace, name)
     if live is not None and live["metadata"].get("deletionTimestamp"):
-        client.delete("Pod", "default", pod["metadata"]["name"], grace=0)
+        client.delete("Pod", namespace, name, grace=0)
 
 
 async def test_a_trainjob_becomes_a_jobset_jobs_and_bound_pods_as_upstreams_do():
@@ -214,3 +220,63 @@ async def test_deleting_the_trainjob_takes_everything_it_made():
         for pod in pods:
             await until(client, "Pod", "default", pod["metadata"]["name"],
                         lambda o: o is None or o["metadata"].get("deletionTimestamp"))
+
+
+async def test_suspending_a_finished_trainjob_keeps_it_finished_and_runs_nothing():
+    """Trainer v2.3 reconciles no objects of a finished TrainJob (IsTrainJobFinished) but still
+    sets its Suspended condition; JobSet v0.12 leaves a finished JobSet alone."""
+    client, controllers = _cluster()
+    async with running(*controllers):
+        _trainjob(client)
+        for pod in await _bound_pods(client, 2):
+            _ended(client, pod, 0)
+        await until(client, "TrainJob", "default", "lesson-ddp", lambda o: condition(o, "Complete"))
+        jobset = client.get("JobSet", "default", "lesson-ddp")
+        live = client.get("TrainJob", "default", "lesson-ddp")
+        live["spec"]["suspend"] = True
+        client.update("TrainJob", live)
+        suspended = await until(client, "TrainJob", "default", "lesson-ddp", lambda o: condition(o, "Suspended"))
+        assert condition(suspended, "Complete") and not condition(suspended, "Failed")
+        assert client.get("JobSet", "default", "lesson-ddp")["metadata"]["resourceVersion"] == \
+            jobset["metadata"]["resourceVersion"]  # not suspended, not built again
+        assert [p["status"]["phase"] for p in _pods(client)] == ["Succeeded", "Succeeded"]  # no new pod
+
+
+async def test_orphaning_a_trainjob_keeps_its_jobset_and_pods_running():
+    """kubectl delete trainjob --cascade=orphan: the TrainJob goes, its JobSet stays without the
+    owner reference, and its pods keep running."""
+    client, controllers = _cluster()
+    async with running(*controllers):
+        _trainjob(client)
+        pods = await _bound_pods(client, 2)
+        for pod in pods:
+            _run(client, pod)
+        client.delete("TrainJob", "default", "lesson-ddp", propagation="Orphan")
+        await until(client, "TrainJob", "default", "lesson-ddp", gone)
+        await until(client, "JobSet", "default", "lesson-ddp", lambda o: not o["metadata"].get("ownerReferences"))
+        for pod in pods:
+            live = client.get("Pod", "default", pod["metadata"]["name"])
+            assert live["status"]["phase"] == "Running" and not live["metadata"].get("deletionTimestamp")
+
+
+async def test_the_same_names_in_two_namespaces_are_two_jobs():
+    """Runtime, claim and TrainJob of one name in two namespaces: two JobSets, two groups of pods;
+    one namespace's job failing restarts only its own group."""
+    client, controllers = _cluster()
+    client.create("Namespace", {"metadata": {"name": "team-b"}})
+    _lesson_resources(client, "team-b")
+    async with running(*controllers):
+        _trainjob(client)
+        _trainjob(client, namespace="team-b")
+        ours, theirs = await _bound_pods(client, 2), await _bound_pods(client, 2, namespace="team-b")
+        assert {p["metadata"]["uid"] for p in ours}.isdisjoint(p["metadata"]["uid"] for p in theirs)
+        assert client.get("JobSet", "team-b", "lesson-ddp")["metadata"]["ownerReferences"][0]["uid"] == \
+            client.get("TrainJob", "team-b", "lesson-ddp")["metadata"]["uid"]
+        for pod in ours + theirs:
+            _run(client, pod)
+        client.delete("Pod", "team-b", theirs[0]["metadata"]["name"], grace=0)
+        for pod in theirs:
+            _ended(client, pod, 137)
+        await _bound_pods(client, 2, attempt=1, namespace="team-b")
+        assert [p["metadata"]["name"] for p in _pods(client)] == [p["metadata"]["name"] for p in ours]
+        assert all(p["status"]["phase"] == "Running" for p in _pods(client))

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from backend.local.layout import Layout
+from backend.local.embedded import Embedded
 from tests.local.conftest import MANIFESTS, cli, kubectl
 
 
@@ -19,7 +20,7 @@ def ready_home(home, cluster):
         assert applied.returncode == 0, applied.stderr
     bound = kubectl(home, "wait", "pvc/checkpoints", "--for=jsonpath={.status.phase}=Bound", "--timeout=60s")
     assert bound.returncode == 0, bound.stderr
-    precious = cluster.embedded.layout.claim_dir("default", "checkpoints") / "precious.txt"
+    precious = Embedded(home).layout.claim_dir("default", "checkpoints") / "precious.txt"
     precious.write_text("keep me")
     return home
 

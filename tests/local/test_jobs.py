@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from backend.local.registry.strategies.pods import WARM_ANNOTATION
+from backend.local.embedded import Embedded
 from backend.models import (
     LABEL_RANK,
     LABEL_RESTART_ATTEMPT,
@@ -25,8 +26,8 @@ from training.logfmt import parse_line
 COMPLETE = frozenset({JobPhase.COMPLETE})
 
 
-def _metrics(cluster, run: str) -> dict:
-    return json.loads((cluster.embedded.layout.claim_dir("default", "checkpoints") / run / "metrics.json").read_text())
+def _metrics(home, run: str) -> dict:
+    return json.loads((Embedded(home).layout.claim_dir("default", "checkpoints") / run / "metrics.json").read_text())
 
 
 async def test_the_lesson_job_runs_as_is_two_pods_running_then_complete(cluster):
@@ -60,7 +61,7 @@ async def test_the_lesson_job_runs_as_is_two_pods_running_then_complete(cluster)
 
 
 @pytest.mark.parametrize("launch", ["warm", "exec"])
-async def test_a_killed_worker_restarts_the_group_which_resumes_and_ends_bitwise_equal(cluster, launch):
+async def test_a_killed_worker_restarts_the_group_which_resumes_and_ends_bitwise_equal(cluster, home, launch):
     await apply_all(cluster, *lesson_resources())
     plan = dict(steps=40, step_delay=0.05)
     annotations = {WARM_ANNOTATION: "false"} if launch == "exec" else None  # exec: torchrun in every pod
@@ -100,7 +101,7 @@ async def test_a_killed_worker_restarts_the_group_which_resumes_and_ends_bitwise
     assert victim_events and victim_events[-1].type == PodEventType.DELETED
 
     await cluster.wait_job("straight", COMPLETE, WAIT)
-    straight, restarted = _metrics(cluster, "straight"), _metrics(cluster, "killed")
+    straight, restarted = _metrics(home, "straight"), _metrics(home, "killed")
     assert (straight["resumes"], restarted["resumes"]) == (0, 1)
     assert restarted["params_sha256"] == straight["params_sha256"]
     assert restarted["loss_history"] == straight["loss_history"]

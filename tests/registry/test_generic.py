@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.local.registry.generic import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
+from backend.local.registry.strategy import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
 from backend.local.registry.status import ApiError
 from tests.controlplane import plane
 

@@ -20,7 +20,7 @@ from typing import Hashable
 
 from backend.local.controllers.base import Controller
 from backend.local.registry.client import Client
-from backend.local.registry.generic import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
+from backend.local.registry.strategy import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
 from backend.local.registry.informer import DELETED
 from backend.local.registry.strategy import BACKGROUND, FOREGROUND, Obj
 

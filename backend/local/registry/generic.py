@@ -30,10 +30,16 @@ from backend.local.registry import crds
 from backend.local.registry.kinds import Kind, Kinds
 from backend.local.registry.status import ApiError, conflict, forbidden, invalid, not_found
 from backend.local.registry.store import Store
-from backend.local.registry.strategy import BACKGROUND, FOREGROUND, ORPHAN, Obj, Strategy
+from backend.local.registry.strategy import (
+    BACKGROUND,
+    FOREGROUND,
+    FOREGROUND_FINALIZER,
+    ORPHAN,
+    ORPHAN_FINALIZER,
+    Obj,
+    Strategy,
+)
 
-ORPHAN_FINALIZER = "orphan"
-FOREGROUND_FINALIZER = "foregroundDeletion"
 _SYSTEM_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                   "generation")
 # What upstream's names.SimpleNameGenerator appends to a generateName: 5 of these.

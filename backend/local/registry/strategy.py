@@ -35,6 +35,8 @@ class Reader(Protocol):
 
 
 BACKGROUND, FOREGROUND, ORPHAN = "Background", "Foreground", "Orphan"
+# The finalizers a delete with Orphan or Foreground propagation leaves for the garbage collector.
+ORPHAN_FINALIZER, FOREGROUND_FINALIZER = "orphan", "foregroundDeletion"
 
 
 class Strategy:
