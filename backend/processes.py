@@ -19,7 +19,7 @@ import select
 import signal
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -58,10 +58,10 @@ def enter_pod_session(parent: int, death_signal: int, stdout_fd: int) -> None:
         os.close(stdout_fd)
 
 
-def join_cgroup(procs_file: str | None) -> None:
-    """Move the calling process into a cgroup (its `cgroup.procs` file; "0" means the writer), so
-    everything it starts is bounded with it."""
-    if procs_file:
+def join_cgroup(procs_files: Sequence[str]) -> None:
+    """Move the calling process into cgroups (their `cgroup.procs` files, one per hierarchy; "0"
+    means the writer), so everything it starts is bounded with it."""
+    for procs_file in procs_files:
         fd = os.open(procs_file, os.O_WRONLY)
         try:
             os.write(fd, b"0")
@@ -70,8 +70,8 @@ def join_cgroup(procs_file: str | None) -> None:
 
 
 def spawn(argv: list[str], env: dict[str, str], cwd: str, stdout_fd: int,
-          death_signal: int = signal.SIGKILL, keep_fds: tuple[int, ...] = (), cgroup: str | None = None) -> int:
-    """fork + exec `argv` (PATH from `env`) as a new session, in `cgroup` (a cgroup.procs file)
+          death_signal: int = signal.SIGKILL, keep_fds: tuple[int, ...] = (), cgroups: Sequence[str] = ()) -> int:
+    """fork + exec `argv` (PATH from `env`) as a new session, in `cgroups` (cgroup.procs files)
     when given, joined before exec so nothing it starts escapes; returns its pid.
 
     The caller must be single-threaded (the controller is: one asyncio thread). An exec failure
@@ -81,7 +81,7 @@ def spawn(argv: list[str], env: dict[str, str], cwd: str, stdout_fd: int,
     pid = os.fork()
     if pid == 0:  # child: only async-signal-safe work until exec
         try:
-            join_cgroup(cgroup)
+            join_cgroup(cgroups)
             enter_pod_session(parent, death_signal, stdout_fd)
             _close_fds_except({err_w, *keep_fds})
             for fd in keep_fds:  # Python opens everything close-on-exec

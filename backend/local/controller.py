@@ -57,6 +57,7 @@ from backend.local.registry.events import Events
 from backend.local.registry.generic import Registry
 from backend.local.registry.kinds import Kind, Kinds
 from backend.local.registry.status import bad_request
+from backend.quantity import quantity
 from backend.local.registry.store import Store
 from backend.local.registry.strategies import strategies
 from backend.processes import Children, become_subreaper, marked_processes, sweep, wait_gone
@@ -65,20 +66,28 @@ from backend.raytrain.tempdir import ray_temp_dir
 log = logging.getLogger("kfcockpit.controller")
 
 MAX_PODS = 110  # the kubelet's default maxPods: the node's allocatable pods
+SYSTEM_RESERVED, MIN_SYSTEM_RESERVED = 0.25, float(1 << 30)  # of the machine's memory, kept from pods
 
 
-def node_capacity(layout: Layout) -> dict[str, str]:
-    """The node's allocatable CPU, memory and pods: the machine's, unless `cluster up
-    --cpus/--memory` set them (node.json)."""
+def node_resources(layout: Layout) -> tuple[dict[str, str], dict[str, str]]:
+    """The node's capacity (the machine's CPUs and memory, 110 pod slots) and allocatable: what
+    `cluster up --cpus/--memory` chose (node.json), else the capacity less the memory reserved
+    for the rest of the machine (the kubelet's --system-reserved: SYSTEM_RESERVED of it, at least
+    MIN_SYSTEM_RESERVED). Its pods together never hold more memory than allocatable (limits.py)."""
     cpu, memory = float(os.cpu_count() or 1), float(metrics.meminfo().get("MemTotal", 0))
+    allocatable_cpu, allocatable_memory = cpu, max(0.0, memory - max(MIN_SYSTEM_RESERVED, memory * SYSTEM_RESERVED))
     try:
         chosen = json.loads(layout.node_file.read_text())
-        cpu = float(chosen.get("cpu") or cpu)
-        memory = float(chosen.get("memory") or memory)
+        allocatable_cpu = float(chosen.get("cpu") or allocatable_cpu)
+        allocatable_memory = float(chosen.get("memory") or allocatable_memory)
     except (OSError, ValueError, TypeError, AttributeError):
         pass
-    cores = f"{int(cpu)}" if cpu == int(cpu) else f"{int(cpu * 1000)}m"
-    return {"cpu": cores, "memory": f"{int(memory) // 1024}Ki", "pods": str(MAX_PODS), "ephemeral-storage": "0"}
+
+    def resources(cores: float, size: float) -> dict[str, str]:
+        return {"cpu": f"{int(cores)}" if cores == int(cores) else f"{int(cores * 1000)}m",
+                "memory": f"{int(size) // 1024}Ki", "pods": str(MAX_PODS), "ephemeral-storage": "0"}
+    return resources(max(cpu, allocatable_cpu), max(memory, allocatable_memory)), \
+        resources(allocatable_cpu, allocatable_memory)
 
 
 class ControlPlane:
@@ -95,13 +104,15 @@ class ControlPlane:
         events = Events(self.client)
         self.children = Children()
         self.node_name = socket.gethostname()
-        self.cgroups = PodCgroups.find(hashlib.sha1(str(layout.root).encode()).hexdigest()[:12])  # noqa: S324
+        capacity, allocatable = node_resources(layout)
+        self.cgroups = PodCgroups.find(hashlib.sha1(str(layout.root).encode()).hexdigest()[:12],  # noqa: S324
+                                       memory_max=int(quantity(allocatable["memory"])))
         self.zygotes: ZygotePool | None = None
         self.listener: Listener | None = None
-        self.kubelet = Kubelet(self.client, self.node_name, layout.root, self._claim_dir, node_capacity(layout),
+        self.kubelet = Kubelet(self.client, self.node_name, layout.root, self._claim_dir, capacity,
                                self.children, Network(), self.cgroups, events.recorder("kubelet"), DEFAULT_POD_PIDS,
                                api_port=lambda: self.listener.port if self.listener else 0,
-                               ray_temp=lambda: ray_temp_dir(layout.home))
+                               ray_temp=lambda: ray_temp_dir(layout.home), allocatable=allocatable)
         self.controllers = [
             GarbageCollector(self.client), NamespaceController(self.client),
             TrainJobController(self.client, events.recorder("trainjob-controller"), time.time),

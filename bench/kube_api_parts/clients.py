@@ -147,13 +147,20 @@ class Follower:
         await cancel_all(self.tasks)
 
 
+def stamped_lines(home: Path, pod: str, namespace: str = "default") -> list[tuple[float, str]]:
+    """(time, text) of every line pod `pod` printed, as its kubelet stamped them in the node's
+    log files (logs/<namespace>/<pod>_<uid>/<container>/<restart>.log)."""
+    found = []
+    for path in sorted((Layout(home).logs / namespace).glob(f"{pod}_*/*/*.log")):
+        found += [(t, text) for t, text, _ in read_lines(path, 0, path.stat().st_size)]
+    return found
+
+
 def first_step_time(home: Path, job: str, pods: list[str]) -> float:
-    """When the earliest of `pods` printed its first step, as the controller stamped it."""
+    """When the earliest of `pods` printed its first step, as the kubelet stamped it."""
     found = []
     for pod in pods:
-        path = Layout(home).pod_log(job, pod)
-        size = path.stat().st_size if path.exists() else 0
-        found += [next((t for t, text, _ in read_lines(path, 0, size) if step_and_loss(text)), None)]
+        found += [next((t for t, text in stamped_lines(home, pod) if step_and_loss(text)), None)]
     stamps = [t for t in found if t is not None]
     if not stamps:
         raise RuntimeError(f"no step line in the log files of {job} ({', '.join(pods)})")

@@ -37,6 +37,12 @@ def test_the_lesson_through_kubectl(kubectl, embedded):
         follow.wait()
     victim = kubectl("get", "pods", "-l", f"{selector},batch.kubernetes.io/job-completion-index=1", "-o",
                      "jsonpath={.items[0].metadata.name}")
+    # The pod is the JobSet template's whole pod spec: its mount, its claim, its resources.
+    described = kubectl("describe", "pod", victim)
+    assert "/checkpoints from checkpoints (rw)" in described and re.search(r"ClaimName:\s+checkpoints", described), \
+        described
+    assert re.search(r"Requests:\s+cpu:\s+1\s+memory:\s+1Gi", described), described
+    assert victim in kubectl("describe", "pvc", "checkpoints").split("Used By:")[1].split("Events:")[0]
     # A graceful delete, as the kubelet does it: SIGTERM (the worker saves the step it is at),
     # the object goes once the process has ended; kubectl waits for that.
     assert kubectl("delete", "pod", victim) == f'pod "{victim}" deleted from default namespace\n'

@@ -23,13 +23,14 @@ PY = sys.executable
 
 
 @asynccontextmanager
-async def kubelet(tmp_path: Path, client, pids_limit: int = 256, network: Network | None = None):
+async def kubelet(tmp_path: Path, client, pids_limit: int = 256, network: Network | None = None,
+                  memory_max: int = 0):
     import asyncio
 
     children = Children()
     children.install()
     name = hashlib.sha1(str(tmp_path).encode()).hexdigest()[:12]  # noqa: S324 - a name, not a secret
-    cgroups = PodCgroups.find(f"test-{name}")
+    cgroups = PodCgroups.find(f"test-{name}", memory_max)
     node = Kubelet(client, "node-1", tmp_path / "cluster", lambda ns, claim: tmp_path / "volumes" / ns / claim,
                    {"cpu": "2", "memory": "4Gi", "pods": "110"}, children, network or Network(), cgroups,
                    Events(client, host="test").recorder("kubelet"), pids_limit)
@@ -194,6 +195,24 @@ async def test_a_pod_bounded_by_its_pids_limit_fails_and_says_why(tmp_path):
         _pod(client, "forker", [PY, "-c", script])
         failed = await until(client, "Pod", "default", "forker", _phase("Failed"))
         assert "limit of 20 processes" in _state(failed)["state"]["terminated"]["message"]
+
+
+async def test_the_nodes_pods_together_hold_no_more_than_its_allocatable_memory(tmp_path):
+    """--enforce-node-allocatable=pods: the pods' cgroup is limited to the node's allocatable
+    memory, so a pod that keeps allocating is killed by the kernel inside it (SIGKILL, 137) and
+    neither this process nor the rest of the machine is touched."""
+    client = plane()
+    script = ("import sys\nheld = []\n"
+              "for i in range(64):\n    held.append(bytearray(b'\\x01') * (32 << 20))\n"
+              "    print('held', (i + 1) * 32, 'MiB', flush=True)\n")
+    async with kubelet(tmp_path, client, memory_max=128 << 20) as node:
+        if node.cgroups.memory is None:
+            pytest.skip("no writable memory cgroup on this machine")
+        _pod(client, "hog", [PY, "-c", script])
+        failed = await until(client, "Pod", "default", "hog", _phase("Failed"))
+        assert _state(failed)["state"]["terminated"]["exitCode"] == 137
+        held = [int(line.split()[1]) for line in (await _log(node, "hog")).splitlines() if line.startswith("held")]
+        assert held and max(held) <= 128
 
 
 async def test_pods_left_by_a_previous_kubelet_end_as_their_restart_policy_says(tmp_path):

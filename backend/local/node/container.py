@@ -28,7 +28,7 @@ _LOG_DRAIN_SECONDS = 5.0  # after exit, how long a pipe may stay open (held by a
 _SWEPT_GONE_SECONDS = 10.0  # how long SIGKILLed descendants may take to be gone
 START_ERROR_STATUS = 127 << 8  # the wait status of a command that could not start
 
-# (pod key, spec, log pipe's write end, cgroup.procs or None) -> the forked worker's pid
+# (pod key, spec, log pipe's write end, cgroup.procs files) -> the forked worker's pid
 Fork = Callable[[str, LaunchSpec, int, "str | None"], Awaitable[int]]
 
 
@@ -43,7 +43,7 @@ class Container:
         self.note = ""  # why it failed, when the node learned it from its output (a Ray driver's)
 
     async def start(self, spec: LaunchSpec, exit_of: Callable[[int], asyncio.Future],
-                    fork: Fork | None = None, cgroup: str | None = None) -> None:
+                    fork: Fork | None = None, cgroups: tuple[str, ...] = ()) -> None:
         """Start the process (forked by `fork` when the spec is warm and one is given, else
         exec'd). One that cannot start has ended at once with exit code 127."""
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
@@ -51,11 +51,12 @@ class Container:
         try:
             if fork is not None and spec.warm is not None:
                 self.warm = True
-                self.pid = await fork(self.key, spec, write_fd, cgroup)
+                self.pid = await fork(self.key, spec, write_fd, cgroups)
             else:
                 # torchrun forwards SIGTERM to its workers, a Ray driver shuts its Ray down; a
                 # plain program just ends.
-                self.pid = spawn(spec.argv, spec.env, spec.cwd, write_fd, death_signal=signal.SIGTERM, cgroup=cgroup)
+                self.pid = spawn(spec.argv, spec.env, spec.cwd, write_fd, death_signal=signal.SIGTERM,
+                                 cgroups=cgroups)
                 exit_of(self.pid).add_done_callback(lambda f: self.exited(f.result()))
         except (SpawnError, OSError) as exc:
             self.start_error = str(exc)

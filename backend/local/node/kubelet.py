@@ -63,10 +63,11 @@ class Kubelet:
     def __init__(self, client: Client, name: str, root: Path, volume_dir: Callable[[str, str], Path],
                  capacity: dict[str, str], children: Children, network: Network, cgroups: PodCgroups,
                  record: Record, pids_limit: int, api_port: Callable[[], int] = lambda: 0, zygotes=None,
-                 ray_temp: Callable[[], Path] | None = None):
+                 ray_temp: Callable[[], Path] | None = None, allocatable: dict[str, str] | None = None):
         self.client, self.name, self.root = client, name, root
         self.cluster_root = str(root)
         self.volume_dir, self.capacity, self.children = volume_dir, capacity, children
+        self.allocatable = allocatable or capacity
         self.network, self.cgroups, self._record = network, cgroups, record
         self.pids_limit, self.api_port, self.zygotes = pids_limit, api_port, zygotes
         self.ray_temp = ray_temp
@@ -103,12 +104,12 @@ class Kubelet:
 
     def _register(self) -> None:
         uname = platform.uname()
-        resources = dict(self.capacity)
         node = {"metadata": {"name": self.name, "labels": {
             "kubernetes.io/hostname": self.name, "kubernetes.io/os": "linux",
             "kubernetes.io/arch": uname.machine.replace("x86_64", "amd64").replace("aarch64", "arm64"),
             "node-role.kubernetes.io/control-plane": ""}}, "spec": {},
-            "status": {"capacity": resources, "allocatable": resources, "conditions": self._conditions(),
+            "status": {"capacity": dict(self.capacity), "allocatable": dict(self.allocatable),
+                       "conditions": self._conditions(),
                        "addresses": [{"type": "InternalIP", "address": ADDRESS},
                                      {"type": "Hostname", "address": socket.gethostname()}],
                        "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
@@ -290,7 +291,7 @@ class Kubelet:
             return data
         return find
 
-    def prepare(self, pod: Obj, container: Obj) -> tuple[podspec.LaunchSpec, str | None]:
+    def prepare(self, pod: Obj, container: Obj) -> tuple[podspec.LaunchSpec, tuple[str, ...]]:
         meta = pod["metadata"]
         mounts = self._mounts(pod, container)
         env = podspec.base_env()
@@ -362,7 +363,7 @@ class Kubelet:
         if driver is not None:
             driver.driver_ended(code == 0)
 
-    async def start(self, pod: Obj, run: Container, spec: podspec.LaunchSpec, cgroup: str | None) -> None:
+    async def start(self, pod: Obj, run: Container, spec: podspec.LaunchSpec, cgroups: tuple[str, ...]) -> None:
         driver = self.ray_drivers.get(pod["metadata"]["uid"])
         if driver is not None:
             driver.run = run
@@ -378,7 +379,7 @@ class Kubelet:
             else:
                 log.warning("pod %s: warm workers unavailable (%s); running the command as is", run.key,
                             zygote.problem)
-        await run.start(spec, self.children.exit_of, fork, cgroup)
+        await run.start(spec, self.children.exit_of, fork, cgroups)
 
     def worker_exited(self, key: str, status: int) -> None:
         """A warm worker a zygote forked for the pod of uid `key` exited."""

@@ -44,9 +44,9 @@ class Node(Protocol):
     name: str
     cluster_root: str
 
-    def prepare(self, pod: Obj, container: Obj) -> tuple[podspec.LaunchSpec, str | None]: ...
+    def prepare(self, pod: Obj, container: Obj) -> tuple[podspec.LaunchSpec, tuple[str, ...]]: ...
 
-    async def start(self, pod: Obj, run: Container, spec: podspec.LaunchSpec, cgroup: str | None) -> None: ...
+    async def start(self, pod: Obj, run: Container, spec: podspec.LaunchSpec, cgroups: tuple[str, ...]) -> None: ...
 
     def ended(self, pod: Obj, run: Container, code: int) -> None: ...
 
@@ -162,7 +162,7 @@ class PodWorker:
             backoff = _BACKOFF_START
         while not self.deleting:
             try:
-                spec, cgroup = self.node.prepare(self.pod, self.container_spec)
+                spec, cgroups = self.node.prepare(self.pod, self.container_spec)
             except InvalidResource as exc:
                 self._report("Pending", {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}})
                 self.node.record(self.pod, "Warning", "Failed", f"Error: {exc}")
@@ -171,7 +171,7 @@ class PodWorker:
                 continue
             run = self.run = Container(self.key, self.node.cluster_root,
                                        self.node.open_log(self.pod, self.container_spec.get("name", ""), self.restarts))
-            await self.node.start(self.pod, run, spec, cgroup)
+            await self.node.start(self.pod, run, spec, cgroups)
             if self.deleting:  # deleted while it was starting
                 run.kill()
             if run.start_error:

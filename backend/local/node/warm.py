@@ -58,14 +58,14 @@ class Zygote:
     def usable(self) -> bool:
         return self.ready.done() and self.ready.result() and not self.problem
 
-    async def spawn(self, pod: str, spec: podspec.LaunchSpec, log_w: int, cgroup: str | None = None) -> int:
-        """Fork a worker for `pod` writing to `log_w`, in `cgroup` (a cgroup.procs file) when
-        given; its pid. SpawnError if it cannot."""
+    async def spawn(self, pod: str, spec: podspec.LaunchSpec, log_w: int, cgroups: tuple[str, ...] = ()) -> int:
+        """Fork a worker for `pod` writing to `log_w`, in `cgroups` (cgroup.procs files); its pid.
+        SpawnError if it cannot."""
         if not await self.ready or self.problem:
             raise SpawnError(self.problem or "warm workers unavailable")
         kind, target, args = spec.warm
         request = {"op": "spawn", "pod": pod, "kind": kind, "target": target, "args": args,
-                   "env": spec.warm_env, "cwd": spec.cwd, "cgroup": cgroup}
+                   "env": spec.warm_env, "cwd": spec.cwd, "cgroups": list(cgroups)}
         future = self._loop.create_future()
         self._spawning[pod] = future
         try:

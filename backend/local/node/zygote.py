@@ -12,7 +12,7 @@ if a thread exists after the imports; the controller then runs pods cold (exact 
 
 Protocol on the SOCK_SEQPACKET socket `--fd` (one JSON message per packet):
   zygote -> controller  {"op": "ready", "pid", "seconds"} | {"op": "unfit", "error"}
-  controller -> zygote  {"op": "spawn", "pod", "kind", "target", "args", "env", "cwd", "cgroup"} + log fd
+  controller -> zygote  {"op": "spawn", "pod", "kind", "target", "args", "env", "cwd", "cgroups"} + log fd
   zygote -> controller  {"op": "spawned", "pod", "pid"} | {"op": "spawn_failed", "pod", "error"}
                         {"op": "exited", "pod", "pid", "status"}
 The zygote exits when the controller closes the socket, and dies with the controller
@@ -125,7 +125,7 @@ def _become_worker(request: dict, log_fd: int, zygote: int, own) -> None:
     sock.close()
     os.close(wake_r)
     os.close(wake_w)
-    join_cgroup(request.get("cgroup"))  # the pod's bound, before anything of the worker runs
+    join_cgroup(request.get("cgroups") or ())  # the pod's bounds, before anything of the worker runs
     enter_pod_session(zygote, signal.SIGKILL, log_fd)
     os.chdir(request["cwd"])
     os.environ.clear()
