@@ -8,7 +8,7 @@ watches the pods whose spec.nodeName is its node, and gives each one a pod worke
 - prepares a container: the volumes' directories (a claim's, from the storage driver; a
   ConfigMap's, Secret's or emptyDir's files written for the pod, removed with it), its
   environment (podspec.py) with the pod's rendezvous address resolved by the node's network
-  (network.py), its pids cgroup (limits.py);
+  (network.py), its cgroups (limits.py: the pod's pids, the node's allocatable memory);
 - starts it warm, forked by a zygote that has torch imported (warm.py), when the command is a
   plain `torchrun` of one process per node and the pod does not say `kfcockpit.io/warm-start:
   "false"`, else exec'd as is; the pod's `kfcockpit.io/launch` label says which;

@@ -1,20 +1,21 @@
-"""The node's bounds on its pods, as the kubelet's cgroups make them: each pod's processes and
-threads counted together against its podPidsLimit (--pod-max-pids), and every pod's memory
-together against the node's allocatable memory (--enforce-node-allocatable=pods: the kubepods
-cgroup). A pod that asks for 100,000 processes fails at its pids limit, and what the processes it
-did start take is bounded by the node's allocatable memory (the kernel's OOM killer acts inside
-the node's cgroup, never on the cluster's own processes or the rest of the machine).
+"""The node's bounds on its pods, as the kubelet's cgroups make them: each pod's processes and threads
+counted together against its podPidsLimit (--pod-max-pids), and every pod's memory together against
+the node's allocatable memory (--enforce-node-allocatable=pods: the kubepods cgroup). A pod that
+asks for 100,000 processes fails at its pids limit, and what the processes it did start take is
+bounded by the node's allocatable memory (the kernel's OOM killer acts inside the node's cgroup,
+never on the cluster's own processes or the rest of the machine).
 
 Where the machine lets this process make cgroups: under its own cgroup in the unified (v2)
 hierarchy when the controllers can be enabled there (the node's cgroup `kfcockpit-<name>` with
-memory.max, a child per pod with pids.max), else in the v1 `pids` and `memory` hierarchies (what
-a container running as root often has; the node's memory cgroup holds the pods' processes
-directly). A pod's processes join before they exec or run (processes.join_cgroup), so nothing
-they start escapes. Where a hierarchy is not writable that bound is missing: RLIMIT_NPROC counts a
-whole user's processes (root is exempt) and RLIMIT_AS would break torch's address-space
-reservations, so neither stands in; the node says what is missing in its Ready condition, as a
-kubelet whose podPidsLimit is -1 runs pods unbounded. Per-pod memory limits are the container's
-own (resources.limits), not this module's.
+memory.max, a child per pod with pids.max), else in the v1 `pids` and `memory` hierarchies (what a
+container running as root often has; there the node's cgroup and a child per pod in each). A pod's
+processes join before they exec or run (processes.join_cgroup), so nothing they start escapes. A
+node idle for a while may find its cgroups removed by another node starting (the stale ones of
+killed nodes go that way) and makes them again for its next pod. Where a hierarchy is not writable
+that bound is missing: RLIMIT_NPROC counts a whole user's processes (root is exempt) and RLIMIT_AS
+would break torch's address-space reservations, so neither stands in; the node says what is missing
+in its Ready condition, as a kubelet whose podPidsLimit is -1 runs pods unbounded. Per-pod memory
+limits are the container's own (resources.limits), not this module's.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Callable
 
 log = logging.getLogger("kfcockpit.kubelet")
 
@@ -67,13 +69,58 @@ def _writable_dir(parent: Path, name: str) -> Path | None:
     return target if (target / "cgroup.procs").exists() else None
 
 
+class _Hierarchy:
+    """A node's cgroup in one hierarchy and its pods' children there. `setup` (re)makes the
+    node's own settings: a node idle long enough may find its cgroup removed as stale by another
+    node starting, and makes it again for its next pod."""
+
+    def __init__(self, base: Path, setup: Callable[[Path], bool], pids: bool):
+        self.base, self.setup, self.pids = base, setup, pids
+
+    def pod(self, uid: str, pids_max: int) -> str | None:
+        directory = self.base / uid
+        for last in (False, True):
+            try:
+                if not self.base.is_dir():
+                    self.base.mkdir()
+                    self.setup(self.base)
+                directory.mkdir(exist_ok=True)
+                if self.pids:
+                    (directory / "pids.max").write_text(str(pids_max) if pids_max > 0 else "max")
+                return str(directory / "cgroup.procs")
+            except FileNotFoundError:  # removed between the check and the mkdir
+                if last:
+                    break
+            except OSError as exc:
+                log.warning("pod %s: no cgroup in %s (%s); it is not bounded there", uid, self.base, exc)
+                return None
+        return None
+
+    def release(self, uid: str) -> None:
+        try:
+            os.rmdir(self.base / uid)  # a cgroup directory goes by rmdir once it holds no process
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        if self.base.exists():
+            for child in self.base.iterdir():
+                if child.is_dir():
+                    self.release(child.name)
+            try:
+                os.rmdir(self.base)
+            except OSError:
+                pass
+
+
 class PodCgroups:
     """The cgroups of one node's pods: `pids` (the per-pod pids cgroups' parent), `memory` (the
-    node's memory cgroup, limited to its allocatable memory); each None where not available."""
+    node's memory cgroup, limited to its allocatable memory, the pods' cgroups inside it); each
+    None where not available. In v2 both are one directory."""
 
-    def __init__(self, pids: Path | None = None, memory: Path | None = None, unified: bool = False,
-                 memory_max: int = 0):
-        self.pids, self.memory, self.unified, self.memory_max = pids, memory, unified, memory_max
+    def __init__(self, hierarchies: list[_Hierarchy] | None = None, pids: Path | None = None,
+                 memory: Path | None = None):
+        self.hierarchies, self.pids, self.memory = hierarchies or [], pids, memory
         missing = [c for c, found in (("pids", pids), ("memory", memory)) if found is None]
         bounded = {"pids": "processes", "memory": "memory"}
         self.problem = (f"no writable {' or '.join(missing)} cgroup on this machine: pods' "
@@ -88,61 +135,43 @@ class PodCgroups:
         """This node's cgroups (its stale siblings, nodes that were killed, removed first);
         `memory_max` bytes for all its pods together (0: no memory bound)."""
         node = f"kfcockpit-{name}"
-        pids = memory = None
+        found: dict[str, _Hierarchy] = {}
         for fstype, mount, options in _mounts():
             if fstype == "cgroup2":
                 own = mount / _own("").lstrip("/")
                 _remove_stale(own)
+
+                def unified(base: Path) -> bool:
+                    return _enable(base, "pids") and (not memory_max or (
+                        _enable(base, "memory") and _limit(base / "memory.max", memory_max)))
                 base = _writable_dir(own, node)
-                if base is not None and _enable(base, "pids"):
-                    if memory_max and _enable(base, "memory") and _limit(base / "memory.max", memory_max):
-                        memory = base
-                    return cls(base, memory, unified=True, memory_max=memory_max)
-            elif "pids" in options.split(",") and pids is None:
+                if base is not None and unified(base):
+                    both = _Hierarchy(base, unified, pids=True)
+                    return cls([both], base, base if memory_max else None)
+                continue
+            controllers = options.split(",")
+            if "pids" in controllers and "pids" not in found:
                 own = mount / _own("pids").lstrip("/")
                 _remove_stale(own)
-                pids = _writable_dir(own, node)
-            elif "memory" in options.split(",") and memory is None and memory_max:
+                base = _writable_dir(own, node)
+                if base is not None:
+                    found["pids"] = _Hierarchy(base, lambda _: True, pids=True)
+            elif "memory" in controllers and "memory" not in found and memory_max:
                 own = mount / _own("memory").lstrip("/")
                 _remove_stale(own)
+
+                def limited(base: Path) -> bool:
+                    return _limit(base / "memory.limit_in_bytes", memory_max)
                 base = _writable_dir(own, node)
-                if base is not None and _limit(base / "memory.limit_in_bytes", memory_max):
-                    memory = base
-        return cls(pids, memory, memory_max=memory_max)
+                if base is not None and limited(base):
+                    found["memory"] = _Hierarchy(base, limited, pids=False)
+        return cls(list(found.values()), found["pids"].base if "pids" in found else None,
+                   found["memory"].base if "memory" in found else None)
 
     def pod(self, uid: str, pids_max: int) -> tuple[str, ...]:
-        """The cgroup.procs files a pod's processes join: its own pids cgroup (pids.max set) and
-        the node's memory cgroup (in v2 its pids cgroup lies inside the node's, which is both)."""
-        joined = []
-        if self.pids is not None:
-            procs = self._pod_pids(uid, pids_max)
-            if procs:
-                joined.append(procs)
-        if self.memory is not None and not self.unified:
-            joined.append(str(self.memory / "cgroup.procs"))
-        return tuple(joined)
-
-    def _pod_pids(self, uid: str, pids_max: int) -> str | None:
-        directory = self.pids / uid
-        for last in (False, True):
-            try:
-                if not self.pids.is_dir():  # an idle node's, removed by a starting one as stale
-                    self.pids.mkdir()
-                    if self.unified:
-                        _enable(self.pids, "pids")
-                        if self.memory_max and _enable(self.pids, "memory"):
-                            _limit(self.pids / "memory.max", self.memory_max)
-                directory.mkdir(exist_ok=True)
-                (directory / "pids.max").write_text(str(pids_max) if pids_max > 0 else "max")
-                return str(directory / "cgroup.procs")
-            except FileNotFoundError:
-                if last:
-                    break
-            except OSError as exc:
-                log.warning("pod %s: no pids cgroup (%s); its processes are not bounded", uid, exc)
-                return None
-        log.warning("pod %s: no pids cgroup (its node's was removed meanwhile); its processes are not bounded", uid)
-        return None
+        """The cgroup.procs files a pod's processes join: its own cgroup in each hierarchy (in
+        the pids one with pids.max set), inside the node's."""
+        return tuple(procs for h in self.hierarchies if (procs := h.pod(uid, pids_max)))
 
     def hit_limit(self, uid: str) -> bool:
         """Whether the pod was refused a process by its limit (pids.events' max count)."""
@@ -158,26 +187,13 @@ class PodCgroups:
         return False
 
     def release(self, uid: str) -> None:
-        if self.pids is not None:
-            try:
-                os.rmdir(self.pids / uid)  # a cgroup directory goes by rmdir once it holds no process
-            except OSError:
-                pass
+        for hierarchy in self.hierarchies:
+            hierarchy.release(uid)
 
     def close(self) -> None:
         """Remove what is left (empty cgroups of pods gone) and this node's own."""
-        for node in {self.pids, self.memory} - {None}:
-            if node.exists():
-                for child in node.iterdir():
-                    if child.is_dir():
-                        try:
-                            os.rmdir(child)
-                        except OSError:
-                            pass
-                try:
-                    os.rmdir(node)
-                except OSError:
-                    pass
+        for hierarchy in self.hierarchies:
+            hierarchy.close()
 
 
 def _remove_stale(parent: Path) -> None:
@@ -218,9 +234,4 @@ def _enable(base: Path, controller: str) -> bool:
             control.write_text(f"+{controller}")
         return True
     except OSError:
-        if controller == "pids":
-            try:
-                os.rmdir(base)
-            except OSError:
-                pass
         return False
