@@ -16,7 +16,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: run test test-e2e bench clean-venv image-lock
+.PHONY: run test flaky test-e2e bench clean-venv image-lock
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || { \
@@ -43,6 +43,14 @@ test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15 $(PYTEST_ARGS)
+
+# Catching a test that fails at random: rerun TESTS (files, directories or node ids) N times, each
+# run a fresh pytest process (session fixtures such as an embedded cluster or a Ray run are made
+# again), and report every test that ever failed with its count, e.g. `failed 3/20`
+# (tests/flaky.py). On a shared machine: nice -n 10 make flaky TESTS="tests/local" N=5
+N ?= 20
+flaky: $(STAMP)
+	$(BIN)/python -m tests.flaky --runs $(N) $(TESTS) -- $(PYTEST_ARGS)
 
 # Opt-in: a real cluster. KFCOCKPIT_E2E_CONTEXT=kind-kind [KFCOCKPIT_E2E_KFP_HOST=URL] make test-e2e
 # (every test marked e2e: the lesson on Kubernetes and the pipelines on its Pipelines endpoint)

@@ -49,13 +49,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _init_process_group(backend: str):
+def _init_process_group(backend: str, timeout: float):
+    """`timeout`: what each collective waits for a peer (--collective-timeout) before it fails."""
+    from datetime import timedelta
+
     import torch.distributed as dist
 
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        dist.init_process_group(backend)  # env:// — what torchrun (and Kubeflow Trainer) give
+        # env:// — what torchrun (and Kubeflow Trainer) give
+        dist.init_process_group(backend, timeout=timedelta(seconds=timeout))
     else:
-        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
+                                timeout=timedelta(seconds=timeout))
     return dist.get_rank(), dist.get_world_size()
 
 
@@ -75,7 +80,7 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
         sys.stderr.write(f"training.ddp: error: {exc}\n")
         return EXIT_USAGE
     device.apply(placement)
-    rank, world = _init_process_group(placement.backend)
+    rank, world = _init_process_group(placement.backend, args.collective_timeout)
     # From here SIGTERM (torchrun or the platform tearing the group down) only raises a flag:
     # the loop saves at the next step boundary, never halfway through an optimizer update.
     # Before, it ends the process as usual (nothing to save while the group forms).
@@ -88,7 +93,7 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
          backend=placement.backend, precision=cfg.precision)
     store = FileCheckpoints(args.ckpt_dir, cfg.keep, rank) if args.ckpt_dir else None
     try:
-        training = run(cfg, rank, world, store, stop_requested=terminated.is_set, placement=placement)
+        training = run(cfg, rank, world, store, stop=terminated, placement=placement)
     except ConfigError as exc:  # a configuration that only fails once the world size is known
         sys.stderr.write(f"training.ddp: error: {exc}\n")
         return EXIT_USAGE

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import random
 import sys
+import threading
 import time
 from dataclasses import asdict
 from typing import Callable, Protocol
@@ -27,6 +28,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler, TensorDataset
 
 from training import run_record
+from training.monitors import LoopMonitors
 from training.device import Placement
 from training.logfmt import format_line
 from training.options import TrainConfig
@@ -291,13 +293,14 @@ def run(
     world: int,
     checkpoints: Checkpoints | None,
     on_step: Callable[[Training, float], None] | None = None,
-    stop_requested: Callable[[], bool] = lambda: False,
+    stop: threading.Event | None = None,
     placement: Placement = CPU,
 ) -> Training:
     """Resume if a checkpoint exists, train to cfg.steps, checkpoint every cfg.ckpt_every steps.
 
-    A failed collective (PeerFailure) or a stop request (StopRequested, checked at each step
-    boundary) first saves the newest complete step, so a restarted group loses no work.
+    A failed collective (PeerFailure) or `stop` set (StopRequested, checked at each step
+    boundary, and ending a --step-delay pause at once: the platform's grace period must not be
+    spent asleep) first saves the newest complete step, so a restarted group loses no work.
     With no store (no volume) nothing is resumed or saved, and no state is built to be dropped.
     A checkpoint of another world size is refused (ConfigError) before anything is built."""
     restoring = time.perf_counter()
@@ -330,30 +333,37 @@ def run(
     loop_started = time.perf_counter()
     first_step = training.steps_done
     warm_at = None  # after the first step (DDP's bucket set-up): steady-state throughput from here
-    while training.steps_done < cfg.steps:
-        try:
-            loss = training.train_step(before_update)
-        except PeerFailure:
-            _save_before_exit(checkpoints, training, "peer_failure")
-            raise
-        step = training.steps_done
-        if warm_at is None:
-            warm_at = time.perf_counter()
-        stall = {"ckpt_wait": waited[0]} if saved else {}
-        emit(step=step, loss=loss, rank=rank, world=world, **stall)
-        waited[0], saved = 0.0, False
-        began = time.perf_counter()
-        if checkpoints is not None and (step % cfg.ckpt_every == 0 or step == cfg.steps):
-            checkpoints.save(training.state())
-            saved = True
-        if on_step is not None:  # Ray's report, a barrier that carries the checkpoint
-            on_step(training, loss)
-        waited[0] += time.perf_counter() - began
-        if stop_requested():
-            _save_before_exit(checkpoints, training, "sigterm")
-            raise StopRequested(f"stopped after step {step}")
-        if cfg.step_delay:
-            time.sleep(cfg.step_delay)
+    monitors = LoopMonitors(emit, rank, world, cfg.steps)
+    try:
+        while training.steps_done < cfg.steps:
+            monitors.step_begins(training.steps_done + 1)
+            try:
+                loss = training.train_step(before_update)
+            except PeerFailure:
+                _save_before_exit(checkpoints, training, "peer_failure")
+                raise
+            finally:
+                monitors.step_ends()
+            step = training.steps_done
+            if warm_at is None:
+                warm_at = time.perf_counter()
+            stall = {"ckpt_wait": waited[0]} if saved else {}
+            emit(step=step, loss=loss, rank=rank, world=world, **stall)
+            monitors.stepped(step, loss)
+            waited[0], saved = 0.0, False
+            began = time.perf_counter()
+            if checkpoints is not None and (step % cfg.ckpt_every == 0 or step == cfg.steps):
+                checkpoints.save(training.state())
+                saved = True
+            if on_step is not None:  # Ray's report, a barrier that carries the checkpoint
+                on_step(training, loss)
+            waited[0] += time.perf_counter() - began
+            stopping = stop.wait(cfg.step_delay) if stop is not None else _pause(cfg.step_delay)
+            if stopping:
+                _save_before_exit(checkpoints, training, "sigterm")
+                raise StopRequested(f"stopped after step {step}")
+    finally:
+        monitors.close()
     finish_saves = getattr(checkpoints, "wait", None)  # None too when there is no store
     began = time.perf_counter()
     if finish_saves is not None:
@@ -366,6 +376,13 @@ def run(
          ckpt_wait=waited[0] if saved else 0.0, train_seconds=ended - loop_started,
          steps_per_sec=steady / (ended - warm_at) if steady > 0 and ended > warm_at else 0.0)
     return training
+
+
+def _pause(seconds: float) -> bool:
+    """A --step-delay with nothing to stop it; False (no stop requested)."""
+    if seconds:
+        time.sleep(seconds)
+    return False
 
 
 def _save_before_exit(checkpoints: Checkpoints | None, training: Training, reason: str) -> None:

@@ -84,12 +84,32 @@ def add_train_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", choices=PRECISIONS, default=defaults.precision,
                         help=f"fp32, or bf16 autocast of the forward pass (default {defaults.precision})")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads per worker (default 1)")
+    parser.add_argument("--collective-timeout", type=duration, default=DEFAULT_COLLECTIVE_TIMEOUT, metavar="DURATION",
+                        help="how long a collective waits for a peer before the step fails and the platform "
+                             "restarts the group: seconds, or 90s, 5m, 1h (default 5m; torch's own is 30m, "
+                             "so a frozen rank would hold the group half an hour)")
     parser.add_argument("--device", choices=DEVICES, default="auto",
                         help="where each worker computes: cuda (the GPU of its LOCAL_RANK), cpu, or auto "
                              "(cuda when a GPU is visible) (default auto)")
     parser.add_argument("--backend", choices=BACKENDS, default="auto",
                         help="process group: nccl, gloo (carries CUDA tensors too, and lets ranks share "
                              "a GPU), or auto (nccl on cuda, gloo on cpu) (default auto)")
+
+
+DEFAULT_COLLECTIVE_TIMEOUT = 300.0
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """Seconds of `90`, `90s`, `5m` or `1h` (argparse's type: a bad one is one line, exit 2)."""
+    number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
+    try:
+        seconds = float(number) * _UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (seconds, or 90s, 5m, 1h)") from None
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be longer than 0")
+    return seconds
 
 
 def option_args(options: dict[str, object]) -> list[str]:

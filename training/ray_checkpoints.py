@@ -34,7 +34,7 @@ class RayCheckpoints:
         self._pending: dict | None = None
         self._checkpoint_due = False
         self._losses: list[float] = []  # since the last report
-        self.in_report = False  # inside ray.train.report: a barrier a dead peer never reaches
+        self._reporting = None  # the loop's Training while inside ray.train.report (a barrier)
 
     def load_latest(self) -> dict | None:
         """Ray's latest reported checkpoint, or a newer survivor save. Rank 0 chooses (after the
@@ -69,13 +69,25 @@ class RayCheckpoints:
                 return str(found)
         return ""
 
-    def save_now(self, state: dict, reason: str) -> None:
-        """A survivor's save, straight into the run's directory (see the module's docstring)."""
+    def save_now(self, state: dict, reason: str) -> bool:
+        """A survivor's save, straight into the run's directory (see the module's docstring).
+        True if this call wrote it (not when the step is saved already, or being saved by the
+        other thread: the loop's and Ray's shutdown call may both try, see save_in_report)."""
         from training.checkpoint import save_once
 
         directory = self.run_dir / fmt.file_name(int(state["step"])).removesuffix(".pt")
         directory.mkdir(parents=True, exist_ok=True)
-        save_once(directory, state, reason, self.rank)
+        return save_once(directory, state, reason, self.rank)
+
+    def save_in_report(self) -> bool:
+        """Ray tears the group down while this worker waits in `ray.train.report`'s barrier,
+        which a dead peer never reaches: the loop would never get to its own save. It stands at
+        a step boundary there, and once the stop is requested (before this is called) it checks
+        the request as soon as the report returns, before another step: the state of its newest
+        step is complete and stays so. Save it from the calling thread (Ray's shutdown call).
+        True if this call wrote it; False when the loop is not in a report, or saves it itself."""
+        training = self._reporting
+        return training is not None and self.save_now(training.state(), "sigterm")
 
     def save(self, state: dict) -> None:
         self._checkpoint_due = True  # every rank: all must report at this step
@@ -95,20 +107,20 @@ class RayCheckpoints:
                     "mean_loss": sum(self._losses) / len(self._losses)}
         name = ""
         if self._pending is None:
-            self.in_report = True
+            self._reporting = training
             ray.train.report(reported)
         else:
             from training.checkpoint import write_files
 
             with tempfile.TemporaryDirectory(dir=self.staging) as directory:
                 name = write_files(Path(directory), self._pending, "periodic", self.rank).name
-                self.in_report = True
+                self._reporting = training
                 ray.train.report(reported, checkpoint=ray.train.Checkpoint.from_directory(directory),
                                  checkpoint_dir_name=name.removesuffix(".pt"))
             for older in _survivor_dirs(self.run_dir):  # superseded: Ray prunes only its own
                 if int(fmt.NAME_RE.match(f"{older.name}.pt").group(1)) < step:
                     shutil.rmtree(older, ignore_errors=True)
-        self.in_report = False
+        self._reporting = None
         # No "loss=" key: the cockpit takes lines with step= and loss= for step lines.
         emit(event="reported", step=step, epoch=epoch, mean_loss=reported["mean_loss"],
              rank=self.rank, world=self.world, checkpoint=name)

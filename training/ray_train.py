@@ -30,10 +30,14 @@ ray/train/v2/_internal/execution/worker_group/state.py). `shutdown` only runs th
 `before_worker_shutdown` callbacks and returns, so without help a survivor lives about one poll
 interval after the kill. `SurvivorSave` is such a callback: it asks the loop to stop (as SIGTERM
 does under torchrun) and holds the teardown until the loop has left, by a save of the newest
-complete step or a failed collective's, at most Ray's 5 s. A save cannot go through
-`ray.train.report` (a barrier the dead worker never reaches), so it is written straight into the
-run's directory in Ray's layout, and a new group's rank 0 resumes from the newest valid of Ray's
-latest checkpoint and such saves; a survivor save is removed once a newer checkpoint is reported.
+complete step or a failed collective's, at most Ray's 5 s. A loop waiting in `ray.train.report`
+(a barrier the dead worker never reaches) cannot leave: the callback saves its step for it. A save
+cannot go through `ray.train.report` either, so it is written straight into the run's directory
+in Ray's layout, and a new group's rank 0 resumes from the newest valid of Ray's latest checkpoint
+and such saves; a survivor save is removed once a newer checkpoint is reported. The one case with
+no save: a loop that does not reach a step boundary or a failed collective within Ray's patience
+(a step, or a save, slower than about 4.5 s; a --step-delay pause ends at the stop); its group
+resumes from the last reported checkpoint.
 """
 
 from __future__ import annotations
@@ -150,6 +154,7 @@ class _Worker:
 
     stop = threading.Event()  # the group is being torn down: stop at the next step boundary
     left = threading.Event()  # the loop has returned or raised (after any survivor save)
+    done = threading.Event()  # the loop trained to the end: nothing to save at teardown
     store: RayCheckpoints | None = None
 
 
@@ -164,13 +169,16 @@ def _survivor_save_callback():
 
             _Worker.stop.set()
             store = _Worker.store
-            if store is None or _Worker.left.is_set():
-                return  # never started, or finished
+            if store is None or _Worker.done.is_set():
+                return  # never started, or trained to the end
             began = time.perf_counter()
-            if not store.in_report:  # in Ray's report barrier the dead peer holds it for good
+            # Said even when the loop left before Ray came (its collective failed first): every
+            # teardown of a failed group says whether it ended with the survivor's loop gone.
+            saved_for_it = not _Worker.left.is_set() and store.save_in_report()
+            if not saved_for_it:
                 _Worker.left.wait(SHUTDOWN_PATIENCE_S - 0.5)
             emit(event="shutdown_hold", rank=store.rank, seconds=time.perf_counter() - began,
-                 left=_Worker.left.is_set())
+                 left=_Worker.left.is_set(), saved_in_report=saved_for_it)
 
     return SurvivorSave()
 
@@ -197,10 +205,12 @@ def train_per_worker(config: dict) -> None:
          device=placement.device, backend=placement.backend, precision=cfg.precision)
     _Worker.stop.clear()
     _Worker.left.clear()
+    _Worker.done.clear()
     store = _Worker.store = RayCheckpoints(rank, world, config["report_every"], Path(config["staging"]), run_dir)
     try:
-        training = run(cfg, rank, world, store, on_step=store.report_step, stop_requested=_Worker.stop.is_set,
+        training = run(cfg, rank, world, store, on_step=store.report_step, stop=_Worker.stop,
                        placement=placement)
+        _Worker.done.set()
     finally:
         _Worker.left.set()
     if rank == 0:
@@ -313,7 +323,7 @@ def _fit(args: argparse.Namespace, cfg, run_dir: Path, temp_dir: Path, use_gpu: 
                            "report_every": args.report_every, "run_dir": str(run_dir),
                            "staging": str(staging)},
         scaling_config=ScalingConfig(num_workers=args.num_workers, use_gpu=use_gpu),
-        torch_config=TorchConfig(backend=backend),
+        torch_config=TorchConfig(backend=backend, timeout_s=int(args.collective_timeout)),
         run_config=RunConfig(
             name=args.name,
             storage_path=str(args.storage),

@@ -23,6 +23,9 @@ class Action:
     priority: bool = False  # fires even when an input box has focus
     key_display: str | None = None
     group: Binding.Group | None = None
+    # The narrowest terminal whose footer shows it (the key works at any width): at 80 columns
+    # every label must fit beside the palette's, whole.
+    footer_from: int = 0
 
 
 ACTIONS: tuple[Action, ...] = (
@@ -35,13 +38,19 @@ ACTIONS: tuple[Action, ...] = (
            group=STEP_GROUP),
     Action("previous_step", "p", "Prev", "Previous step", "Select the previous step of the lesson.",
            group=STEP_GROUP),
+    Action("edit_note", "e", "Note", "Write the step's note",
+           "Into the selected step's note (reading steps, and step 7's reading of its runs); "
+           "ctrl+s saves and checks it, escape gives the keys back.", footer=False),
+    Action("measure", "m", "Measure", "Measure the Trainer against Ray Train (kfcockpit compare)",
+           "Step 10's comparison, measured: the same loop as a TrainJob and as a RayJob, a worker "
+           "killed in each; the table is quoted in step 10's note.", footer=False),
     Action("kill_pod", "ctrl+k", "Kill", "Kill the selected pod",
            "Kill the pod under the cursor in the pods panel (asks first): the group restarts and "
            "resumes from its last checkpoint.", priority=True, key_display="^k"),
     Action("show_logs", "l", "Logs", "Show logs",
            "Show the merged logs of the followed job; on the pods tab, only the selected pod's."),
     Action("filter_logs", "slash", "Filter", "Filter logs", "Type text to keep only matching log lines.",
-           key_display="/"),
+           key_display="/", footer_from=100),
     Action("snapshot", "s", "Snap", "Snapshot the volume",
            "Take a snapshot of the volume shown in the checkpoints tab.", footer=False),
     Action("compare", "c", "Compare", "Compare two snapshots",
@@ -67,7 +76,7 @@ ACTIONS: tuple[Action, ...] = (
            "Each restart from failure to the first step trained again, timed.", footer=False,
            group=TAB_GROUP),
     Action("zoom", "z", "Zoom", "Zoom the focused panel",
-           "The focused panel fills the screen; z again puts it back."),
+           "The focused panel fills the screen; z again puts it back.", footer_from=100),
     Action("toggle_checklist", "h", "Steps", "Hide or show the checklist",
            "Hide the lesson checklist for more room (n and p still move through the steps).",
            footer=False),
@@ -85,6 +94,11 @@ def bindings() -> list[Binding]:
                 key_display=a.key_display, group=a.group, tooltip=a.help)
         for a in ACTIONS
     ]
+
+
+def hidden_from_footer(width: int) -> set[str]:
+    """The actions the footer leaves out at this terminal width."""
+    return {a.action for a in ACTIONS if a.footer_from > width}
 
 
 def key_names(action: Action) -> str:

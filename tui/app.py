@@ -16,6 +16,8 @@ from tui.screens.cockpit import CockpitScreen
 from tui.session import Session
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from backend.settings import Settings
     from tui.config import CockpitConfig
 
@@ -54,6 +56,16 @@ class CockpitApp(App):
                 self.notify(problem, title="preferences", severity="warning")
             self.theme = config.textual_theme  # differs from the first frame's only if the file was bad
         return self.config
+
+    def notify(self, message: str, *, title: str = "", severity: "SeverityLevel" = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Every notification is plain text, whoever asks (a widget's notify asks for markup):
+        what one says comes from the cluster, a log, a note or an error, never from markup."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+
+    def action_help_quit(self) -> None:
+        """ctrl+c: Textual's own hint is markup, and notifications here are plain text."""
+        self.notify("press q to quit (ctrl+c copies in a text box)", title="Do you want to quit?")
 
     def get_default_screen(self) -> Screen:
         return CockpitScreen(self.session, self.launch.home / ERRORS_LOG, self.clock)

@@ -49,15 +49,31 @@ def rank_sort_key(label: str) -> int:
 
 
 def short_name(pod: str, job: str | None) -> str:
-    """What tells pods apart inside one job: JobSet names pods
-    `<job>-<replicated job>-<job index>-<pod index>-<random>`; the panel title already names the
-    job, so show `<pod index>-<random>` (the random part changes with each restart attempt)."""
+    """What tells pods apart inside one job; the panel title already names the job. JobSet names
+    pods `<job>-<replicated job>-<job index>-<pod index>-<random>`, a RayJob's worker pods are
+    `<job>-worker-<rank>-<random>`: both show `<index>-<random>` (the random part changes with
+    each restart attempt). A RayJob's one driver pod `<job>-driver-<random>` shows "driver"."""
     if job and pod.startswith(job + "-"):
         parts = pod[len(job) + 1:].split("-")
         if len(parts) == 4 and parts[1].isdigit() and parts[2].isdigit():
             return f"{parts[2]}-{parts[3]}"
+        if len(parts) == 3 and parts[0] == "worker" and parts[1].isdigit():
+            return f"{parts[1]}-{parts[2]}"
+        if len(parts) == 2 and parts[0] == "driver":
+            return "driver"
         return pod[len(job) + 1:]
     return pod
+
+
+def fit(name: str, width: int) -> str:
+    """`name` in at most `width` cells, losing its middle rather than its end: generated names
+    differ at the end (`…-a1b2c3`), and a name cut at its end no longer says which one it is."""
+    if len(name) <= width:
+        return name
+    if width < 2:
+        return name[:width]
+    tail = (width - 1) // 2
+    return name[: width - 1 - tail] + "…" + name[len(name) - tail:]
 
 
 def rank_colour(rank: int) -> str:

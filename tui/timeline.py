@@ -255,19 +255,26 @@ class FailureTimeline:
         else:  # the new group is here but the failure itself was never seen (joined late)
             t0 = min((p.created for p in new if p.created is not None), default=0.0)
             moments = [Moment(t0, "failure not seen (the cockpit joined later)", "failure")]
+        newest = max((p.last_step[1] for p in old if p.last_step is not None), default=None)
         for p in old:
             for at, step, reason, seconds in p.saves:
                 took = f", {float(seconds):.2f} s" if seconds else ""
                 moments.append(Moment(at, f"rank {p.rank} saved step {step} ({reason}{took})", "save"))
+        # The new group's own lines are timed to the microsecond when printed; pod times are the
+        # second their event was seen, which under load is after those lines. Nothing of the
+        # platform's comes after the first line of the group it made: such a time is that line's.
+        lines_at = [at for p in new
+                    for at in (p.start_line, p.resumed and p.resumed[0], p.first_step and p.first_step[0]) if at]
+        cap = min(lines_at, default=float("inf"))
         if old and all(p.ended is not None for p in old):
-            moments.append(Moment(max(p.ended for p in old), f"group torn down ({len(old)} pods)", "down"))
+            moments.append(Moment(min(cap, max(p.ended for p in old)), f"group torn down ({len(old)} pods)", "down"))
         if new:
             created = [p.created for p in new if p.created is not None]
             if created:
-                moments.append(Moment(min(created), f"new pods created (attempt {attempt + 1})", "up"))
+                moments.append(Moment(min(cap, min(created)), f"new pods created (attempt {attempt + 1})", "up"))
             started = [p.started for p in new if p.started is not None]
             if started and len(started) == len(new):
-                moments.append(Moment(max(started), f"{len(new)} new pods running", "up"))
+                moments.append(Moment(min(cap, max(started)), f"{len(new)} new pods running", "up"))
             formed = [p.start_line for p in new if p.start_line is not None]
             if formed:
                 moments.append(Moment(min(formed), "rendezvous complete (event=start)", "up"))
@@ -281,10 +288,10 @@ class FailureTimeline:
         if stepped:
             at, step = min(stepped)
             moments.append(Moment(at, f"first step trained again: step {step}", "step"))
+            # failure seen to first step again: the goodput's restart seconds (RestartTimes.seconds)
             recovery = max(0.0, at - t0) if failed else None
-            last_before = max((p.last_step[1] for p in old if p.last_step is not None), default=None)
             start = from_step if from_step is not None else step - 1
-            if last_before is not None:
-                lost = max(0, last_before - start)
-        moments.sort(key=lambda m: m.at)
+            if newest is not None:
+                lost = max(0, newest - start)
+        moments.sort(key=lambda m: m.at)  # stable: moments at one time stay in the order of events
         return Restart(attempt, t0, tuple(moments), lost, recovery)

@@ -20,8 +20,9 @@ DETAIL = {
                      "ScalingConfig; a RayJob only names that script and the Ray cluster to run it "
                      "on, and Ray starts the worker actors",
     "recovery_detail": "Ray Train's controller sees the dead worker, restarts the worker group "
-                       "(FailureConfig max_failures) and hands it the last checkpoint reported "
-                       "through ray.train.report",
+                       "(FailureConfig max_failures), and the new group resumes from the step the "
+                       "survivors saved while Ray tore the old one down (else from the last "
+                       "checkpoint reported through ray.train.report)",
     "owner_detail": "the ML team, whose Python script holds the scaling and failure settings "
                     "next to the training loop",
 }

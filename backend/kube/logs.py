@@ -147,6 +147,10 @@ class LogFollowers:
                           restart_count=pod.restarts, container=log_container(raw_pod))
         self.tasks[pod.name] = pump(iterate_in_thread(producer, f"log-{pod.name}"), self.queue, "log")
 
+    def following(self) -> list[str]:
+        """The pods whose logs are still being read (they may print more)."""
+        return [name for name, task in self.tasks.items() if not task.done()]
+
     def idle(self) -> bool:
         """Every log started so far has been read to its end."""
         return all(task.done() for task in self.tasks.values())

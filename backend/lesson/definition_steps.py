@@ -218,7 +218,12 @@ async def run_committed(ctx: StepContext):
         yield line(f"running the committed {committed.name} (sha256 {digest[:12]}…)")
         async for update in run_pipeline(ctx, lambda on_event: run_lesson_pipeline(
                 clean, from_committed_file=True, on_event=on_event)):
-            yield update
+            if update.kind == "job" and embedded is not None:
+                # on the clean cluster, which the cockpit does not watch (nor follow): said, not announced
+                yield line(f"TrainJob {update.job} started on the clean cluster "
+                           f"(KUBECONFIG={embedded.kubeconfig} kubectl get pods)")
+            else:
+                yield update
     finally:
         if embedded is not None:
             await embedded.down()

@@ -43,6 +43,24 @@ def _measured(ctx: StepContext) -> str:
     return f"# {MEASURED}\n\n" + quoted + "\n"
 
 
+def with_measurement(note: str, ctx: StepContext) -> str:
+    """A written note with the newest `kfcockpit compare` quoted where its draft asked for one
+    (the "Measure both first" heading) or in place of an older quote; the rest, the learner's, is
+    kept. Unchanged when nothing is measured yet, or the learner removed the heading."""
+    measured = _measured(ctx)
+    if not measured.startswith(f"# {MEASURED}"):
+        return note
+    lines = note.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines)
+                  if line.lstrip("# ").startswith((MEASURE_FIRST, MEASURED))), None)
+    if start is None:
+        return note
+    end = start + 1
+    while end < len(lines) and (not lines[end].strip() or lines[end].lstrip().startswith(">")):
+        end += 1  # the old quote and the blank lines around it
+    return "".join(lines[:start]) + measured + "".join(lines[end:])
+
+
 def _step_10(ctx: StepContext) -> str:
     return _measured(ctx) + _sections("10")
 

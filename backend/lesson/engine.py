@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import time
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from backend.cluster import Cluster, ClusterError, Unavailable
 from backend.lesson.context import LessonError, RunUpdate, StepContext
-from backend.lesson.drafts import draft
+from backend.lesson.drafts import draft, with_measurement
 from backend.lesson.handlers import HANDLERS
 from backend.lesson.progress import ProgressStore, StepState, StepStatus
 from backend.lesson.reading import note_command
@@ -106,6 +106,7 @@ class Lesson:
         if reason is not None:  # nothing can start here: say why, and keep what was saved
             yield RunUpdate(kind="evidence", evidence=ctx.evidence(False, reason))
             return
+        before = self.store.load().get(step.id)
         self.store.put(step.id, StepState(status=StepStatus.RUNNING, updated=time.time(),
                                           pid=os.getpid()))
         evidence: Evidence | None = None
@@ -117,10 +118,21 @@ class Lesson:
         except ClusterError as exc:
             evidence = ctx.evidence(False, str(exc))
         finally:
-            # Closed early (the TUI cancelled, Ctrl-C) or a bug: the step did not finish.
-            self._record(step, evidence or ctx.evidence(
-                False, "the run was stopped before it finished", checked="the step's run"))
+            if evidence is not None:
+                self._record(step, evidence)
+            else:
+                self._stopped(step, ctx, before)
         yield RunUpdate(kind="evidence", evidence=evidence)
+
+    def _stopped(self, step: Step, ctx: StepContext, before: StepState | None) -> None:
+        """Closed early (the cockpit quit, Ctrl-C) or a bug: the run proves nothing either way. A
+        step done before stays done (its evidence was read from the platform and still holds; the
+        job this run started may well still be training); any other is failed, saying so."""
+        if before is not None and before.status is StepStatus.DONE:
+            self.store.put(step.id, before)
+        else:
+            self._record(step, ctx.evidence(False, "the run was stopped before it finished",
+                                            checked="the step's run"))
 
     async def verify(self, step_id: str) -> Evidence:
         """Check the step's "done when" now, from real evidence; the result is kept. A verify that
@@ -159,6 +171,29 @@ class Lesson:
         records the platform; step 7's is filled by its run; step 10's from measured runs)."""
         step = self.step(step_id)
         return self.store.note(step.id) or await draft(self._context(step))
+
+    async def measure(self, step_id: str, progress: Callable[[str], None]) -> str:
+        """What the step's note cites, measured now (step 10: `kfcockpit compare`, a TrainJob and
+        a RayJob on the embedded cluster), then its note with the table quoted; returns the note."""
+        from backend.compare import run_comparison
+
+        step = self.step(step_id)
+        if step.measure is None:
+            raise LessonError(f"{step.label} has nothing to measure")
+        await run_comparison(self.settings, progress=progress)
+        return self.note_with_measurement(step.id)
+
+    def note_with_measurement(self, step_id: str) -> str:
+        """The step's note with the newest measurement quoted where it asks for one (saved when
+        that changed it): a `kfcockpit compare` run from a shell shows up in an open note too."""
+        step = self.step(step_id)
+        note = self.note(step.id)
+        if step.measure is None or not note.strip():
+            return note  # an unwritten note opens as a draft, which quotes the newest already
+        updated = with_measurement(note, self._context(step))
+        if updated != note:
+            self.save_note(step.id, updated)
+        return updated
 
     def save_note(self, step_id: str, text: str) -> None:
         step = self.step(step_id)

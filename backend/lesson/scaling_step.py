@@ -1,5 +1,7 @@
 """Step 7: a one-worker and a two-worker run, a snapshot of the volume after each, and a
-side-by-side note of their final loss and wall time (pre-filled from the snapshots' metrics).
+side-by-side note of their final loss and wall time: the run puts the measured table, quoted, at
+the top of the note (figures to cite, which do not count), and the learner writes what they read
+from it under the table (that is what the check reads).
 
 The verify reads the snapshots and the metrics.json files inside them back from the platform.
 """
@@ -7,11 +9,12 @@ The verify reads the snapshots and the metrics.json files inside them back from 
 from __future__ import annotations
 
 import json
+import re
 
 from backend.cluster import ClusterError
 from backend.lesson.context import Handler, StepContext, job_started, line, needs_cluster
 from backend.lesson.jobs import VOLUME, apply_runtime_and_volume, fresh_name, lesson_trainjob
-from backend.lesson.notes import check_note
+from backend.lesson.notes import check_note, covered_text
 from training.atomic import write_atomic
 from backend.models import Evidence, JobPhase, RunMetrics, Snapshot
 
@@ -19,22 +22,32 @@ WORKER_COUNTS = (1, 2)
 STEPS = 40
 TIMEOUT = 600.0
 RECORD = "runs.json"
-PREFILL = "prefilled-note.md"  # the last pre-filled text: a note still equal to it is ours to replace
 
 
 def side_by_side(runs: list[tuple[str, RunMetrics]]) -> str:
+    """The measured table, quoted: the cockpit's figures to cite, which count for nothing in the
+    note's check (notes.py); what scaling out bought is the learner's to write under it."""
     rows = [f"| {m.world_size} | {m.final_loss:.6f} | {m.wall_seconds:.2f} s | {m.steps} | {snap} |"
             for snap, m in runs]
-    return "\n".join([
+    return "\n".join(f"> {text}".rstrip() for text in [
         "Step 7: one worker against two, measured from the volume snapshots",
         "",
         "| workers | final loss | wall time | steps | snapshot |",
         "|---|---|---|---|---|",
         *rows,
-        "",
-        "What scaling out bought: <your reading of the numbers>",
-        "",
-    ])
+    ]) + "\n"
+
+
+_PLACEHOLDER_LINE = re.compile(r"\s*<[^<>]*>\s*")
+ASK = "What scaling out bought: <your reading of the numbers: final loss and wall time, 1 worker against 2>\n"
+
+
+def note_with_table(previous: str, table: str) -> str:
+    """The new measured table at the top of the note; what the learner wrote (every line that is
+    neither quoted nor a bare <placeholder>) stays under it, or the question when there is none."""
+    own = "\n".join(line for line in previous.splitlines()
+                    if not line.lstrip().startswith(">") and not _PLACEHOLDER_LINE.fullmatch(line)).strip()
+    return f"{table}\n{own}\n" if own else f"{table}\n{ASK}"
 
 
 async def run_two_sizes(ctx: StepContext):
@@ -61,18 +74,17 @@ async def run_two_sizes(ctx: StepContext):
             measured.append((run["snapshot"], found))
     table = side_by_side(measured)
     for row in table.splitlines()[2:6]:
-        yield line(row)
+        yield line(row.removeprefix("> "))
     previous = ctx.note("7")
-    try:
-        last_prefill = (ctx.run_dir / PREFILL).read_text()
-    except FileNotFoundError:
-        last_prefill = ""
-    write_atomic(ctx.run_dir / PREFILL, table)
-    if not previous.strip() or previous == last_prefill:
-        ctx.save_note("7", table)
-        yield line("the side-by-side note is pre-filled; add what you read from it")
+    ctx.save_note("7", note_with_table(previous, table))
+    if previous.strip() and not _placeholder_only(previous):
+        yield line("the measured table is at the top of your step-7 note; what you wrote is kept under it")
     else:
-        yield line(f"your step-7 note was kept; the new table is in {ctx.run_dir / PREFILL}")
+        yield line("the measured table is in your step-7 note: write under it what scaling out bought")
+
+
+def _placeholder_only(note: str) -> bool:
+    return not covered_text(note).strip()
 
 
 def runs_in_snapshots(snapshots: list[Snapshot]) -> list[dict]:

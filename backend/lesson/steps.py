@@ -26,7 +26,13 @@ class Step(BaseModel):
     done_when: str
     kind: Literal["action", "reading"]  # reading steps are done by a note the learner writes
     needs: list[str] = Field(default_factory=list)  # steps that must be done first
-    note_prompt: str | None = None  # reading steps: what the note must cover
+    note_prompt: str | None = None  # what the note must cover: reading steps, and step 7's comparison
+    measure: str | None = None  # the command that measures what the note cites (step 10's compare)
+
+    @property
+    def takes_note(self) -> bool:
+        """Its done-when needs a note the learner writes (every reading step, and step 7)."""
+        return self.note_prompt is not None
 
     @property
     def label(self) -> str:
@@ -52,11 +58,11 @@ COMPILE = ("Compile a Pipeline | Kubeflow",
 
 def _step(id: str, title: str, why: str, doc: tuple[str, str], done_when: str,
           kind: Literal["action", "reading"] = "action", needs: list[str] | None = None,
-          note_prompt: str | None = None) -> Step:
+          note_prompt: str | None = None, measure: str | None = None) -> Step:
     section, number = ("Setup", int(id.split("-")[1])) if id.startswith("setup-") else ("Steps", int(id))
     return Step(id=id, section=section, number=number, title=title, why=why, doc_title=doc[0],
                 doc_url=doc[1], done_when=done_when, kind=kind, needs=needs or [],
-                note_prompt=note_prompt)
+                note_prompt=note_prompt, measure=measure)
 
 
 STEPS: list[Step] = [
@@ -180,6 +186,9 @@ STEPS: list[Step] = [
         "Two snapshots exist and you have a side-by-side note of final loss and wall time for "
         "both runs.",
         needs=["5"],
+        note_prompt="Under the measured table (the run quotes it at the top of the note), write "
+                    "what scaling out bought: the final loss and the wall time of the one-worker "
+                    "run against the two-worker run, in your own words.",
     ),
     _step(
         "8",
@@ -217,6 +226,7 @@ STEPS: list[Step] = [
                     "failure recovery (group restart from a checkpoint vs Ray's failure config) and "
                     "who owns the job definition (platform team vs ML team), and say which one "
                     "you would give to which team.",
+        measure="kfcockpit compare",
     ),
     _step(
         "11",

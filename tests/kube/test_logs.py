@@ -132,6 +132,20 @@ async def test_whole_logs_are_merged_by_time(api, cluster):
     assert [line.pod for line in lines] == [P0, P1, P0]
 
 
+async def test_a_finished_job_followed_is_merged_by_time_not_pod_after_pod(api, cluster):
+    """Its pods' whole logs arrive in one read each: they are merged, not handed on as they come."""
+    running_job(api)
+    for pod, text in ((P0, "step=1 rank=0"), (P1, "step=1 rank=1"), (P0, "step=2 rank=0"), (P1, "step=2 rank=1")):
+        api.append_log(pod, text)
+    for pod in (P0, P1):
+        api.update(PODS, pod, set_phase("Succeeded"))
+        api.close_log(pod)
+    api.update(TRAINJOBS, JOB, lambda job: job.setdefault("status", {}).setdefault(
+        "conditions", []).append(condition("Complete", "JobSetCompleted")))
+    lines = [line async for batch in cluster.stream_logs(JOB, follow=True) for line in batch]
+    assert [line.text for line in lines] == ["step=1 rank=0", "step=1 rank=1", "step=2 rank=0", "step=2 rank=1"]
+
+
 async def test_logs_and_kill_of_unknown_names_are_not_found(api, cluster):
     with pytest.raises(NotFound, match="TrainJob nope"):
         async for _ in cluster.stream_logs("nope"):

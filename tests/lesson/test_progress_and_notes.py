@@ -159,3 +159,59 @@ async def test_a_verify_or_run_that_cannot_reach_a_cluster_keeps_what_was_saved(
     assert [u.kind for u in updates] == ["evidence"] and not updates[0].evidence.ok
     assert lesson.store.path.read_bytes() == saved
     assert Lesson(None, settings).state("6").status is StepStatus.DONE
+
+
+def test_step_7s_measured_table_does_not_pass_for_the_learner_and_their_reading_is_kept():
+    from backend.lesson.notes import check_note
+    from backend.lesson.scaling_step import note_with_table, side_by_side
+    from backend.models import RunMetrics
+
+    runs = [("lesson-scale-1w-aaaaaa", RunMetrics(run="lesson-scale-1w-aaaaaa", final_loss=0.051, steps=40,
+                                                  world_size=1, wall_seconds=3.2)),
+            ("lesson-scale-2w-bbbbbb", RunMetrics(run="lesson-scale-2w-bbbbbb", final_loss=0.049, steps=40,
+                                                  world_size=2, wall_seconds=2.1))]
+    table = side_by_side(runs)
+    assert not check_note("7", table, "").ok  # the cockpit's own figures are not the learner's note
+    prefilled = note_with_table("", table)
+    assert "| 2 | 0.049000 | 2.10 s | 40 | lesson-scale-2w-bbbbbb |" in prefilled
+    assert not check_note("7", prefilled, "").ok
+    reading = "Two workers took less wall time than one worker, for about the same final loss."
+    written = prefilled.replace("<your reading of the numbers: final loss and wall time, 1 worker against 2>",
+                                reading)
+    assert check_note("7", written, "").ok
+    again = note_with_table(written, side_by_side(runs[::-1]))  # a second run: a new table, the reading kept
+    assert again.index("lesson-scale-2w-bbbbbb") < again.index("lesson-scale-1w-aaaaaa") < again.index(reading)
+    assert again.count("Step 7: one worker against two") == 1 and check_note("7", again, "").ok
+    assert note_with_table("<run step 7: it fills in the table>\n", table) == prefilled  # the draft goes
+
+
+async def test_a_run_stopped_early_keeps_a_done_step_done_and_fails_an_undone_one(settings, monkeypatch):
+    """Quitting the cockpit while a done step runs again: the new run proves nothing, the old
+    evidence still holds (its job may well go on training)."""
+    import asyncio
+
+    from backend.lesson.context import Handler, line
+    from backend.lesson.handlers import HANDLERS
+
+    async def run_forever(ctx):
+        yield line("training…")
+        await asyncio.Event().wait()
+
+    async def never_verified(ctx):
+        raise AssertionError("a stopped run is not verified")
+
+    for step_id in ("8", "9"):
+        monkeypatch.setitem(HANDLERS, step_id, Handler(verify=never_verified, run=run_forever))
+    lesson = Lesson(None, settings)
+    done = Evidence(ok=True, checked="two Ray Train workers", seen="both reported", at=1.0)
+    lesson._record(lesson.step("8"), done)
+    for step_id in ("8", "9"):
+        for need in lesson.step(step_id).needs:
+            lesson._record(lesson.step(need), Evidence(ok=True, checked="-", seen="-"))
+        run = lesson.run(step_id)
+        assert (await anext(run)).text == "training…"
+        assert lesson.state(step_id).status is StepStatus.RUNNING
+        await run.aclose()
+    assert lesson.state("8").status is StepStatus.DONE and lesson.state("8").evidence == done
+    stopped = lesson.state("9")
+    assert stopped.status is StepStatus.FAILED and stopped.evidence.seen == "the run was stopped before it finished"

@@ -39,7 +39,8 @@ def test_three_setup_steps_then_twelve_steps_in_order():
         {s.id for s in STEPS if s.kind == "reading"} == {"setup-1", "2", "10"}
     for step in STEPS:
         assert all(STEP_IDS.index(n) < STEP_IDS.index(step.id) for n in step.needs), step.id
-        assert (step.note_prompt is not None) == (step.kind == "reading"), step.id
+        # a note for every reading step, and for step 7's "side-by-side note" of its two runs
+        assert step.takes_note == (step.kind == "reading" or "note" in step.done_when), step.id
 
 
 def test_done_when_and_doc_titles_are_the_lessons():

@@ -9,6 +9,7 @@ import json
 import os
 from collections import defaultdict
 from pathlib import Path
+from typing import Iterable
 
 import pytest
 
@@ -20,6 +21,7 @@ from backend.raytrain.tempdir import ray_temp_dir
 from tests.ray.conftest import PLAN, straight_metrics
 from training import checkpoint_format as fmt
 from training import metrics as metrics_file
+from training import run_record
 from training.logfmt import parse_line
 from training.ray_checkpoints import SURVIVOR_REASONS
 from training.ray_train import REPORTS_FILE
@@ -35,9 +37,21 @@ def _losses_by_step(lines) -> dict[int, dict[str, set[str]]]:
     return by_step
 
 
-def _events(lines, event: str) -> list[dict[str, str]]:
-    return [fields for line in lines if f"event={event}" in line.text
-            for fields in [parse_line(line.text)] if fields.get("event") == event]
+def _events(texts: Iterable[str], event: str) -> list[dict[str, str]]:
+    return [fields for text in texts if f"event={event}" in text
+            for fields in [parse_line(text)] if fields.get("event") == event]
+
+
+def _streamed(measured) -> list[str]:
+    return [line.text for line in measured.ray_lines]
+
+
+def _recorded(measured) -> list[str]:
+    """The Ray workers' lines as they recorded them on the volume while printing them
+    (training/run_record.py): all in once the job is, whereas Ray forwards a worker's printed
+    lines after the fact, so a torn-down survivor's last ones can reach its pod's log after its
+    process is gone and the log's followers have stopped."""
+    return [line for _, line in run_record.read(run_path(measured, measured.ray))]
 
 
 def run_path(measured, m) -> Path:
@@ -67,7 +81,7 @@ def test_two_ray_workers_report_metrics_for_every_epoch_with_identical_losses(me
     with_checkpoint = {r["metrics"][0]["step"]: r["checkpoint"] for r in rounds if r["checkpoint"]}
     assert sorted(with_checkpoint) == list(range(PLAN.ckpt_every, PLAN.steps + 1, PLAN.ckpt_every))
     # and the workers' own log says so too, in logfmt
-    assert {fields["rank"] for fields in _events(measured.ray_lines, "reported")} == {"0", "1"}
+    assert {fields["rank"] for fields in _events(_streamed(measured), "reported")} == {"0", "1"}
 
 
 def test_every_step_line_has_the_same_loss_on_both_ray_workers(measured):
@@ -80,13 +94,13 @@ def test_every_step_line_has_the_same_loss_on_both_ray_workers(measured):
 
 
 def test_a_killed_ray_worker_resumes_from_the_checkpoint_not_from_zero(measured):
-    starts = _events(measured.ray_lines, "start")
+    starts = _events(_streamed(measured), "start")
     assert len(starts) == 4 and {s["rank"] for s in starts} == {"0", "1"}
     first_group, second_group = starts[:2], starts[2:]
     assert {s["rank"] for s in first_group} == {s["rank"] for s in second_group} == {"0", "1"}
     assert not {s["pid"] for s in first_group} & {s["pid"] for s in second_group}
 
-    resumed = _events(measured.ray_lines, "resumed")
+    resumed = _events(_streamed(measured), "resumed")
     assert sorted(r["rank"] for r in resumed) == ["0", "1"]
     from_steps = {int(r["from_step"]) for r in resumed}
     assert len(from_steps) == 1
@@ -108,13 +122,16 @@ def test_a_killed_ray_worker_resumes_from_the_checkpoint_not_from_zero(measured)
 
 
 def test_the_survivor_saved_the_interrupted_step_and_rays_teardown_waited_for_it(measured):
-    # Over the whole run: only the first group was torn down mid-run
-    saved = [(e["rank"], int(e["step"])) for e in _events(measured.ray_lines, "checkpoint_saved")
+    # Over the whole run (only the first group was torn down mid-run), from the run's record:
+    # written before Ray's teardown may end the survivor, so complete once the job is
+    saved = [(e["rank"], int(e["step"])) for e in _events(_recorded(measured), "checkpoint_saved")
              if e["reason"] in SURVIVOR_REASONS]
     # rank 1 was killed; rank 0 saved its newest complete step
     assert saved == [("0", measured.ray.last_step_before_recovery)]
-    # Ray asked the survivor to shut down while it paused between steps, and waited for the save
-    holds = [(e["rank"], e["left"]) for e in _events(measured.ray_lines, "shutdown_hold")]
+    # Ray's teardown of the failed group reached the survivor and ended only once its loop had
+    # left, after the save: Ray waited for it (it came while the loop paused between steps), or
+    # the loop's failed collective came first and there was nothing left to wait for
+    holds = [(e["rank"], e["left"]) for e in _events(_recorded(measured), "shutdown_hold")]
     assert holds == [("0", "True")]
 
 
@@ -164,7 +181,7 @@ def test_no_ray_process_is_left_behind_and_temp_files_stay_under_the_state_root(
                 mine.append((entry.name, cmdline[:120]))
     assert mine == [], f"processes still using {temp}: {mine}"
     assert list(temp.glob("session_*/logs")), f"Ray's session is not under {temp}"
-    (started,) = _events(measured.ray_lines, "ray_started")
+    (started,) = _events(_streamed(measured), "ray_started")
     assert started["temp_dir"] == str(temp) and started["node"] == "127.0.0.1"
 
 

@@ -5,6 +5,9 @@ changes nothing, and versions that keep increasing across restarts."""
 
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 
 from backend.local.registry import store as store_module
@@ -57,14 +60,48 @@ def test_stored_objects_survive_a_restart_with_higher_versions(registry, tmp_pat
     event = registry.by_kind("v1", "Event")
     before = Store(registry, tmp_path)
     created = before.create(cm, _cm("kept"))
-    before.create(event, {"metadata": {"name": "e", "namespace": "default"}})
+    last = before.create(event, {"metadata": {"name": "e", "namespace": "default"}})
     old_version = created["metadata"]["resourceVersion"]
 
     after = Store(registry, tmp_path)
     after.load()
     assert after.get(cm, "default", "kept") == created
     assert after.find(event, "default", "e") is None  # events are this run's, not stored
-    assert after.create(cm, _cm("new"))["metadata"]["resourceVersion"] > old_version
-    with pytest.raises(ApiError) as gone:  # an earlier controller's version cannot be resumed
-        after.watch(cm, None, lambda o: True, old_version)
+    # above every version the earlier store handed out, the unstored event's included
+    assert int(after.create(cm, _cm("new"))["metadata"]["resourceVersion"]) > int(last["metadata"]["resourceVersion"])
+    for version in (old_version, last["metadata"]["resourceVersion"]):
+        with pytest.raises(ApiError) as gone:  # an earlier controller's version cannot be resumed
+            after.watch(cm, None, lambda o: True, version)
+        assert gone.value.code == 410
+
+
+def test_versions_never_repeat_across_a_restart_whatever_the_clock_says(registry, tmp_path, monkeypatch):
+    cm = registry.by_kind("v1", "ConfigMap")
+    clock = [1_000_000.0]
+    monkeypatch.setattr(time, "time", lambda: clock[0])
+    before = Store(registry, tmp_path)
+    handed_out = [int(before.create(cm, _cm(f"c{i}"))["metadata"]["resourceVersion"]) for i in range(3)]
+    clock[0] -= 3600  # the clock steps back an hour (NTP) before the restart
+    after = Store(registry, tmp_path)
+    after.load()
+    assert int(after.create(cm, _cm("new"))["metadata"]["resourceVersion"]) > max(handed_out)
+
+
+def test_a_state_root_from_before_the_persisted_counter_continues_above_its_versions(registry, tmp_path):
+    """Versions were the wall clock in milliseconds at start: a root with no mark starts above
+    both the clock and every stored version."""
+    cm = registry.by_kind("v1", "ConfigMap")
+    before = Store(registry, tmp_path)
+    before.create(cm, _cm("kept"))
+    stored = next(tmp_path.glob("core/configmaps/default/kept.json"))
+    future = int(time.time() * 1000) + 10**9  # written by a clock ahead of this one
+    stored.write_text(json.dumps(json.loads(stored.read_text()) | {"metadata": {
+        "name": "kept", "namespace": "default", "resourceVersion": str(future)}}))
+    (tmp_path / store_module.REVISION_FILE).unlink()
+
+    after = Store(registry, tmp_path)
+    after.load()
+    assert int(after.create(cm, _cm("new"))["metadata"]["resourceVersion"]) > future
+    with pytest.raises(ApiError) as gone:
+        after.watch(cm, None, lambda o: True, str(future - 1))
     assert gone.value.code == 410

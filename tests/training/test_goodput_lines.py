@@ -37,3 +37,26 @@ def test_each_model_preset_has_its_own_learning_rate_unless_one_is_given(tmp_pat
     assert parse_args(["--model-size", "1gb"]).lr == 1e-5  # the tiny model's rate diverges there
     assert parse_args(["--model-size", "1gb", "--lr", "0.001"]).lr == 0.001
     assert parse_line("step=1 loss=0.5 rank=0 world=1 ckpt_wait=0.010000")["ckpt_wait"] == "0.010000"
+
+
+def test_sigterm_during_a_long_step_delay_saves_the_step_at_once_and_exits(ckpt_dir):
+    """A pause between steps waits on the stop: a platform's grace period (Ray's 5 s, a pod's 30 s)
+    is not spent asleep, and the survivor's save of the step it is at happens in it."""
+    import signal
+    import subprocess
+
+    from tests.training.conftest import REPO, env
+
+    proc = subprocess.Popen(plain_cmd("--steps", "50", "--step-delay", "600", "--ckpt-dir", str(ckpt_dir)),
+                            cwd=REPO, env=env(), stdout=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stdout:  # the first step is done: the loop now pauses for 10 minutes
+            if line.startswith("step=1 "):
+                break
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)  # not the 600 s pause
+    finally:
+        proc.kill()
+    saved = [parse_line(line) for line in out.splitlines() if "event=checkpoint_saved" in line]
+    assert [(s["step"], s["reason"]) for s in saved] == [("1", "sigterm")]
+    assert proc.returncode != 0  # stopped, not finished

@@ -25,6 +25,15 @@ def test_pod_names_shorten_to_what_tells_them_apart():
     assert short_name("lesson-ddp-node-0-1-x7k2p", "lesson-ddp") == "1-x7k2p"
     assert short_name("lesson-ddp-weird", "lesson-ddp") == "weird"
     assert short_name("other-pod", "lesson-ddp") == "other-pod"
+    # a RayJob's pods: the worker's rank and its random part, as a TrainJob's (the POD column is 7 wide)
+    assert short_name("lesson-ray-worker-0-x7k2p", "lesson-ray") == "0-x7k2p"
+    assert short_name("lesson-ray-driver-x7k2p", "lesson-ray") == "driver"
+
+
+def test_a_name_too_long_loses_its_middle_not_its_end():
+    uuid = "3f2a9c1e-58b4-4c2e-9d11-7b0e6c5a4f21-ckpt"
+    assert fmt.fit(uuid, 20) == "3f2a9c1e-5…4f21-ckpt"
+    assert fmt.fit("checkpoints", 11) == "checkpoints"
 
 
 @pytest.fixture

@@ -145,3 +145,47 @@ async def test_a_long_run_hands_plotext_a_bounded_number_of_points():
         drawn = plot.plt._active.monitor.x[0]
         assert plot.size.width == chart.size.width  # what the curve was thinned for
         assert len(drawn) <= 4 * 2 * plot.size.width and (drawn[0], drawn[-1]) == (1, 3000)
+
+
+def screen_text(app) -> list[str]:
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+async def test_in_the_narrow_grid_panel_the_axis_keeps_its_last_label_and_the_legend_names_runs_whole():
+    """The loss panel of the one-screen grid at 120x40 is ~36 cells wide: plotext dropped the last
+    x label (1299.0 did not fit) and the legend, cut at three rows, ended "+1 older"."""
+    from tui.widgets.loss_chart import step_ticks
+
+    app = ChartApp()
+    async with app.run_test(size=(36, 14)) as pilot:
+        chart = app.query_one(LossChart)
+        chart.follow_run("lesson-scale-2w-a1b2c3")
+        chart.add_lines([step(POD0, float(n), n) for n in range(1, 1300)])
+        chart.set_finished_runs([RunMetrics(run=name, final_loss=0.1, steps=40, world_size=1, wall_seconds=3.0,
+                                            loss_history=[0.5, 0.2, 0.1], written=float(i))
+                                 for i, name in enumerate(("lesson-ddp", "lesson-resume-d4e5f6",
+                                                           "lesson-scale-1w-aaaaaa", "lesson-resume-zzzzzz"))])
+        chart.redraw()
+        await pilot.pause()
+        text = screen_text(app)
+        axis = next(i for i, line in enumerate(text) if "└" in line)
+        ticks = [i for i, c in enumerate(text[axis]) if c == "┬"]
+        labels = text[axis + 1].split()
+        assert labels == [str(t) for t in step_ticks(1, 1299, 36 - 5)] and len(labels) == len(ticks) >= 2
+        legend = [line.strip() for line in text[axis + 3:] if line.strip()]
+        assert legend[-1] == "+3 older runs not drawn"  # whole, and what it counts is not drawn
+        assert legend[0].startswith("⠒ ") and legend[0].endswith("(followed)")
+        assert legend[1] == "• lesson-resume-zzzzzz"  # the newest other run, its name whole
+
+
+async def test_a_run_that_is_no_job_is_drawn_from_its_rank_0_lines():
+    """Step 3 trains in two processes on this machine, no job followed: its curve still shows."""
+    app = ChartApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        chart = app.query_one(LossChart)
+        for n in range(1, 41):
+            chart.add_point("step 3 run", n, 1 / n, at=float(n))
+        chart.redraw()
+        await pilot.pause()
+        assert not chart.query_one("#loss-empty").display
+        assert "step 3 run" in str(chart.query_one("#loss-legend").render())

@@ -156,7 +156,7 @@ def pod(name: str, rank: int, attempt: int, phase: PodPhase = PodPhase.RUNNING, 
 
 class TableApp(App):
     def compose(self) -> ComposeResult:
-        yield PodsTable(clock=lambda: 100.0)
+        yield PodsTable(clock=lambda: 100.0, redraw_seconds=0)  # every change drawn at once
 
 
 async def test_a_killed_attempt_stays_listed_failed_and_dimmed_below_the_new_group():

@@ -12,7 +12,7 @@ from tui.widgets.pods_table import PodsTable
 
 class TableApp(App):
     def compose(self) -> ComposeResult:
-        yield PodsTable(clock=lambda: 100.0)
+        yield PodsTable(clock=lambda: 100.0, redraw_seconds=0)  # every change drawn at once
 
 
 def pod(name: str, rank: int, attempt: int = 0) -> Pod:
@@ -116,3 +116,76 @@ async def test_a_narrow_table_drops_whole_columns_and_keeps_the_ones_that_matter
         await pilot.pause()
         assert "age" in table.shown_columns and "cpu" in table.shown_columns
         assert table.selected_pod == "job-node-0-0-aaaaa"
+
+
+async def test_age_is_since_the_pod_was_created_as_kubectl_shows_it_finished_or_deleted():
+    now = 2000.0
+
+    class AgedApp(App):
+        def compose(self) -> ComposeResult:
+            yield PodsTable(clock=lambda: now, redraw_seconds=0)
+
+    app = AgedApp()
+    async with app.run_test(size=(120, 10)) as pilot:
+        table = app.query_one(PodsTable)
+        table.reset("job")
+        # created 13 min ago, ran for a second: kubectl says 13m, not 1s
+        done = Pod(name="job-node-0-0-aaaaa", job="job", rank=0, phase=PodPhase.SUCCEEDED,
+                   created=now - 780, started=now - 779, finished=now - 778)
+        killed = Pod(name="job-node-0-1-bbbbb", job="job", rank=1, phase=PodPhase.RUNNING, created=now - 125)
+        for p in (done, killed):
+            table.apply(PodEvent(type=PodEventType.ADDED, pod=p))
+        table.apply(PodEvent(type=PodEventType.DELETED, pod=killed))
+        await pilot.pause()
+        age = table.get_column_index("age")
+        assert table.get_row(done.name)[age].plain == "13m"
+        assert table.get_row(killed.name)[age].plain == "2m5s"  # a history row ages on too
+
+
+async def test_a_stepping_job_redraws_the_rows_at_a_readers_rate_and_repaints_only_changed_cells():
+    """Following a job wrote ~100 kB/s to the terminal, most of it the pods table repainted whole
+    at every step (bench/tui_bytes.py): rows are drawn at once after a quiet spell, then at most
+    once per ROWS_SECONDS with the newest values, and a changed cell is repainted alone."""
+    from textual.geometry import Region
+
+    from tui.widgets.pods_table import ROWS_SECONDS
+
+    drawn = asyncio.Event()
+    repainted: list[tuple[Region, ...]] = []
+
+    class Counted(PodsTable):
+        draws = 0
+
+        def _show(self) -> None:
+            Counted.draws += 1
+            super()._show()
+            drawn.set()
+
+        def refresh(self, *regions, **kwargs):
+            if not getattr(self, "_cells_only", True) and not kwargs:
+                repainted.append(regions)
+            return super().refresh(*regions, **kwargs)
+
+    class CountedApp(App):
+        def compose(self) -> ComposeResult:
+            yield Counted(clock=lambda: 100.0)
+
+    app = CountedApp()
+    async with app.run_test(size=(120, 10)) as pilot:
+        table = app.query_one(Counted)
+        table.reset("job")
+        first = Pod(name="job-node-0-0-aaaaa", job="job", rank=0, phase=PodPhase.RUNNING, created=50.0)
+        table.apply(PodEvent(type=PodEventType.ADDED, pod=first))
+        await asyncio.sleep(ROWS_SECONDS)  # a quiet spell (what the test is about: no event to wait on)
+        await pilot.pause()
+        Counted.draws, repainted[:] = 0, []
+        drawn.clear()
+        for step in range(1, 51):  # fifty steps in a burst
+            table.apply(PodEvent(type=PodEventType.MODIFIED, pod=first.model_copy(
+                update={"last_step": step, "last_loss": 1 / step})))
+        assert Counted.draws == 1 and table.get_row(first.name)[table.get_column_index("step")].plain == "1"
+        drawn.clear()
+        await asyncio.wait_for(drawn.wait(), 5)  # the cool-down's end: the newest step
+        assert Counted.draws == 2 and table.get_row(first.name)[table.get_column_index("step")].plain == "50"
+        # cells (one row high), never the whole table
+        assert repainted and all(regions and all(r.height == 1 for r in regions) for regions in repainted), repainted

@@ -109,3 +109,21 @@ def test_a_network_bind_shows_the_room_a_read_only_cockpit_by_default():
     assert not wants_audience(args("127.0.0.1"))  # this machine only: a cockpit per tab, as before
     assert not wants_audience(args("0.0.0.0", max_sessions=3))  # a cockpit per tab, asked for
     assert wants_audience(args("127.0.0.1", audience=True))
+
+
+def test_a_wildcard_bind_prints_an_address_others_can_open_not_localhost():
+    """`serve --host 0.0.0.0` printed http://localhost:8000 on a machine whose /etc/hosts maps its
+    name to 127.0.0.1: nobody else in the room can open that."""
+    import socket
+
+    from tui.cli.app_cmds import public_url
+
+    if all(name == "lo" for _, name in socket.if_nameindex()):
+        pytest.skip("this machine has no network interface but loopback")
+    url = public_url("0.0.0.0", 8000)
+    host = url.removeprefix("http://").rsplit(":", 1)[0].strip("[]")
+    assert url.endswith(":8000") and not is_loopback(host), url
+    resolved = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    assert not all(is_loopback(address) for address in resolved), (url, resolved)
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))  # an address of this machine

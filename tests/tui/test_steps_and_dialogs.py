@@ -128,3 +128,124 @@ async def test_the_note_prompt_is_shown_whole_above_the_note_at_80x24():
         assert " ".join(shown).startswith("Your note: " + step.note_prompt)  # nothing cut
         assert "headings too" in " ".join(shown)
         assert "ctrl+s" in str(view.query_one("#step-note").border_title)
+
+
+async def test_writing_a_note_the_footer_offers_the_notes_keys_not_run_or_kill(home):
+    from tests.tui.test_errors import hold_the_cluster
+    from tui.screens.confirm import ConfirmScreen
+
+    app = make_app(home)
+    hold_the_cluster(app)  # the note needs no cluster
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = app.screen
+        await wait_until(screen, lambda: screen.panels_ready and bool(screen.checklist.steps), "the checklist")
+
+        def offered() -> set[str]:
+            return {b.binding.action for b in screen.active_bindings.values() if b.binding.show}
+
+        assert {"run_highlighted", "kill_pod"} <= offered()  # the checklist's enter runs the step
+        screen.checklist.select_step("2")
+        await pilot.press("enter")
+        note = screen.step_view.query_one("#step-note", TextArea)
+        assert app.focused is note
+        assert "run_step" not in offered() and "kill_pod" not in offered() and "verify_step" not in offered()
+        assert {"save_note", "leave_note"} <= offered()
+        note.load_text("The Trainer starts the pods")
+        await pilot.press("ctrl+k")  # the editor's delete-to-end-of-line, not a kill
+        assert not isinstance(app.screen, ConfirmScreen)
+        await pilot.press("escape")
+        assert app.focused is screen.checklist and "run_highlighted" in offered()
+
+
+async def test_step_7s_card_runs_it_and_has_a_note_editor_that_e_opens(home):
+    from tests.tui.test_errors import hold_the_cluster
+
+    app = make_app(home)
+    hold_the_cluster(app)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = app.screen
+        await wait_until(screen, lambda: screen.panels_ready and bool(screen.checklist.steps), "the checklist")
+        screen.checklist.select_step("7")
+        await pilot.pause()
+        view = screen.step_view
+        assert view.step.id == "7"
+        assert view.query_one("#step-run").display and view.query_one("#step-output").display
+        note = view.query_one("#step-note", TextArea)
+        assert note.display and view.query_one("#step-note-prompt").display
+        await pilot.press("e")
+        assert app.focused is note
+        await pilot.press(*"1 worker")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert screen.session.lesson.note("7").endswith("1 worker")  # kept through the engine
+
+
+def _measured(side: str, title: str, recovery: float):
+    from backend.compare.figures import Measurement
+
+    return Measurement(side=side, title=title, measured_with="2 pods", launch_model="declared", launch_detail="d",
+                       recovery_model="group restart", recovery_detail="r", owner="platform team",
+                       owner_detail="o", workers=2, steps=40, time_to_first_step=2.0, killed_rank=1,
+                       killed_at_step=12, last_step_before_recovery=12, resumed_from_step=10, steps_lost=2,
+                       recovery_seconds=recovery, restarts=1, final_loss=0.0496, wall_seconds=20.0)
+
+
+async def test_step_10_measures_the_comparison_in_the_cockpit_and_its_open_note_quotes_the_table(home, monkeypatch):
+    """The note says to run `kfcockpit compare`: the cockpit runs it (m), shows its lines, and the
+    note the learner has started quotes the table where it asked for it, their words kept. The
+    comparison itself (a TrainJob and a RayJob, minutes of Ray) is tests/ray's: here it is the
+    saved result of one, as run_comparison saves it."""
+    import backend.compare
+    from backend.compare.figures import Comparison, ComparisonPlan
+    from backend.compare.store import save_comparison
+    from backend.lesson.notes import MEASURE_FIRST, MEASURED
+    from tests.tui.test_errors import hold_the_cluster
+
+    async def compare(settings, progress=print, **_):
+        progress("Trainer side: TrainJob cmp-1-trainer, 2 workers, 40 steps, rank 1 killed at step 12")
+        progress("Ray side: RayJob cmp-1-ray, same plan (Ray's start-up takes a while)")
+        comparison = Comparison(plan=ComparisonPlan(), sides=[_measured("trainer", "Trainer (TrainJob)", 3.1),
+                                                              _measured("ray", "Ray Train (RayJob)", 7.4)])
+        save_comparison(settings, comparison)
+        return comparison
+
+    monkeypatch.setattr(backend.compare, "run_comparison", compare)
+    app = make_app(home)
+    hold_the_cluster(app)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await wait_until(screen, lambda: screen.panels_ready and bool(screen.checklist.steps), "the checklist")
+        screen.checklist.select_step("10")
+        note = screen.step_view.query_one("#step-note", TextArea)
+        await wait_until(screen, lambda: MEASURE_FIRST in note.text, "the draft, which asks for a measurement")
+        assert screen.step_view.query_one("#step-measure").display
+        await pilot.press("e", "end")
+        await pilot.press(*"Ray for the ML team")
+        await pilot.press("escape")
+        await pilot.press("m")
+        await wait_until(screen, lambda: MEASURED in note.text, "the measured table in the note")
+        assert MEASURE_FIRST not in note.text and "| recovery after kill | 3.1 s | 7.4 s |" in note.text
+        assert "Ray for the ML team" in note.text  # what the learner wrote is kept
+        assert screen.session.lesson.note("10") == note.text
+        output = screen.step_view._outputs["10"]
+        assert any(line.startswith("Ray side: RayJob cmp-1-ray") for line in output)
+        assert screen.lesson.running_step is None
+
+
+async def test_at_80_columns_the_footer_labels_are_whole_and_the_keys_left_out_still_work(home):
+    from tests.tui.test_errors import hold_the_cluster
+
+    app = make_app(home)
+    hold_the_cluster(app)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = app.screen
+        await wait_until(screen, lambda: screen.panels_ready and bool(screen.checklist.steps), "the checklist")
+        await pilot.pause()
+        footer = [strip.text for strip in screen._compositor.render_strips()][-1]
+        assert "q Quit" in footer and footer.rstrip().endswith("^p palette"), footer  # it ended "z▏^p palettep"
+        assert "Zoom" not in footer
+        await pilot.press("z")  # left out of the footer, not out of the keys
+        assert screen.panels.zoomed is not None
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
+        assert "z Zoom" in [strip.text for strip in screen._compositor.render_strips()][-1]

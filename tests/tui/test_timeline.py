@@ -144,3 +144,44 @@ def test_a_batch_tells_what_its_lines_one_at_a_time_tell():
     assert batched.pods == one_by_one.pods and list(batched.pods) == ["j-0", "j-1", "j-2"]
     assert batched.goodput.report(now=30.0) == one_by_one.goodput.report(now=30.0)
     assert batched.goodput.report(now=30.0).restarts == 1
+
+
+def test_late_pod_events_never_put_the_first_step_before_the_new_pods_and_recovery_agrees_with_goodput():
+    """Under load a pod's watch event arrives after the lines its process printed: the new group's
+    first step was printed at 124.5, its pods' events are seen at 125.2. Nothing of the new group
+    can come before its pods exist, nor the teardown after the new group's first line. The header's
+    "recovered in" is the goodput's seconds for that restart (failure seen to first step)."""
+    t = FailureTimeline("j")
+    t.job_seen(JobSummary(name="j", phase=JobPhase.RUNNING, num_nodes=2, created=99.0))
+    for rank in (0, 1):
+        t.pod_event(ev("ADDED", f"j-node-0-{rank}-old{rank}x", rank, 0, PodPhase.RUNNING, created=100.0,
+                       started=101.0), 101.0)
+    t.add_lines([LogLine(f"j-node-0-{r}-old{r}x", r, 101.5, f"event=start rank={r} world=2 pid=1{r} steps=40 "
+                         "restart=0") for r in (0, 1)])
+    t.add_lines([LogLine.parsed(f"j-node-0-{r}-old{r}x", r, 102.0 + s, f"step={s} loss=0.5 rank={r} world=2")
+                 for s in range(1, 12) for r in (0, 1)])
+    t.pod_event(ev("MODIFIED", "j-node-0-1-old1x", 1, 0, PodPhase.FAILED, created=100.0, started=101.0,
+                   finished=120.0, reason="Killed", exit_code=137), 120.0)
+    t.add_lines([LogLine.parsed("j-node-0-0-old0x", 0, 120.3, "step=12 loss=0.5 rank=0 world=2"),
+                 LogLine("j-node-0-0-old0x", 0, 120.6, "event=checkpoint_saved step=12 reason=peer_failure "
+                         "file=x bytes=9 seconds=0.1 rank=0")])
+    # the new group's lines, all before any event of its pods or of the old group's end
+    t.add_lines([LogLine("j-node-0-0-new0y", 0, 123.0, "event=start rank=0 world=2 pid=7 steps=40 restart=1"),
+                 LogLine("j-node-0-1-new1y", 1, 123.1, "event=start rank=1 world=2 pid=8 steps=40 restart=1"),
+                 LogLine("j-node-0-0-new0y", 0, 123.5, "event=resumed from_step=12 rank=0 world=2"),
+                 LogLine.parsed("j-node-0-0-new0y", 0, 124.5, "step=13 loss=0.4 rank=0 world=2")])
+    t.pod_event(ev("DELETED", "j-node-0-0-old0x", 0, 0, PodPhase.RUNNING, created=100.0, finished=121.0), 125.0)
+    t.pod_event(ev("DELETED", "j-node-0-1-old1x", 1, 0, PodPhase.FAILED, created=100.0, finished=120.0,
+                   reason="Killed", exit_code=137), 125.0)
+    for rank in (0, 1):
+        t.pod_event(ev("ADDED", f"j-node-0-{rank}-new{rank}y", rank, 1, PodPhase.RUNNING, created=125.0,
+                       started=125.0), 125.2)
+    [restart] = t.restarts()
+    kinds = [m.kind for m in restart.moments]
+    whats = [m.what for m in restart.moments]
+    order = ["failure seen", "rank 0 saved", "group torn down", "new pods created", "2 new pods running",
+             "rendezvous", "checkpoint loaded", "first step trained again"]
+    assert [next(i for i, w in enumerate(whats) if w.startswith(o)) for o in order] == list(range(len(order))), whats
+    assert kinds[-1] == "step" and all(a.at <= b.at for a, b in zip(restart.moments, restart.moments[1:]))
+    [times] = t.goodput_report(now=125.0).restart_times
+    assert round(restart.recovery_seconds, 6) == round(times.seconds, 6) == 4.5  # 120.0 → 124.5

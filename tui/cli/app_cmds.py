@@ -101,12 +101,37 @@ def forwarded_options(args: argparse.Namespace) -> list[str]:
 
 
 def public_url(host: str, port: int) -> str:
-    """What a browser must open. 0.0.0.0 is not an address a browser can reach: name the machine."""
+    """What a browser must open. 0.0.0.0 is not an address a browser can reach: name the machine
+    by an address others can reach it at."""
     if host in ("0.0.0.0", "::", ""):
-        host = socket.getfqdn()
+        host = machine_address()
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
     return f"http://{host}:{port}"
+
+
+def machine_address() -> str:
+    """This machine's address on the network: the one its route out leaves from (connecting a
+    UDP socket sends nothing), else its name when that does not resolve to loopback. Its name
+    alone is no answer where /etc/hosts maps it to 127.0.0.1 (getfqdn gives "localhost" there)."""
+    from tui.serve.access import is_loopback
+
+    for family, target in ((socket.AF_INET, ("192.0.2.1", 9)), (socket.AF_INET6, ("2001:db8::1", 9))):
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as probe:
+                probe.connect(target)
+                address = probe.getsockname()[0]
+        except OSError:  # no route of this family
+            continue
+        if not is_loopback(address):
+            return address
+    name = socket.gethostname()
+    try:
+        resolved = {info[4][0] for info in socket.getaddrinfo(name, None)}
+    except OSError:
+        resolved = set()
+    fqdn = socket.getfqdn()
+    return fqdn if resolved and not all(is_loopback(a) for a in resolved) and not is_loopback(fqdn) else name
 
 
 def serve_problem(args: argparse.Namespace) -> str | None:

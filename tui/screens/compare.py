@@ -1,5 +1,9 @@
 """Two snapshots side by side: for each run they hold, final loss, wall time, workers, steps,
-resumes. Answers the lesson's "did the restarted run end where the clean one did?"."""
+resumes. Answers the lesson's "did the restarted run end where the clean one did?".
+
+Names are shown whole, never cut (two runs cut to "run lesson-sca" cannot be told apart): the
+snapshots are named once above the table and head its columns as A and B, and the first column
+is as wide as the longest run name. Names and values are the cluster's: plain text."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
@@ -35,12 +40,12 @@ def comparison_rows(a: "Snapshot", b: "Snapshot") -> list[tuple[Text | str, Text
         left, right = runs_a.get(run), runs_b.get(run)
         rows.append((Text(f"run {run or '/'}", style="bold"), "", ""))
         for label, show in ROWS:
-            cells = [show(m) if m is not None else "-" for m in (left, right)]
+            cells = [Text(show(m)) if m is not None else "-" for m in (left, right)]
             if label == "final loss" and left is not None and right is not None \
                     and left.final_loss != right.final_loss:
                 lower = 0 if left.final_loss < right.final_loss else 1
-                cells[lower] = Text(cells[lower] + " ▼", style="bold")
-            rows.append((f"  {label}", *cells))
+                cells[lower] = Text(f"{cells[lower]} ▼", style="bold")
+            rows.append((Text(f"  {label}"), *cells))
     return rows
 
 
@@ -53,7 +58,8 @@ class CompareScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="dialog wide"):
-            yield Static(f"Compare snapshots {self.a.name} and {self.b.name}", id="question")
+            yield Static(Content.assemble("Compare snapshots\n", ("A", "bold $accent"), f"  {self.a.name}\n",
+                                          ("B", "bold $accent"), f"  {self.b.name}"), id="question")
             yield DataTable(id="compare-table", cursor_type="row", zebra_stripes=False)
             if not self.a.metrics and not self.b.metrics:
                 yield Static("neither snapshot holds a finished run (metrics.json): take snapshots "
@@ -62,9 +68,9 @@ class CompareScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_column("", key="what", width=14)
-        table.add_column(self.a.name, key="a")
-        table.add_column(self.b.name, key="b")
+        table.add_column("", key="what")  # as wide as the longest run name
+        table.add_column("A", key="a")
+        table.add_column("B", key="b")
         for row in comparison_rows(self.a, self.b):
             table.add_row(*row)
         table.focus()

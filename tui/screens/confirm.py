@@ -25,9 +25,10 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="dialog"):
-            yield Static(self.question, id="question")
+            # plain text: a question names a pod, and a pod's name is the cluster's
+            yield Static(self.question, id="question", markup=False)
             if self.detail:
-                yield Static(self.detail, id="detail", classes="dim")
+                yield Static(self.detail, id="detail", classes="dim", markup=False)
             with Horizontal(classes="buttons"):
                 yield Button(f"{self.yes} (y)", id="yes", variant="error", compact=True)
                 yield Button("Cancel (n)", id="no", compact=True)

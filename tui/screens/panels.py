@@ -17,6 +17,7 @@ from typing import Callable
 
 from textual.app import ComposeResult
 from textual.containers import Container, Vertical
+from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Tab, Tabs
@@ -129,6 +130,14 @@ class Panels(Container):
             self.active if self.arrangement == "tabs" else "step")
         self.zoomed = None if self.zoomed == name else name
         self.focus_panel(name)
+
+    def follow(self, job: str) -> None:
+        """Another job followed: every panel that shows one job starts over with it."""
+        self.panel("pods").border_title = Content(f"pods · {job}")  # the cluster's name: plain text
+        self.query_one(PodsTable).reset(job)
+        self.query_one(LogView).reset(job)
+        self.query_one(TimelineView).reset(job)
+        self.query_one(LossChart).follow_run(job)
 
     def focus_panel(self, name: str) -> None:
         target = self.panel(name)

@@ -21,9 +21,9 @@ class PromptScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="dialog"):
-            yield Static(self.question, id="question")
+            yield Static(self.question, id="question", markup=False)  # names a volume: plain text
             yield Input(self.value, id="answer")
-            yield Static(self.hint or "enter accepts · escape cancels", classes="dim")
+            yield Static(self.hint or "enter accepts · escape cancels", classes="dim", markup=False)
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:

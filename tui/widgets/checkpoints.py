@@ -1,5 +1,10 @@
 """Checkpoints on a volume (step, loss, world size, size, valid) and the volume's snapshots.
-The learner marks two snapshots (space) to compare them side by side (c)."""
+The learner marks two snapshots (space) to compare them side by side (c).
+
+Run, snapshot and volume names are shown whole (a name cut to "lesson-resume-" no longer says
+which run it was): their columns are as wide as their longest name, and the volume list is as
+wide as its longest name up to half the panel, past which a name loses its middle, not its end.
+Everything here is the cluster's text, shown plain."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.widgets import Select, Static
 
 from tui import format as fmt
@@ -21,20 +27,21 @@ from tui.widgets.message import WidgetMessage
 if TYPE_CHECKING:
     from backend.models import Checkpoint, Snapshot, VolumeInfo
 
-# Most telling first: at 80 columns the last ones scroll off to the right.
+# Most telling first: at 80 columns the last ones scroll off to the right. None: as wide as the
+# widest value (a name).
 CHECKPOINT_COLUMNS = (
+    ("run", "RUN", None),
     ("step", "STEP", 5),
     ("loss", "LOSS", 8),
     ("valid", "VALID", 5),
     ("world", "WORLD", 5),
     ("size", "SIZE", 9),
-    ("run", "RUN", 14),
     ("age", "AGE", 5),
 )
 SNAPSHOT_COLUMNS = (
     ("mark", "", 1),
-    ("name", "SNAPSHOT", 16),
-    ("volume", "VOLUME", 12),
+    ("name", "SNAPSHOT", None),
+    ("volume", "VOLUME", None),
     ("runs", "RUNS", 4),
     ("size", "SIZE", 9),
     ("age", "AGE", 5),
@@ -43,8 +50,8 @@ SNAPSHOT_COLUMNS = (
 
 def checkpoint_cells(c: "Checkpoint", now: float) -> tuple:
     valid = Text("yes", style="green") if c.valid else Text("NO", style="bold red")
-    return (str(c.step), fmt.loss(c.loss), valid, str(c.world_size), fmt.size(c.size_bytes),
-            c.run or "/", fmt.age(now - c.created) if c.created else "-")
+    return (c.run or "/", str(c.step), fmt.loss(c.loss), valid, str(c.world_size), fmt.size(c.size_bytes),
+            fmt.age(now - c.created) if c.created else "-")
 
 
 class SnapshotTable(KeyedTable):
@@ -69,7 +76,7 @@ class SnapshotTable(KeyedTable):
 class CheckpointsPanel(Vertical):
     DEFAULT_CSS = """
     #ckpt-bar { height: 1; }
-    #ckpt-volume { width: 22; }
+    #ckpt-volume { width: 24; max-width: 50%; }
     #ckpt-summary { width: 1fr; padding-left: 1; }
     #ckpt-table, #snap-table { height: 1fr; scrollbar-size: 1 1; }
     #snap-title { height: 2; border-top: solid $secondary; }
@@ -100,7 +107,10 @@ class CheckpointsPanel(Vertical):
     def show_volumes(self, volumes: Iterable["VolumeInfo"]) -> None:
         names = [v.name for v in volumes]
         select = self.query_one("#ckpt-volume", Select)
-        select.set_options([(n, n) for n in names])
+        widest = max((len(n) for n in names), default=0)
+        select.styles.width = max(24, widest + 4)  # the name, its arrow and padding; CSS caps it
+        room = max(8, min(widest, self.size.width // 2 - 4)) if self.size.width else widest
+        select.set_options([(Content(fmt.fit(n, room)), n) for n in names])
         wanted = self.volume if self.volume in names else (names[0] if names else None)
         if wanted is not None:
             select.value = wanted
@@ -108,7 +118,7 @@ class CheckpointsPanel(Vertical):
                 self.volume = wanted
                 self.post_message(self.VolumeChosen(self, wanted))
         else:
-            self.query_one("#ckpt-summary", Static).update("no volumes yet")
+            self.query_one("#ckpt-summary", Static).update(Content("no volumes yet"))
 
     def show_checkpoints(self, volume: str, checkpoints: list["Checkpoint"]) -> None:
         if volume != self.volume:
@@ -125,7 +135,7 @@ class CheckpointsPanel(Vertical):
         broken = [c for c in ordered if not c.valid]
         if broken:
             summary += f" · {len(broken)} invalid (step {broken[0].step}: {broken[0].problem or 'unreadable'})"
-        self.query_one("#ckpt-summary", Static).update(summary)
+        self.query_one("#ckpt-summary", Static).update(Content(summary))
 
     def show_snapshots(self, snapshots: list["Snapshot"]) -> None:
         now = self.clock()

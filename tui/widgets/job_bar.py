@@ -6,16 +6,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
 from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
 from tui import format as fmt
+from tui.widgets.throttle import Throttle
 
 if TYPE_CHECKING:
     from backend.goodput import GoodputReport
     from backend.models import JobSummary
 
+PROGRESS_SECONDS = 0.5  # the step and loss are redrawn at most this often
 # What the job bar names of the goodput's parts, when they took any time (the timeline has all).
 BADPUT = (("wasted_progress", "wasted"), ("infrastructure_recovery", "recovery"), ("checkpoint_save", "ckpt save"))
 
@@ -26,6 +29,9 @@ class JobBar(Widget):
     platform: reactive[str] = reactive("local")
     connection: reactive[str] = reactive("connecting")  # "connected" | "connecting" | a reason
     job: reactive["JobSummary | None"] = reactive(None, always_update=True)
+    # The job followed, by name: a step may name its job before the cluster lists it, or name
+    # one that never came (its pipeline failed first); the bar says so rather than "no job".
+    followed: reactive[str | None] = reactive(None)
     progress: reactive[tuple[int | None, float | None]] = reactive((None, None))
     running_step: reactive[str | None] = reactive(None)
     running_for: reactive[float] = reactive(0.0)  # seconds the running step has taken so far
@@ -33,6 +39,20 @@ class JobBar(Widget):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.goodput: "GoodputReport | None" = None  # the followed job's, so far
+        self._progress: tuple[int | None, float | None] = (None, None)  # the newest, maybe not drawn yet
+        self._draw_progress = Throttle(self, PROGRESS_SECONDS, self._set_progress)
+
+    def show_progress(self, step: int | None, loss: float | None, now: bool = False) -> None:
+        """The followed job's newest step and loss: drawn at the rate a person reads (a job
+        steps fifty times a second), or `now` (another job followed)."""
+        self._progress = (step, loss)
+        if now:
+            self._draw_progress.now()
+        else:
+            self._draw_progress()
+
+    def _set_progress(self) -> None:
+        self.progress = self._progress
 
     def show_goodput(self, report: "GoodputReport | None") -> None:
         """Redrawn only when what the bar shows of it changed: a running job's report changes
@@ -42,38 +62,67 @@ class JobBar(Widget):
             self.refresh()
 
     def render(self) -> Content:
-        parts: list = [("kfcockpit", "bold"), " ", (self.platform, "$accent"), " "]
+        """The parts in their order; where the line is too narrow for all, the least telling
+        go first (DROP_ORDER), so what is there is never cut: the running step, the job and the
+        connection stay."""
+        parts = self._parts()
+        width = self.size.width
+        for name in DROP_ORDER:
+            if width <= 0 or _length(parts) <= width:
+                break
+            parts = [(key, text) for key, text in parts if key != name]
+        over = _length(parts) - width if width > 0 else 0
+        if over > 0:  # still too long: the job's name loses its middle (its end tells jobs apart)
+            parts = [(key, (fmt.fit(text[0], max(8, len(text[0]) - over)), text[1]) if key == "name" else text)
+                     for key, text in parts]
+        return Content.assemble(*(text for _, text in parts))
+
+    def _parts(self) -> list[tuple[str, tuple | str]]:
+        """(name, text) pairs: the name says what may be dropped (DROP_ORDER)."""
+        parts: list[tuple[str, tuple | str]] = [("brand", ("kfcockpit ", "bold")),
+                                                ("platform", (f"{self.platform} ", "$accent"))]
         if self.connection == "connected":
-            parts.append(("● connected", "$success"))
+            parts.append(("connection", ("● connected", "$success")))
         elif self.connection == "connecting":
-            parts.append(("◌ connecting", "$warning"))
+            parts.append(("connection", ("◌ connecting", "$warning")))
         else:
-            parts.append((f"○ disconnected · {self.connection}", "bold $error"))
+            parts.append(("connection", (f"○ disconnected · {self.connection}", "bold $error")))
         job = self.job
         if job is not None:
             phase = job.phase.value
-            parts += ["  ", (job.name, "bold"), " ", (phase, fmt.JOB_PHASE_STYLE.get(phase, "")),
-                      f" attempt {job.restart_attempt}/{job.max_restarts}"]
+            parts += [("job", "  "), ("name", (job.name, "bold")), ("job", " "),
+                      ("job", (phase, fmt.JOB_PHASE_STYLE.get(phase, ""))),
+                      ("attempt", f" attempt {job.restart_attempt}/{job.max_restarts}")]
             step, loss = self.progress
             if step is not None:
-                parts.append(f" step {step}")
+                parts.append(("step", f" step {step}"))
             if loss is not None:
-                parts.append(f" loss {loss:.4f}")
+                parts.append(("loss", f" loss {loss:.4f}"))
+            report = self.goodput
+            if report is not None:
+                share, *seconds = _shown(report)
+                parts += [("goodput", "  "), ("goodput", ("goodput ", "bold")), ("goodput", (share, "bold $success"))]
+                parts += [("badput", f" · {label} {shown}s")
+                          for (_, label), shown in zip(BADPUT, seconds) if shown != "0.0"]
+        elif self.followed:
+            parts += [("job", "  "), ("name", (self.followed, "bold")),
+                      ("job", (" not on the cluster (yet)", "$warning"))]
         else:
-            parts += ["  ", ("no job followed", "dim")]
-        running = []
+            parts += [("job", "  "), ("job", ("no job followed", "dim"))]
         if self.running_step:
-            running = ["  ", (f"running {self.running_step} · {fmt.age(self.running_for)}…", "bold $warning")]
-        report = self.goodput if job is not None else None
-        if report is None:
-            return Content.assemble(*parts, *running)
-        share, *seconds = _shown(report)
-        parts += ["  ", ("goodput ", "bold"), (share, "bold $success")]
-        detail = [f" · {label} {shown}s" for (_, label), shown in zip(BADPUT, seconds) if shown != "0.0"]
-        whole = Content.assemble(*parts, *detail, *running)
-        if whole.cell_length <= self.size.width:
-            return whole
-        return Content.assemble(*parts, *running)  # narrow: the share alone
+            parts += [("running", "  "),
+                      ("running", (f"running {self.running_step} · {fmt.age(self.running_for)}…", "bold $warning"))]
+        return parts
+
+
+# What goes first when the line is too narrow: the time lost beside the goodput (the timeline has
+# it), the brand, the loss (the pods table and the chart show it), the platform, the goodput's
+# share, the restart budget, the step. The connection, the job and the running step always stay.
+DROP_ORDER = ("badput", "brand", "loss", "platform", "goodput", "attempt", "step")
+
+
+def _length(parts: list[tuple[str, tuple | str]]) -> int:
+    return sum(cell_len(text[0] if isinstance(text, tuple) else text) for _, text in parts)
 
 
 def _shown(report: "GoodputReport | None") -> tuple[str, ...] | None:

@@ -1,17 +1,27 @@
 """A DataTable refreshed by key: rows that are new are added, changed cells are updated, rows that
-went away are removed. Nothing is rebuilt, so the cursor stays on the row the learner chose."""
+went away are removed. Nothing is rebuilt, so the cursor stays on the row the learner chose, and a
+changed cell is repainted alone: DataTable's update_cell repaints the whole table (every row and
+the empty space below them), which, a few cells a training step, was most of what following a job
+wrote to the terminal (bench/tui_bytes.py).
+
+A cell given as a str is shown as plain text (DataTable would read it as markup): what a table
+shows is the cluster's (names, reasons, runs), not the cockpit's markup."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Self
 
 from rich.text import Text
+from textual.coordinate import Coordinate
+from textual.geometry import Region
 from textual.widgets import DataTable
 
 
 class KeyedTable(DataTable):
+    # (key, header, width): a width of None is as wide as the column's widest value
     def __init__(self, columns: tuple[tuple[str, str, int | None], ...], **kwargs) -> None:
         kwargs.setdefault("cursor_type", "row")
+        self._cells_only = False  # within sync: update_cell's repaint of everything is skipped
         super().__init__(**kwargs)
         self._column_spec = columns
         self._rows: dict[str, tuple[Any, ...]] = {}
@@ -47,16 +57,30 @@ class KeyedTable(DataTable):
             del self._rows[gone]
             self.remove_row(gone)
         column_keys = [key for key, _, _ in self._column_spec]
-        for key, cells in rows.items():
-            old = self._rows.get(key)
-            if old is None:
-                self.add_row(*cells, key=key)
-            else:
-                for column, before, after in zip(column_keys, old, cells):
-                    if not _same(before, after):
-                        self.update_cell(key, column, after)
-            self._rows[key] = cells
+        changed_cells: list[tuple[str, str]] = []
+        self._cells_only = True
+        try:
+            for key, cells in rows.items():
+                cells = tuple(Text(cell) if isinstance(cell, str) else cell for cell in cells)
+                old = self._rows.get(key)
+                if old is None:
+                    self.add_row(*cells, key=key)
+                else:
+                    for column, before, after in zip(column_keys, old, cells):
+                        if not _same(before, after):
+                            self.update_cell(key, column, after)
+                            changed_cells.append((key, column))
+                self._rows[key] = cells
+        finally:
+            self._cells_only = False
+        for key, column in changed_cells:
+            self.refresh_coordinate(Coordinate(self.get_row_index(key), self.get_column_index(column)))
         return changed
+
+    def refresh(self, *regions: Region, **kwargs: Any) -> Self:
+        if self._cells_only and not regions and not kwargs:
+            return self  # update_cell's repaint of everything: sync repaints the cells it changed
+        return super().refresh(*regions, **kwargs)
 
 
 def _same(before: Any, after: Any) -> bool:

@@ -24,6 +24,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.message import Message
 from textual.geometry import Size
 from textual.reactive import Reactive, reactive
@@ -35,7 +36,10 @@ from tui.log_buffer import MARK_LEAD, LogBuffer, LogFilter, rank_of_display, wra
 if TYPE_CHECKING:
     from backend.models import LogLine
 
-FLUSH_SECONDS = 0.2  # 5 repaints a second, a line waits 0.2 s at most (1/30 s: up to 30 full repaints a second)
+# 4 repaints a second, a line waits 0.25 s at most. A flush scrolls, and a scroll repaints the
+# whole panel: following the lesson's job at 100 lines/s, each flush is ~5 kB on the wire and the
+# logs most of what the cockpit writes (bench/tui_bytes.py: 5 a second came to 37 kB/s of the 40).
+FLUSH_SECONDS = 0.25
 DEFAULT_CAPACITY = 20_000
 
 
@@ -173,7 +177,7 @@ class LogView(Vertical):
         self._pending.clear()
         self._known_pods = {}
         self.log_widget.clear()
-        self.border_title = f"logs · {job}" if job else "logs"
+        self.border_title = Content(f"logs · {job}" if job else "logs")  # the cluster's name: plain
         self.unseen = 0
         self._refresh_sources()
 
@@ -287,8 +291,8 @@ class LogView(Vertical):
         pods = self.buffer.pods
         self._known_pods = pods
         ranks = sorted(set(pods.values()))
-        options = [(f"rank {r}", f"rank:{r}") for r in ranks]
-        options += [(f"pod {p}", f"pod:{p}") for p in pods]
+        options = [(Content(f"rank {r}"), f"rank:{r}") for r in ranks]
+        options += [(Content(f"pod {p}"), f"pod:{p}") for p in pods]
         select = self.query_one("#log-source", Select)
         current = select.value
         select.set_options(options)
@@ -319,7 +323,7 @@ class LogView(Vertical):
             state = "paused · f follow"
         if self.keep.active:
             state = f"filter: {self.keep.describe()} · {state}"
-        self.border_subtitle = state
+        self.border_subtitle = Content(state)  # says what the learner typed in the filter: plain
 
     def watch_follow(self, follow: bool) -> None:
         if follow:

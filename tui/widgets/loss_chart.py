@@ -1,6 +1,6 @@
 """Loss curves, one per run: the followed job live (from its rank-0 step lines: every worker and
 every restart attempt of the job is one curve) and finished runs (from their metrics.json).
-Redraws at most twice a second, only when its data changed and it is on screen: plotting is the
+Redraws at most once a second, only when its data changed and it is on screen: plotting is the
 slowest thing this screen draws, and its cost grows with the points handed to plotext (every
 segment is drawn), so a curve with many more points than the plot has pixel columns is thinned to the
 first, lowest, highest and last point of each column first (`thinned`): the curve looks the same
@@ -29,10 +29,15 @@ from textual.content import Content
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
+from tui.format import fit
+
 if TYPE_CHECKING:
     from backend.models import LogLine, RunMetrics
 
-REDRAW_SECONDS = 0.5
+# A redraw repaints the whole plot, a coloured braille cell at a time: ~3 kB at the grid's size,
+# 6 kB/s at two a second while a job steps (bench/tui_bytes.py). A curve read by a person moves
+# well enough once a second.
+REDRAW_SECONDS = 1.0
 MAX_POINTS = 4000  # per run; beyond it every other point goes (the curve's shape stays, memory is bounded)
 # Distinct markers keep runs apart where colour is gone (NO_COLOR, a washed-out projector).
 MARKERS = ("braille", "dot", "+", "x", "o")
@@ -40,6 +45,7 @@ MARKERS = ("braille", "dot", "+", "x", "o")
 MARKER_GLYPHS = {"braille": "⠒", "dot": "•"}
 RESTART_GLYPH = "│"
 OTHER_RUNS = 3  # finished runs drawn beside the followed one (the newest by their metrics.json)
+Y_AXIS_CELLS = 5  # what the loss labels and the axis take of the plot's width ("0.44┤")
 PIXELS_PER_CELL = 2  # braille, the finest marker: two pixel columns per cell
 POINTS_PER_COLUMN = 4 * PIXELS_PER_CELL  # what `thinned` keeps at most: below it, nothing to gain
 
@@ -62,7 +68,7 @@ class LossChart(Vertical, can_focus=True):
     DEFAULT_CSS = """
     #loss-empty { padding: 1; color: $text-muted; }
     #loss-plot { height: 1fr; }
-    #loss-legend { height: auto; max-height: 3; padding: 0 1; color: $text-muted; }
+    #loss-legend { height: auto; padding: 0 1; color: $text-muted; }
     """
     BORDER_TITLE = "loss"
 
@@ -140,6 +146,15 @@ class LossChart(Vertical, can_focus=True):
         if len(points) > MAX_POINTS:
             self.series[run] = {s: points[s] for s in sorted(points)[::2]}
 
+    def add_point(self, run: str, step: int, loss: float, at: float) -> None:
+        """A step of a run that is no job on the cluster (step 3's two processes on this
+        machine), from its rank-0 lines as the step prints them; drawn beside the followed job's."""
+        if run == self.live_run:
+            return
+        self.series.setdefault(run, {})[step] = loss
+        self.written[run] = at
+        self._dirty = True
+
     def set_finished_runs(self, metrics: Iterable["RunMetrics"]) -> None:
         for m in sorted(metrics, key=lambda m: m.written or 0.0):  # the newest of a job's runs wins
             run = self._curve_of(m.run)
@@ -179,47 +194,104 @@ class LossChart(Vertical, can_focus=True):
         plot.display = legend.display = bool(runs)
         if not runs:
             return
-        plt = plot.plt
-        plt.clear_data()
-        plt.clear_figure()
         followed = [self.live_run] if self.live_run in runs else []
         others = sorted((r for r in runs if r != self.live_run), key=lambda r: self.written.get(r, 0.0),
                         reverse=True)
-        shown = others[:OTHER_RUNS + (0 if followed else 1)]
-        keys: list = []
         width = self.size.width  # the plot's, laid out or not yet (it is hidden until it has data)
+        restarts = sorted(self.restarts.get(self.live_run, ())) if followed else []
+        # As many runs as the legend can name whole in its rows: a run drawn is a run named.
+        shown = others[:OTHER_RUNS + (0 if followed else 1)]
+        while True:
+            rows = _legend_rows(self._keys(followed + shown, len(others) - len(shown), restarts, width - 2), width - 2)
+            if len(rows) <= max(1, self.size.height // 4) or not shown or (not followed and len(shown) == 1):
+                break
+            shown = shown[:-1]
+        plt = plot.plt
+        plt.clear_data()
+        plt.clear_figure()
         self._thinned_for = 0
+        lo = hi = None
         for i, run in enumerate(followed + shown):
             points = runs[run]
             steps = sorted(points)
             losses = [points[s] for s in steps]
+            lo, hi = min(steps[0], lo if lo is not None else steps[0]), max(steps[-1], hi or steps[-1])
             if width and len(steps) > POINTS_PER_COLUMN * width:
                 steps, losses = thinned(steps, losses, PIXELS_PER_CELL * width)
                 self._thinned_for = width
-            marker = MARKERS[i % len(MARKERS)]
-            colour = CURVE_COLOURS[i % len(CURVE_COLOURS)]
-            if followed and run != self.live_run:
-                colour = _faint(colour)
-            plt.plot(steps, losses, marker=marker, color=colour)  # no label: no legend on the data
-            label = f"{run} (followed)" if run == self.live_run else run
-            keys += [(MARKER_GLYPHS.get(marker, marker), f"bold rgb{colour}"), f" {label}   "]
-        if len(others) > len(shown):
-            keys += [(f"+{len(others) - len(shown)} older runs not drawn   ", "dim")]
-        restarts = sorted(self.restarts.get(self.live_run, ())) if self.live_run in runs else []
+            plt.plot(steps, losses, marker=MARKERS[i % len(MARKERS)], color=self._colour(i, run, followed))
         for step in restarts:
             plt.vline(step)
-        if restarts:
-            keys += [(RESTART_GLYPH, "bold"), f" restart, resumed from step {', '.join(map(str, restarts))}"]
-        if keys != self._legend:  # an update lays the screen out: only when the legend changed
-            self._legend = keys
-            legend.update(Content.assemble(*keys))
+        ticks = step_ticks(lo, hi, width - Y_AXIS_CELLS)
+        plt.xticks(ticks, [str(t) for t in ticks])
+        drawn_legend = [(row.plain, tuple(row.spans)) for row in rows]  # Content's == sees the text alone
+        if drawn_legend != self._legend:  # an update lays the screen out: only when the legend changed
+            self._legend = drawn_legend
+            legend.update(Content("\n").join(rows))
         plt.xlabel("step")
         plt.ylabel("loss")
         plot.refresh()
 
+    def _colour(self, i: int, run: str, followed: list[str]) -> tuple[int, int, int]:
+        colour = CURVE_COLOURS[i % len(CURVE_COLOURS)]
+        return _faint(colour) if followed and run != self.live_run else colour
+
+    def _keys(self, drawn: list[str], not_drawn: int, restarts: list[int], width: int) -> list[Content]:
+        """The legend's keys, each to be kept whole on a row: a run's marker and its name (one
+        wider than the row loses its middle), the runs not drawn, the restart marker."""
+        followed = [self.live_run] if drawn and drawn[0] == self.live_run else []
+        keys = []
+        for i, run in enumerate(drawn):
+            marker = MARKERS[i % len(MARKERS)]
+            suffix = " (followed)" if run == self.live_run else ""
+            glyph = (MARKER_GLYPHS.get(marker, marker), f"bold rgb{self._colour(i, run, followed)}")
+            name = (fit(run, max(8, width - 2 - len(suffix))), "bold" if suffix else "")
+            keys.append(Content.assemble(glyph, " ", name, suffix))
+        if not_drawn:
+            keys.append(Content.styled(f"+{not_drawn} older run{'s' if not_drawn > 1 else ''} not drawn", "dim"))
+        if restarts:
+            keys.append(Content.assemble((RESTART_GLYPH, "bold"), " restart, resumed from step "
+                                                                  f"{', '.join(map(str, restarts))}"))
+        return keys
+
     @property
     def is_on_screen(self) -> bool:
         return self.display and self.region.area > 0
+
+
+def _legend_rows(keys: list[Content], width: int) -> list[Content]:
+    """Keys laid out in rows of `width` cells, three apart, never one split over two rows (a key
+    wider than a row loses the middle of its name)."""
+    rows: list[Content] = []
+    row: Content | None = None
+    for key in keys:
+        if width > 0 and key.cell_length > width:
+            key = key[: max(1, width - 1)] + "…"
+        if row is not None and (width <= 0 or row.cell_length + 3 + key.cell_length <= width):
+            row = row + "   " + key
+        else:
+            if row is not None:
+                rows.append(row)
+            row = key
+    if row is not None:
+        rows.append(row)
+    return rows
+
+
+def step_ticks(lo: int | None, hi: int | None, columns: int) -> list[int]:
+    """Whole steps for the x axis, 1, 2 or 5 times a power of ten apart, as many as leave room
+    between their labels, and none so near the right edge that its label would not fit (plotext
+    leaves such a label out, and the axis ends unlabelled)."""
+    if lo is None or hi is None:
+        return []
+    span = max(1, hi - lo)
+    label = len(str(hi))
+    most = max(2, columns // (label + 3))
+    gap = next(g for g in (m * 10 ** e for e in range(12) for m in (1, 2, 5)) if span / g <= most - 1)
+    ticks = list(range(-(-lo // gap) * gap, hi + 1, gap)) or [lo]
+    room = max(1, columns - 1)
+    fits = [t for t in ticks if (t - lo) / span * room + (len(str(t)) + 1) // 2 <= room]
+    return fits or ticks[:1]
 
 
 def thinned(xs: list[int], ys: list[float], columns: int) -> tuple[list[int], list[float]]:

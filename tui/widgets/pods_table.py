@@ -8,7 +8,11 @@ ended: a kill is what the lesson is about, and it must stay visible after the ne
 CPU and MEM are each pod's usage from metrics.k8s.io (`kubectl top pod`), handed in every few
 seconds by `show_usage` ("-" where unknown: no metrics-server, or not sampled yet). A narrow table
 drops its least telling columns (it never cuts a value short): the columns are chosen again when
-its width changes."""
+its width changes.
+
+The model (`pods`) takes every event at once; the rows are drawn at the rate a person reads
+(`ROWS_SECONDS`, throttle.py): a job steps fifty times a second and each step changes STEP and
+LOSS, and only the cells that changed are repainted (keyed_table.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from rich.text import Text
 from tui import format as fmt
 from tui.format import short_name
 from tui.widgets.keyed_table import KeyedTable
+from tui.widgets.throttle import Throttle
 
 if TYPE_CHECKING:
     from backend.models import Pod, PodEvent, PodUsage
@@ -46,6 +51,7 @@ DROP_ORDER = ("age", "loss", "reason", "mem", "cpu")
 GAP = 1  # cells between columns: DataTable's padding (1 each side) would cost a column at ~47
 USAGE_SECONDS = 3.0  # how often CPU and MEM are read while the table is on screen
 HISTORY_ROWS = 12  # rows of ended attempts kept below the live group (the oldest go first)
+ROWS_SECONDS = 0.5  # the rows are redrawn at most this often
 
 
 class PodsTable(KeyedTable):
@@ -55,7 +61,8 @@ class PodsTable(KeyedTable):
 
     DEFAULT_CSS = "PodsTable { height: 1fr; scrollbar-size: 1 1; }"
 
-    def __init__(self, clock: Callable[[], float] = time.time, **kwargs) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time, redraw_seconds: float = ROWS_SECONDS,
+                 **kwargs) -> None:
         super().__init__(COLUMNS, zebra_stripes=False, cell_padding=0, **kwargs)
         self.clock = clock
         self.job: str | None = None
@@ -64,6 +71,7 @@ class PodsTable(KeyedTable):
         self.latest_attempt = 0
         self.usage: dict[str, "PodUsage"] = {}  # the newest metrics.k8s.io reading, by pod
         self.shown_columns: tuple[str, ...] = ()
+        self._redraw = Throttle(self, redraw_seconds, self._show)
 
     def on_mount(self) -> None:
         self._lay_out_columns(columns_for(self.size.width or 200))
@@ -91,7 +99,7 @@ class PodsTable(KeyedTable):
     def show_usage(self, usage: "dict[str, PodUsage] | None") -> None:
         """A metrics.k8s.io reading (None: none to be had); pods it lacks show "-"."""
         self.usage = dict(usage or {})
-        self._show()
+        self._redraw()
 
     @property
     def selected_pod(self) -> str | None:
@@ -111,16 +119,20 @@ class PodsTable(KeyedTable):
             self.gone.clear()
             self.latest_attempt = 0
             self.usage.clear()
-        self._show()
+        self._redraw.now()
 
     def apply(self, event: "PodEvent") -> None:
         pod = event.pod
+        new = pod.name not in self.pods
         if event.type.value == "DELETED":
             self._ended(pod)
         elif pod.name not in self.gone:  # else a late event for a pod already deleted
             self.pods[pod.name] = pod
             self.latest_attempt = max(self.latest_attempt, pod.restart_attempt)  # older groups dim
-        self._show()
+        if new or event.type.value == "DELETED":
+            self._redraw.now()  # a pod came or went (a restart): seen at once, and rare
+        else:
+            self._redraw()
 
     def _ended(self, pod: "Pod") -> None:
         """DELETED: keep the row as history, with how the pod ended."""
@@ -133,8 +145,6 @@ class PodsTable(KeyedTable):
             update["reason"] = pod.reason or before.reason or "Deleted"
         if pod.last_step is None and before.last_step is not None:
             update.update(last_step=before.last_step, last_loss=before.last_loss)
-        if pod.finished is None:  # its age stops where it was deleted
-            update["finished"] = self.clock()
         self.pods[pod.name] = pod.model_copy(update=update) if update else pod
         self.gone[pod.name] = None
         while len(self.gone) > HISTORY_ROWS:
@@ -143,8 +153,8 @@ class PodsTable(KeyedTable):
             del self.pods[oldest]
 
     def tick(self) -> None:
-        """Ages move with the clock, not with events (an ended pod's age stops)."""
-        self._show()
+        """Ages move with the clock, not with events."""
+        self._redraw()
 
     def _show(self) -> None:
         if not self.shown_columns:
@@ -185,7 +195,9 @@ class PodsTable(KeyedTable):
             "loss": self._styled(fmt.loss(pod.last_loss), pod),
             "cpu": self._styled(fmt.cpu(usage.cpu_cores if usage else None), pod),
             "mem": self._styled(fmt.memory(usage.memory_bytes if usage else None), pod),
-            "age": self._styled(fmt.age((pod.finished or now) - pod.created), pod),
+            # kubectl's AGE: since the pod was created, finished or not ("1s" for a pod that ran a
+            # second 13 minutes ago was its run time, not its age)
+            "age": self._styled(fmt.age(now - pod.created), pod),
         }
         return {key: cell for key, cell in cells.items() if key in self.shown_columns}
 

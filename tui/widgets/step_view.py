@@ -1,5 +1,9 @@
 """The selected step: why, done-when, the doc link, the evidence of its last check, its actions,
-its run output and, for reading steps, the learner's note (saved through the lesson engine)."""
+its run output and, for steps done with a note (reading steps, step 7), the learner's note (saved
+through the lesson engine). While the step runs, its newest output line is in the card's border.
+
+Everything shown here that the cockpit did not write (run output, evidence, notes) is plain text,
+never markup: a Ray line starts with `[ray-train]`."""
 
 from __future__ import annotations
 
@@ -49,9 +53,11 @@ def note_prompt_content(prompt: str | None) -> Content:
                              "headings, quoted '>' lines and <placeholders> do not.", "dim"))
 
 
-def _last(text: str, most: int = 60) -> str:
-    """The newest run line in the card's border: a long step shows where it is, always."""
-    return text if len(text) <= most else text[: most - 1] + "…"
+def _last(text: str, most: int = 60) -> Content:
+    """The newest run line in the card's border while the step runs: a long step shows where it
+    is, always. Plain text: a run line is the step's output (a Ray line starts with `[ray-train]`),
+    never markup."""
+    return Content(text if len(text) <= most else text[: most - 1] + "…")
 
 
 NOTE_KEEP_DELAY = 1.0  # seconds after the last key before a typed note is kept
@@ -83,7 +89,7 @@ class StepView(VerticalScroll):
     BORDER_TITLE = "step"
 
     BINDINGS = [
-        Binding("ctrl+s", "save_note", "Save note", show=False),
+        Binding("ctrl+s", "save_note", "Save note"),
         Binding("escape", "leave_note", "Back to steps"),
     ]
 
@@ -91,6 +97,9 @@ class StepView(VerticalScroll):
         pass
 
     class VerifyPressed(StepMessage):
+        pass
+
+    class MeasurePressed(StepMessage):
         pass
 
     class NoteSaved(NoteMessage):
@@ -110,6 +119,7 @@ class StepView(VerticalScroll):
         self._note_loaded = ""  # the note as last loaded, so loading it is not taken for an edit
         self._unsaved: tuple[str, str] | None = None  # (step id, text) typed but not yet kept
         self._keep_timer = None
+        self.running = False  # the step shown is running: its newest line is in the border
         # Set by the screen: keeps a note typed just before quitting, when messages stop.
         self.keep_on_exit: Callable[[str, str], None] | None = None
 
@@ -123,6 +133,7 @@ class StepView(VerticalScroll):
             yield Button("Run ⏎", id="step-run", compact=True, variant="primary")
             yield Button("Verify v", id="step-verify", compact=True)
             yield Button("Save note ^s", id="step-save", compact=True)
+            yield Button("Measure m", id="step-measure", compact=True)
         yield Static(id="step-note-prompt")
         yield TextArea(id="step-note", soft_wrap=True, show_line_numbers=False)
         yield Static("run output", id="step-output-title", classes="subtitle")
@@ -136,30 +147,35 @@ class StepView(VerticalScroll):
         self.border_title = step.label
         self.query_one("#step-heading", Static).update(Content.assemble(
             (f"{glyph} {word}", style), "  ", (step.title, "bold")))
-        self.query_one("#step-why", Static).update(step.why)
+        self.query_one("#step-why", Static).update(Content(step.why))
         self.query_one("#step-done-when", Static).update(
             Content.assemble(("Done when ", "bold $accent"), step.done_when))
         self.query_one("#step-doc", Static).update(Content.assemble(
             ("Read ", "bold $accent"), (step.doc_title, f"underline link={step.doc_url}"),
             "\n", (step.doc_url, "dim")))
         self.show_evidence(state.evidence if state else None)
-        reading = step.kind == "reading"
-        self.query_one("#step-run", Button).display = step.kind != "reading"
-        self.query_one("#step-save", Button).display = reading
+        reading, noted = step.kind == "reading", step.takes_note
+        self.query_one("#step-run", Button).display = not reading
+        self.query_one("#step-save", Button).display = noted
         note_area = self.query_one("#step-note", TextArea)
-        note_area.display = reading
-        self.query_one("#step-note-prompt").display = reading
-        self.query_one("#step-output-title").display = not reading  # a note has no run
-        self.query_one("#step-output").display = not reading
+        note_area.display = noted
+        self.query_one("#step-note-prompt").display = noted
+        self.query_one("#step-measure", Button).display = step.measure is not None
+        # a reading step has no run; one with a measurement shows what measuring prints
+        self.query_one("#step-output-title").display = not reading or step.measure is not None
+        self.query_one("#step-output").display = not reading or step.measure is not None
         if changed:
             self.keep_note()  # what was typed for the previous step is kept before it is replaced
-        if reading:
+        if noted:
             # The prompt above the box, wrapped: as the box's border title it was cut at every width.
             self.query_one("#step-note-prompt", Static).update(note_prompt_content(step.note_prompt))
-            note_area.border_title = "your note · ctrl+s saves and checks"
+            note_area.border_title = "your note · e writes · ctrl+s saves and checks"
             if changed or note_area.text != note:
                 self._note_loaded = note
                 note_area.load_text(note)
+        self.running = running
+        lines = self._outputs.get(step.id)
+        self.border_subtitle = _last(lines[-1]) if running and lines else ""
         if changed:
             self._show_output(step.id)
             self.scroll_home(animate=False)
@@ -179,7 +195,8 @@ class StepView(VerticalScroll):
         lines.append(text)
         if self.step is not None and self.step.id == step_id:
             self.query_one("#step-output", Log).write_line(text, scroll_end=True)
-            self.border_subtitle = _last(text)
+            if self.running:
+                self.border_subtitle = _last(text)
 
     def show_output_box(self) -> None:
         """Bring the run output into view (a run just started)."""
@@ -193,12 +210,15 @@ class StepView(VerticalScroll):
     def _show_output(self, step_id: str) -> None:
         log = self.query_one("#step-output", Log)
         log.clear()
-        lines = self._outputs.get(step_id, ())
-        log.write_lines(lines, scroll_end=True)
-        self.border_subtitle = _last(lines[-1]) if lines else ""
+        log.write_lines(self._outputs.get(step_id, ()), scroll_end=True)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "save_note":  # in the footer only where there is a note to save
+            return self.step is not None and self.step.takes_note
+        return True
 
     def action_save_note(self) -> None:
-        if self.step is not None and self.step.kind == "reading":
+        if self.step is not None and self.step.takes_note:
             self._unsaved = None
             self.post_message(self.NoteSaved(self, self.step.id, self.query_one("#step-note", TextArea).text))
 
@@ -215,7 +235,7 @@ class StepView(VerticalScroll):
 
     @on(TextArea.Changed, "#step-note")
     def _note_changed(self, event: TextArea.Changed) -> None:
-        if self.step is None or self.step.kind != "reading" or event.text_area.text == self._note_loaded:
+        if self.step is None or not self.step.takes_note or event.text_area.text == self._note_loaded:
             return
         self._unsaved = (self.step.id, event.text_area.text)
         if self._keep_timer is not None:
@@ -251,6 +271,12 @@ class StepView(VerticalScroll):
         event.stop()
         if self.step is not None:
             self.post_message(self.VerifyPressed(self, self.step.id))
+
+    @on(Button.Pressed, "#step-measure")
+    def _measure(self, event: Button.Pressed) -> None:
+        event.stop()
+        if self.step is not None:
+            self.post_message(self.MeasurePressed(self, self.step.id))
 
     @on(Button.Pressed, "#step-save")
     def _save(self, event: Button.Pressed) -> None:

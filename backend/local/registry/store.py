@@ -3,8 +3,8 @@
 Every write takes the next resourceVersion (one counter for all kinds, as etcd's revision) and
 appends an event to a bounded history. A watch from version N replays the history after N; once
 N is older than the history holds, the watch is told 410 Gone and the client lists again (what
-client-go's reflector and kubectl do). The counter starts above the wall clock in milliseconds,
-so versions keep increasing across controller restarts and a version handed out by an earlier
+client-go's reflector and kubectl do). The counter is persisted (revision.py), so versions keep
+increasing across controller restarts and clock changes, and a version handed out by an earlier
 controller is always "too old", never silently reused.
 
 Stored objects are never mutated: a write stores a new dict, and whoever reads one must copy it
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from backend.local.registry.kinds import Kind, Kinds
+from backend.local.registry.revision import Revision
 from backend.local.registry.status import already_exists, conflict, gone, not_found
 from training.atomic import write_atomic
 
@@ -34,6 +35,7 @@ log = logging.getLogger("kfcockpit.apiserver")
 
 HISTORY = 20_000  # events kept for watches that resume
 _QUEUE_LIMIT = 100_000  # a watcher this far behind is closed; it resumes or re-lists
+REVISION_FILE = "revision"  # beside the stored objects' group directories
 
 
 def now_rfc3339() -> str:
@@ -83,12 +85,17 @@ class Store:
         self.kinds = kinds
         self.directory = directory
         self.objects: dict[Key, dict[str, Any]] = {}
-        self.rv = int(time.time() * 1000)
+        self.revision = Revision(directory / REVISION_FILE if directory is not None else None)
         self.history: deque[Event] = deque(maxlen=HISTORY)
         self.compacted = self.rv  # no event at or before this version is kept
         self.watches: set[Watch] = set()
         self.listeners: list[Callable[[Kind, Event], None]] = []  # the controllers' informers
         self.owned: dict[str, set[tuple[str, Key]]] = {}  # owner uid -> (kind key, key) of its dependents
+
+    @property
+    def rv(self) -> int:
+        """The newest version handed out."""
+        return self.revision.current
 
     # ------------------------------------------------------------------ reads
 
@@ -158,10 +165,10 @@ class Store:
         if old is None:
             raise not_found(kind.plural, name, kind.group)
         self._index_owners(key, old, add=False)
-        self.rv += 1
+        version = self.revision.next()
         last = copy.deepcopy(old)
-        last["metadata"]["resourceVersion"] = str(self.rv)
-        self._publish(kind, Event(self.rv, kind.key, "DELETED", last))
+        last["metadata"]["resourceVersion"] = str(version)
+        self._publish(kind, Event(version, kind.key, "DELETED", last))
         if kind.persisted and self.directory is not None:
             self._path(key).unlink(missing_ok=True)
         return last
@@ -170,11 +177,11 @@ class Store:
                 durable: bool = True) -> dict[str, Any]:
         """Store, publish, persist. A status-only change is written without fsync: observed
         state is re-derived by the controllers after a crash, and fsync would sit on the loop."""
-        self.rv += 1
-        obj["metadata"]["resourceVersion"] = str(self.rv)
+        version = self.revision.next()
+        obj["metadata"]["resourceVersion"] = str(version)
         self.objects[key] = obj
         self._index_owners(key, obj, add=True)
-        self._publish(kind, Event(self.rv, kind.key, event_type, obj))
+        self._publish(kind, Event(version, kind.key, event_type, obj))
         if kind.persisted and self.directory is not None:
             write_atomic(self._path(key), json.dumps(obj).encode(), durable=durable)
         return obj
@@ -252,7 +259,7 @@ class Store:
                     key = self.key(kind, meta.get("namespace"), meta["name"])
                     self.objects[key] = obj
                     self._index_owners(key, obj, add=True)
-                    self.rv = max(self.rv, int(meta.get("resourceVersion", 0)))
+                    self.revision.advance_past(int(meta.get("resourceVersion", 0)))
                 except (OSError, ValueError, KeyError, TypeError) as exc:
                     log.error("skipping stored object %s: %s", path, exc)
         self.compacted = self.rv

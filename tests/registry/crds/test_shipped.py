@@ -14,7 +14,8 @@ import yaml
 from backend.local.registry import crds
 from tests.registry.crds.conftest import REPO
 
-SHIPPED = ["manifests/runtime.yaml", "manifests/volume.yaml", "manifests/trainjob.yaml", "manifests/rayjob.yaml",
+SHIPPED = ["manifests/runtime.yaml", "manifests/volume.yaml", "manifests/trainjob.yaml", "manifests/trainjob-gpu.yaml",
+           "manifests/rayjob.yaml",
            "manifests/snapshots/volumesnapshot.yaml", "manifests/snapshots/volumesnapshotclass.yaml",
            "manifests/embedded/torch-distributed.yaml", "tests/conformance/data/01-multi-node.yaml"]
 

@@ -100,15 +100,12 @@ class Following(Part):
             return
         screen = self.screen
         self.followed = job
+        screen.job_bar.followed = job
         screen.job_bar.job = self.jobs.get(job)
-        screen.job_bar.progress = (None, None)
-        screen.query_one("#pods-panel").border_title = f"pods · {job}"
-        screen.pods_table.reset(job)
-        screen.log_view.reset(job)
-        screen.timeline.reset(job)
+        screen.job_bar.show_progress(None, None, now=True)
+        screen.panels.follow(job)
         if job in self.jobs:
             screen.timeline.model.job_seen(self.jobs[job])
-        screen.loss_chart.follow_run(job)
         self.watch_pods(job)
         self.sample_usage(job)
         self.stream_logs(job)
@@ -154,7 +151,7 @@ class Following(Part):
         pod = event.pod
         self._mark_in_logs(event, before, latest)
         if pod.last_step is not None and pod.restart_attempt >= table.latest_attempt:
-            screen.job_bar.progress = (pod.last_step, pod.last_loss)
+            screen.job_bar.show_progress(pod.last_step, pod.last_loss)
             if before is None or before.last_step != pod.last_step:
                 screen.storage.checkpoints_changed_soon()
         self.changed("pods")

@@ -8,9 +8,11 @@ connecting" and nothing is saved (see ARCHITECTURE.md, "The cockpit").
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from backend.errors import USER_ERRORS, one_line
+from training.logfmt import step_and_loss
 from tui.screens.cockpit.part import Part
 
 if TYPE_CHECKING:
@@ -40,13 +42,15 @@ class LessonDriver(Part):
             return
         step = lesson.step(step_id)
         try:
-            note = lesson.note(step_id) if step.kind == "reading" else ""
+            note = lesson.note_with_measurement(step_id) if step.takes_note else ""
         except (OSError, ValueError) as exc:  # unreadable note file: the learner can fix it
             self.notify(one_line(exc), title=f"note of {step.label}", severity="error")
             note = ""
         self.screen.step_view.show(step, lesson.state(step_id), note, running=step_id == self.running_step)
-        if step.kind == "reading" and not note:
-            self.run(self._load_draft(step_id), group="draft", exclusive=True)
+        if step.takes_note and not note:
+            # a function, not a coroutine: replaced before it starts (the learner moved on), it
+            # leaves no coroutine unawaited
+            self.run(partial(self._load_draft, step_id), group="draft", exclusive=True)
 
     async def _load_draft(self, step_id: str) -> None:
         """A reading step with no note yet starts from the engine's draft (headings, prompts and,
@@ -57,6 +61,7 @@ class LessonDriver(Part):
             self.notify(one_line(exc), title="no draft for the note", severity="warning")
             return
         self.screen.step_view.offer_draft(step_id, text)
+        self.changed("draft")
 
     def refresh_states(self) -> None:
         states = self.screen.session.lesson.states()
@@ -108,31 +113,80 @@ class LessonDriver(Part):
             return
         step = lesson.step(step_id)
         if step.kind == "reading":
-            self.screen.panels.show("step", focus=False)
-            self.screen.step_view.focus_note()
-            self.notify("a reading step is done by your note: write it, then ctrl+s", title=step.label)
+            self.edit_note(step_id)
             return
         self.run(self._run_step(step_id), group="step-run")
+
+    def measure(self, step_id: str) -> None:
+        """What a step's note cites, measured in the cockpit (step 10: `kfcockpit compare`): its
+        lines in the step card, its jobs followed as they come, its table quoted in the note."""
+        lesson = self.screen.session.lesson
+        if lesson is None or self._still_connecting(step_id):
+            return
+        if self.running_step is not None:
+            self.notify(f"step {self.running_step} is still running; its result comes first",
+                        severity="warning")
+            return
+        self.screen.checklist.select_step(step_id)
+        self.run(self._measure(step_id), group="step-run")
+
+    async def _measure(self, step_id: str) -> None:
+        from backend.compare.observer import ObservationError
+
+        step = self.screen.session.lesson.step(step_id)
+        self._begin(step_id, f"$ {step.measure}: the Trainer side, then the Ray side (a few minutes)")
+        step_view = self.screen.step_view
+        try:
+            await self.screen.session.lesson.measure(step_id, lambda text: step_view.add_output(step_id, text))
+            step_view.add_output(step_id, "measured: the table is quoted in your note")
+            self.notify("measured: the table is quoted in your note", title=step.label)
+        except (*USER_ERRORS, ObservationError) as exc:
+            step_view.add_output(step_id, f"error: {one_line(exc)}")
+            self.notify(one_line(exc), title=f"{step.label}: {step.measure}", severity="error")
+        finally:
+            self._end()
+
+    def edit_note(self, step_id: str) -> None:
+        """Into the step's note (enter on a reading step, e on any step with a note)."""
+        step = self.screen.session.lesson.step(step_id)
+        if not step.takes_note:
+            self.notify(f"{step.label} is done by its run, not by a note: enter runs it", severity="warning")
+            return
+        self.screen.panels.show("step", focus=False)
+        self.screen.step_view.focus_note()
+        self.notify("write your note, then ctrl+s saves and checks it", title=step.label)
+
+    def _begin(self, step_id: str, first_line: str) -> None:
+        """A step's run (or measurement) starts: its card and the job bar say so."""
+        screen = self.screen
+        step = screen.session.lesson.step(step_id)
+        self.running_step = step_id
+        self._step_started = screen.clock()
+        screen.job_bar.running_for = 0.0
+        screen.job_bar.running_step = step.label
+        screen.checklist.set_status(step_id, "running")
+        screen.step_view.clear_output(step_id)
+        screen.step_view.add_output(step_id, first_line)
+        if screen.checklist.step_id == step_id:
+            self.show_step(step_id)
+            screen.step_view.show_output_box()
+
+    def _end(self) -> None:
+        self.running_step = None
+        self.screen.job_bar.running_step = None
+        self.refresh_states()
 
     async def _run_step(self, step_id: str) -> None:
         screen = self.screen
         lesson = screen.session.lesson
         step = lesson.step(step_id)
         step_view = screen.step_view
-        self.running_step = step_id
-        self._step_started = screen.clock()
-        screen.job_bar.running_for = 0.0
-        screen.job_bar.running_step = step.label
-        screen.checklist.set_status(step_id, "running")
-        step_view.clear_output(step_id)
-        step_view.add_output(step_id, f"$ run {step.label}: {step.title}")
-        if screen.checklist.step_id == step_id:
-            self.show_step(step_id)
-            step_view.show_output_box()
+        self._begin(step_id, f"$ run {step.label}: {step.title}")
         try:
             async for update in lesson.run(step_id):
                 if update.kind == "line":
                     step_view.add_output(step_id, update.text)
+                    self._plot(step.label, update.text)
                 elif update.kind == "job" and update.job:
                     step_view.add_output(step_id, f"following job {update.job}")
                     screen.following.follow(update.job)
@@ -142,9 +196,14 @@ class LessonDriver(Part):
             step_view.add_output(step_id, f"error: {one_line(exc)}")
             self.notify(one_line(exc), title=step.label, severity="error")
         finally:
-            self.running_step = None
-            screen.job_bar.running_step = None
-            self.refresh_states()
+            self._end()
+
+    def _plot(self, label: str, text: str) -> None:
+        """A run that trains where no job is followed (step 3's torchrun on this machine): its
+        rank-0 step lines go to the loss chart as a run of their own."""
+        point = step_and_loss(text)
+        if point is not None and " rank=0" in text:
+            self.screen.loss_chart.add_point(f"{label} run", *point, at=self.screen.clock())
 
     def verify(self, step_id: str):
         return self.run(self._verify(step_id), group="step-verify")

@@ -11,7 +11,7 @@ the screen's, as if the methods were still its own.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Awaitable, Coroutine
+from typing import TYPE_CHECKING, Awaitable, Callable, Coroutine
 
 from backend.errors import USER_ERRORS, one_line
 
@@ -25,7 +25,7 @@ class Part:
     def __init__(self, screen: "CockpitScreen") -> None:
         self.screen = screen
 
-    def run(self, work: Coroutine, group: str, exclusive: bool = False) -> "Worker":
+    def run(self, work: Coroutine | Callable[[], Coroutine], group: str, exclusive: bool = False) -> "Worker":
         """A worker on the screen: every error reaches its `on_worker_state_changed`."""
         return self.screen.run_worker(work, group=group, exclusive=exclusive, exit_on_error=False)
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from textual import work
 from textual.app import ComposeResult
+from textual.binding import ActiveBinding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.signal import Signal
@@ -132,20 +134,36 @@ class CockpitScreen(Screen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Until the panels are mounted (a blink after the first paint) only these keys work.
-        enter and v act on the lesson, so only while the lesson has the keys (the checklist or
-        the step card): in the logs or the pods, enter is theirs."""
+        While a note is written, none does: its keys are text (ctrl+k too: the editor's
+        delete-to-end), and the footer offers what the note itself does. enter and v act on the
+        lesson, so only while the lesson has the keys (the checklist or the step card): in the
+        logs or the pods, enter is theirs."""
         if not self.panels_ready:
             return action in ("quit", "help", "next_step", "previous_step")
+        from textual.widgets import TextArea  # loaded with the panels by now
+
+        if isinstance(self.app.focused, TextArea):
+            return False
         if action in ("run_step", "verify_step"):
             focused = self.app.focused
             return focused is None or focused is self.checklist or self.panels.panel_of(focused) == "step"
         return True
+
+    @property
+    def active_bindings(self) -> dict[str, ActiveBinding]:
+        """What the footer offers: at 80 columns the least needed keys make room for the others'
+        labels whole (they still work, and help lists them)."""
+        bindings = super().active_bindings
+        narrow = actions.hidden_from_footer(self.app.size.width)
+        return {key: active._replace(binding=replace(active.binding, show=False))
+                if active.binding.action in narrow else active for key, active in bindings.items()}
 
     def on_descendant_focus(self) -> None:
         if self.panels_ready:
             self.refresh_bindings()  # enter and v come and go with the lesson's focus
 
     def on_resize(self) -> None:
+        self.refresh_bindings()  # the footer's keys depend on the width
         if self.panels_ready:
             from tui.screens.panels import arrangement_for
 
@@ -203,6 +221,9 @@ class CockpitScreen(Screen):
     def on_step_view_verify_pressed(self, event: "StepView.VerifyPressed") -> None:
         self.lesson.verify(event.step_id)
 
+    def on_step_view_measure_pressed(self, event: "StepView.MeasurePressed") -> None:
+        self.lesson.measure(event.step_id)
+
     def on_step_view_note_edited(self, event: "StepView.NoteEdited") -> None:
         self.lesson.save_note(event.step_id, event.text)
 
@@ -237,6 +258,15 @@ class CockpitScreen(Screen):
     def action_run_step(self) -> None:
         if self.checklist.step_id is not None:
             self.lesson.start(self.checklist.step_id)
+
+    def action_measure(self) -> None:
+        step_id = self.checklist.step_id
+        lesson = self.session.lesson
+        self.lesson.measure(step_id if lesson is not None and step_id and lesson.step(step_id).measure else "10")
+
+    def action_edit_note(self) -> None:
+        if self.checklist.step_id is not None and self.session.lesson is not None:
+            self.lesson.edit_note(self.checklist.step_id)
 
     def action_verify_step(self) -> None:
         if self.checklist.step_id is not None:

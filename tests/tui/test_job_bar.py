@@ -1,0 +1,85 @@
+"""The job bar on its own: it says what it knows in the room it has, never cut mid-word, and it
+never claims "no job followed" while the panels follow one."""
+
+from __future__ import annotations
+
+from rich.cells import cell_len
+from textual.app import App, ComposeResult
+
+from backend.goodput import GoodputReport
+from backend.models import JobPhase, JobSummary
+from tui.widgets.job_bar import JobBar
+
+
+class BarApp(App):
+    def compose(self) -> ComposeResult:
+        yield JobBar()
+
+
+def busy_bar(bar: JobBar) -> None:
+    """What the bar showed at 120 columns while step 7 ran: a job, its step and loss, its goodput
+    with time lost, and the running step."""
+    bar.platform = "local"
+    bar.connection = "connected"
+    bar.job = JobSummary(name="lesson-scale-2w-a1b2c3", phase=JobPhase.RUNNING, num_nodes=2, max_restarts=3,
+                         created=0.0)
+    bar.progress = (40, 0.049644)
+    bar.show_goodput(GoodputReport(start=0.0, end=30.0, productive=25.0, infrastructure_recovery=2.0,
+                                   checkpoint_save=1.5, program_startup=1.5))
+    bar.running_step = "step 7"
+    bar.running_for = 72.0
+
+
+async def test_the_running_step_is_never_cut_and_the_least_telling_parts_go_first():
+    app = BarApp()
+    for width in (200, 120, 80):
+        async with app.run_test(size=(width, 3)) as pilot:
+            bar = app.query_one(JobBar)
+            busy_bar(bar)
+            await pilot.pause()
+            shown = bar.render().plain
+            assert cell_len(shown) <= width, (width, shown)
+            assert shown.endswith("running step 7 · 1m12s…"), (width, shown)
+            assert "● connected" in shown and "lesson-scale-2w-a1b2c3 Running" in shown, (width, shown)
+            if width == 200:
+                assert "kfcockpit local" in shown and "goodput 83%" in shown and " · recovery 2.0s" in shown
+            if width == 120:  # the goodput's share stays; the time lost is the timeline's to tell
+                assert "goodput 83%" in shown and "recovery" not in shown and "step 40" in shown
+        app = BarApp()
+
+
+async def test_a_followed_job_the_cluster_has_not_listed_is_named_not_denied():
+    app = BarApp()
+    async with app.run_test(size=(120, 3)) as pilot:
+        bar = app.query_one(JobBar)
+        bar.connection = "connected"
+        bar.followed = "lesson-pipeline-5d2e1f"  # a step named it; its pipeline failed before creating it
+        await pilot.pause()
+        shown = bar.render().plain
+        assert "no job followed" not in shown
+        assert "lesson-pipeline-5d2e1f not on the cluster (yet)" in shown
+        bar.running_step = "step 12"
+        await pilot.resize_terminal(78, 3)  # too narrow for all that even without the optional parts
+        await pilot.pause()
+        shown = bar.render().plain
+        assert cell_len(shown) <= 78 and shown.endswith("running step 12 · 0s…"), shown
+        assert "  lesson-p…e-5d2e1f not on the cluster (yet)" in shown, shown  # its middle goes
+
+
+async def test_the_step_counter_is_redrawn_at_a_readers_rate_the_newest_step_last():
+    import asyncio
+
+    from tui.widgets.job_bar import PROGRESS_SECONDS
+
+    app = BarApp()
+    async with app.run_test(size=(120, 3)) as pilot:
+        bar = app.query_one(JobBar)
+        bar.job = JobSummary(name="j", phase=JobPhase.RUNNING, num_nodes=2, created=0.0)
+        shown = []
+        bar.watch(bar, "progress", lambda value: shown.append(value), init=False)  # every value drawn
+        for step in range(1, 51):  # a job stepping fifty times a second
+            bar.show_progress(step, 1 / step)
+        assert shown == [(1, 1.0)]
+        await asyncio.sleep(PROGRESS_SECONDS)  # the cool-down: what the test is about
+        await pilot.pause()
+        assert shown == [(1, 1.0), (50, 1 / 50)] and "step 50" in bar.render().plain

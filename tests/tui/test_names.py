@@ -1,0 +1,84 @@
+"""Names are shown so they still say which is which: runs in the compare dialog and the checkpoints
+table whole ("run lesson-sca" twice could not be told apart, "lesson-resume-" said no run), a
+volume's name on one row of its list, cut in its middle when it must be; and a step card's border
+carries its run's newest line only while it runs (a passed step kept an old error there)."""
+
+from __future__ import annotations
+
+from textual.app import App, ComposeResult
+
+from backend.lesson.steps import STEPS
+from backend.models import Checkpoint, RunMetrics, Snapshot, VolumeInfo
+from tui.screens.compare import CompareScreen
+from tui.widgets.checkpoints import CheckpointsPanel
+from tui.widgets.step_view import StepView
+
+NOW = 1_000_000.0
+
+
+def screen_text(app) -> str:
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def metrics(run: str, workers: int) -> RunMetrics:
+    return RunMetrics(run=run, final_loss=0.05 * workers, steps=40, world_size=workers, wall_seconds=3.0)
+
+
+async def test_at_80x24_the_compare_dialog_names_both_runs_and_both_snapshots_whole():
+    one, two = "lesson-scale-1w-a1b2c3", "lesson-scale-2w-d4e5f6"
+    a = Snapshot(name=one, volume="checkpoints", created=NOW, metrics=[metrics(one, 1)])
+    b = Snapshot(name=two, volume="checkpoints", created=NOW, metrics=[metrics(one, 1), metrics(two, 2)])
+    app = App()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.push_screen(CompareScreen(a, b))
+        await pilot.pause()
+        text = screen_text(app)
+        assert f"run {one}" in text and f"run {two}" in text, text
+        assert f"A  {one}" in text and f"B  {two}" in text, text
+
+
+async def test_at_80x24_checkpoint_runs_snapshots_and_a_long_volume_name_are_readable():
+    volume = "3f2a9c1e-58b4-4c2e-9d11-7b0e6c5a4f21-checkpoints"  # a pipeline's volume
+
+    class Host(App):
+        def compose(self) -> ComposeResult:
+            yield CheckpointsPanel(clock=lambda: NOW)
+
+    app = Host()
+    async with app.run_test(size=(48, 24)) as pilot:  # the checkpoints tab beside the checklist at 80x24
+        panel = app.query_one(CheckpointsPanel)
+        panel.show_volumes([VolumeInfo(name="checkpoints"), VolumeInfo(name=volume)])
+        panel.show_checkpoints("checkpoints", [
+            Checkpoint(volume="checkpoints", path=f"{run}/ckpt-step-000005.pt", run=run, step=5, world_size=2,
+                       size_bytes=9000, valid=True) for run in ("lesson-resume-a1b2c3", "lesson-resume-d4e5f6")])
+        panel.show_snapshots([Snapshot(name="lesson-scale-1w-a1b2c3", volume="checkpoints", created=NOW - 60)])
+        await pilot.pause()
+        lines = screen_text(app).splitlines()
+        assert any("lesson-resume-a1b2c3" in line for line in lines)
+        assert any("lesson-resume-d4e5f6" in line for line in lines)
+        assert any("lesson-scale-1w-a1b2c3" in line for line in lines)
+        panel.query_one("#ckpt-volume").value = volume
+        await pilot.pause()
+        shown = screen_text(app).splitlines()
+        assert shown[0].startswith("3f2a9c1e-") and "…" in shown[0], shown[0]  # its middle goes…
+        assert shown[1].split() == lines[1].split() and "RUN" in shown[1], shown[:3]  # …not its one row
+
+
+async def test_a_step_cards_border_shows_the_newest_run_line_only_while_it_runs():
+    step = next(s for s in STEPS if s.id == "4")
+
+    class Host(App):
+        def compose(self) -> ComposeResult:
+            yield StepView()
+
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(StepView)
+        view.show(step, None, "", running=True)
+        view.add_output("4", "error: the pipeline run failed")
+        await pilot.pause()
+        assert view._border_subtitle.plain == "error: the pipeline run failed"
+        view.show(step, None, "")  # the run ended (and a later verify passed)
+        await pilot.pause()
+        assert view._border_subtitle.plain == ""
+        assert "error: the pipeline run failed" in view.query_one("#step-output").lines  # still in its output

@@ -1,0 +1,43 @@
+"""Drawing at the rate a person reads: a widget whose data changes with every training step (a
+step counter, a table row) is redrawn at once after a quiet spell, then at most once every few
+tenths of a second, the last change always drawn. Each redraw is bytes on the learner's terminal,
+over SSH: fifty a second for a step counter is a link's worth (bench/tui_bytes.py)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from textual.timer import Timer
+from textual.widget import Widget
+
+
+class Throttle:
+    def __init__(self, widget: Widget, seconds: float, draw: Callable[[], None]) -> None:
+        self.widget = widget
+        self.seconds = seconds
+        self.draw = draw
+        self._cooling: Timer | None = None
+        self._pending = False
+
+    def __call__(self) -> None:
+        """Something changed: draw now, or at the end of the current cool-down (none: `seconds`
+        of 0, as the widget tests have it)."""
+        if self.seconds <= 0:
+            self.draw()
+            return
+        if self._cooling is not None:
+            self._pending = True
+            return
+        self.draw()
+        self._cooling = self.widget.set_timer(self.seconds, self._cooled)
+
+    def now(self) -> None:
+        """Draw now whatever the cool-down (a reset, a new job): what is pending is drawn with it."""
+        self._pending = False
+        self.draw()
+
+    def _cooled(self) -> None:
+        self._cooling = None
+        if self._pending:
+            self._pending = False
+            self()
