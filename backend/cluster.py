@@ -36,9 +36,12 @@ from backend.settings import Settings
 
 class FreshCluster(Protocol):
     """A clean cluster of the platform's kind, of its own (the lesson's last step reproduces a run
-    on one): what to connect to, and its life cycle."""
+    on one): what to connect to (`settings`; `kubeconfig` for kubectl), and its life cycle."""
 
     settings: Settings
+
+    @property
+    def kubeconfig(self) -> Path: ...
 
     async def up(self, warm: bool) -> None: ...
 

@@ -50,6 +50,10 @@ class Fresh:
 
     settings: Settings
 
+    @property
+    def kubeconfig(self) -> Path:
+        return Embedded(self.settings.home).kubeconfig
+
     async def up(self, warm: bool) -> None:
         await Embedded(self.settings.home).up(warm=warm)
 

@@ -97,10 +97,15 @@ async def test_killing_the_controller_leaves_no_worker_and_the_next_one_finishes
     assert len(resumed) == 2 and all("from_step=0" not in line.text for line in resumed)
 
 
+STEPS = 120
+
+
 async def test_a_pod_watch_lives_through_a_new_controller(cluster, home):
     status = await Embedded(home).up()
     await apply_all(cluster, *lesson_resources())
-    await cluster.apply(lesson_job(steps=40, step_delay=0.05))
+    # Enough steps that the group is still training when the controller dies, however long the
+    # watch and the log stream take to be seen following (a busy machine): ~6 s of steps.
+    await cluster.apply(lesson_job(steps=STEPS, step_delay=0.05))
     await asyncio.wait_for(_run_until_step(cluster, "lesson-ddp", 5), WAIT)
     events = []
     listed = asyncio.Event()
@@ -147,7 +152,7 @@ async def test_a_pod_watch_lives_through_a_new_controller(cluster, home):
             by_pod.setdefault(line.pod, []).append(line.step)
     assert set(by_pod) == first_group | added
     assert all(steps == sorted(set(steps)) for steps in by_pod.values())
-    assert all(by_pod[pod][-1] == 40 for pod in added)
+    assert all(by_pod[pod][-1] == STEPS for pod in added)
 
 
 async def test_an_idle_controller_exits_and_the_next_call_starts_another(home, monkeypatch):
