@@ -199,8 +199,9 @@ def read_meta(data: Path) -> dict:
     return meta
 
 
-# Digests of files already hashed, by identity: files are never modified in place (temp +
-# rename), so a listing repeated by the cockpit does not read gigabytes again.
+# Digests of files already hashed, by identity: a checkpoint is never modified in place once
+# committed (a pruned file may be written over under a temp name, which changes its mtime), so a
+# listing repeated by the cockpit does not read gigabytes again.
 _digests: dict[tuple[int, int, int, int], str] = {}
 
 
@@ -216,12 +217,27 @@ def file_sha256(path: Path) -> str:
     return _digests[key]
 
 
-def verify_file(data: Path) -> dict:
-    """The sidecar after checking the data file's size and checksum; raises InvalidCheckpoint."""
+def writer_machine() -> dict:
+    """What the sidecar says of the machine that wrote it: its host and boot."""
+    machine = _machine()
+    return {"host": machine["host"], "boot": machine["boot"]}
+
+
+def verify_file(data: Path, trust_this_boot: bool = False) -> dict:
+    """The sidecar after checking the data file's size and checksum; raises InvalidCheckpoint.
+
+    `trust_this_boot`: a file written on this host since its last boot is checked by size alone.
+    The checksum guards against a write the machine lost (a survivor's save is not fsynced: a power
+    cut or kernel crash can tear it); while the kernel that took the write still runs, its page
+    cache holds exactly what was written, so reading the whole file to hash it (half a second per
+    GB, on a restart's path) proves nothing more. Another host's file, or an earlier boot's, is hashed."""
     meta = read_meta(data)
     size = data.stat().st_size
     if size != meta["bytes"]:
         raise InvalidCheckpoint(f"truncated: {size} of {meta['bytes']} bytes")
+    here = writer_machine()
+    if trust_this_boot and here["boot"] and all(meta.get(key) == here[key] for key in here):
+        return meta
     if file_sha256(data) != meta["sha256"]:
         raise InvalidCheckpoint("checksum mismatch")
     return meta

@@ -84,7 +84,7 @@ class ProgressReporter:
         with self._wake:
             self._newest = (done, remaining, metrics)
 
-    def close(self, timeout: float = 5.0) -> None:
+    def close(self, timeout: float = 10.0) -> None:
         if self._thread is None:
             return
         with self._wake:

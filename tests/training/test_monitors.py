@@ -158,9 +158,10 @@ class StatusServer:
         return {progress.ENV_URL: self.url, progress.ENV_CA: str(self.ca),
                 progress.ENV_TOKEN: str(token_file or self.token_file)}
 
-    def wait_posts(self, count: int) -> list[dict]:
+    def wait_posts(self, count: int = 1, until=lambda posts: True) -> list[dict]:
+        """The posts once `count` arrived and `until(posts)` holds (the event, not a sleep)."""
         with self.arrived:
-            assert self.arrived.wait_for(lambda: len(self.posts) >= count, timeout=30)
+            assert self.arrived.wait_for(lambda: len(self.posts) >= count and until(self.posts), timeout=60)
             return list(self.posts)
 
     def close(self) -> None:
@@ -182,8 +183,9 @@ def test_progress_is_sent_at_most_every_few_seconds_and_the_last_on_close(status
     first = status_server.wait_posts(1)[0]["trainerStatus"]
     reporter.update(60, 0.5, {"loss": "0.25", "step": 60})
     reporter.close()
-    last = status_server.posts[-1]["trainerStatus"]
-    assert len(status_server.posts) <= 3  # 31 updates, sent as the newest of each 0.2 s
+    posts = status_server.wait_posts(until=lambda posts: posts[-1]["trainerStatus"]["progressPercentage"] == 60)
+    last = posts[-1]["trainerStatus"]
+    assert len(posts) <= 3  # 31 updates, sent as the newest of each 0.2 s
     assert first["progressPercentage"] <= last["progressPercentage"] == 60
     assert last["estimatedRemainingSeconds"] == 20  # 40 steps left at 0.5 s
     assert {"name": "loss", "value": "0.25"} in last["metrics"] and last["lastUpdatedTime"]
@@ -199,6 +201,8 @@ def test_no_endpoint_no_reports_and_a_wrong_token_changes_nothing(status_server,
     refused = progress.ProgressReporter(10, status_server.env(wrong))
     refused.update(5, 1.0, {})
     refused.close()
+    with status_server.arrived:  # the server counts it after answering: wait for that, not a time
+        assert status_server.arrived.wait_for(lambda: status_server.refused, timeout=60)
     assert status_server.refused == [403] and status_server.posts == [] and refused.sent == 0
     assert not progress.post("http://127.0.0.1:1/x", None, str(wrong), {})  # not https: never sent
 
@@ -207,6 +211,7 @@ def test_rank_0_of_a_run_reports_its_progress_to_the_end(status_server, ckpt_dir
     done = subprocess.run(plain_cmd("--steps", "30", "--step-delay", "0.01"), cwd=REPO,
                           env=env(**status_server.env()), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    last = status_server.wait_posts(1)[-1]["trainerStatus"]
+    last = status_server.wait_posts(until=lambda posts: posts[-1]["trainerStatus"]["progressPercentage"] == 100)[-1]
+    last = last["trainerStatus"]
     assert last["progressPercentage"] == 100 and last["estimatedRemainingSeconds"] == 0
     assert {"name": "step", "value": "30"} in last["metrics"]
