@@ -14,6 +14,7 @@ from typing import Any, AsyncIterator, Callable
 
 import local_cluster  # noqa: F401 - puts the repository on sys.path for the imports below
 
+from backend.kube.pods import has_started
 from backend.kube.threads import Ended, Halt, cancel_all, iterate_in_thread, pump
 from backend.local.layout import Layout
 from backend.local.node.logs import read_lines
@@ -75,7 +76,7 @@ class Api:
 class Follower:
     """A job's pods and lines as a client follows them through the API: a pod watch opened (its
     initial events ended) before the job is submitted, and each pod's log followed from the
-    moment the watch shows it. Every line is stamped where its thread reads it."""
+    moment the watch shows its container started. Every line is stamped where its thread reads it."""
 
     def __init__(self, api: Api, job: str):
         self.api, self.job = api, job
@@ -137,7 +138,9 @@ class Follower:
             return item[0], tag, item[1]
         if item["type"] in ("ADDED", "MODIFIED"):
             meta = item["object"]["metadata"]
-            if meta["name"] not in self.pods:
+            # As stern does: a pod's log is opened once its container has started (before that
+            # the API server answers 400: no host assigned yet, or the container is waiting).
+            if meta["name"] not in self.pods and has_started(item["object"]):
                 self.pods[meta["name"]] = meta.get("labels") or {}
                 self.tasks.append(pump(iterate_in_thread(self._follow_log(meta["name"]), f"log-{meta['name']}"),
                                        self.queue, meta["name"]))
