@@ -1,8 +1,11 @@
-"""The Cluster protocol: one async interface over the embedded local cluster and Kubernetes.
+"""The Cluster protocol: one async interface over any Kubernetes with Kubeflow Trainer, the embedded
+local cluster included, and the Capabilities a platform advertises beside it.
 
 The UI, the CLI, the lesson engine and pipeline components talk only to this, so none of them asks
-which platform it runs on. Both implementations follow Kubernetes' model: resources are declared
-(`apply`), the platform reconciles them into pods, and observers list-then-watch.
+which platform it runs on: where one differs (a fresh cluster for the lesson's last step, a volume's
+files on this machine for kfp.local, warm workers), it asks what the platform can do, as Harlequin's
+adapters advertise their optional features. Resources are declared (`apply`), the platform
+reconciles them into pods, and observers list-then-watch.
 
 Errors an operator can act on are `ClusterError`s whose `str()` is one line (the CLI prints it and
 exits 2; the TUI shows it as a notification). Anything else is a bug.
@@ -10,7 +13,9 @@ exits 2; the TUI shows it as a notification). Anything else is a bug.
 
 from __future__ import annotations
 
-from typing import AsyncIterator, Collection, Literal, Protocol, runtime_checkable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import AsyncIterator, Awaitable, Callable, Collection, Literal, Protocol, runtime_checkable
 
 from backend.errors import ClusterError, InvalidResource, NotFound, Timeout, Unavailable  # noqa: F401 (re-exported)
 from backend.models import (
@@ -27,6 +32,47 @@ from backend.models import (
     Snapshot,
     VolumeInfo,
 )
+from backend.settings import Settings
+
+
+class FreshCluster(Protocol):
+    """A clean cluster of the platform's kind, of its own (the lesson's last step reproduces a run
+    on one): what to connect to (`settings`; `kubeconfig` for kubectl), and its life cycle."""
+
+    settings: Settings
+
+    @property
+    def kubeconfig(self) -> Path: ...
+
+    async def up(self, warm: bool) -> None: ...
+
+    async def down(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a platform can do beside the Kubernetes API; an optional feature it lacks is None.
+
+    `description` names it for a person ("the embedded local cluster"), `record` with its
+    settings (context, namespace, state root). `pods_here`: its pods are processes of this
+    machine, so resource requests and node selection place them but isolate nothing.
+    `pipelines_here`: pipelines run on this machine with kfp.local, not on a Pipelines endpoint.
+    `fresh(home)`: a clean cluster of its kind at a new state root. `volume_path(claim)`: the
+    directory of a bound claim's files on this machine, in the settings' namespace (a kfp.local
+    task's mount; `Cluster.wait_volume` first). `warm()`:
+    start what makes its pods start fast, now. `checks()`: its own setup checks. `revive()`:
+    start its API server again when a connection lost it, and return its address.
+    """
+
+    description: str
+    record: str
+    pods_here: bool = False
+    pipelines_here: bool = False
+    fresh: Callable[[Path], FreshCluster] | None = None
+    volume_path: Callable[[str], Path] | None = None
+    warm: Callable[[], Awaitable[None]] | None = None
+    checks: Callable[[], Awaitable[list[Check]]] | None = None
+    revive: Callable[[], str] | None = None
 
 
 ResourceKind = Literal["TrainJob", "TrainingRuntime", "PersistentVolumeClaim", "VolumeSnapshot", "Pod", "RayJob"]
@@ -36,8 +82,7 @@ ResourceKind = Literal["TrainJob", "TrainingRuntime", "PersistentVolumeClaim", "
 class Cluster(Protocol):
     """What a platform offers the cockpit. All methods may raise ClusterError."""
 
-    #: "local" or "kube"
-    backend: str
+    capabilities: Capabilities
 
     async def apply(self, resource) -> str:
         """Create or update a declared resource (a `backend.models.Resource`); returns
@@ -58,7 +103,7 @@ class Cluster(Protocol):
         """List-then-watch: first an ADDED event per existing pod, then every change of a pod's
         state as it happens (phase, restart attempt, how it ended), until the caller stops
         iterating; one stream however many pods (what they print is `stream_logs`'). Replacement
-        pods of a restarted group arrive as ADDED. Never a polling loop: the watch API."""
+        pods of a restarted group arrive as ADDED. Never a polling loop: the API server's watch."""
         ...
 
     def watch_jobs(self) -> AsyncIterator[JobSummary]:
@@ -97,6 +142,11 @@ class Cluster(Protocol):
         ...
 
     async def volumes(self) -> list[VolumeInfo]: ...
+
+    async def wait_volume(self, volume: str, timeout: float) -> None:
+        """Return once the volume's claim is Bound (a new claim's provisioner is at work); Timeout
+        after `timeout` seconds, NotFound if there is no such claim."""
+        ...
 
     async def checkpoints(self, volume: str) -> list[Checkpoint]:
         """Checkpoint files on a volume, read by a separate reader (never the workers)."""

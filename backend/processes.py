@@ -19,7 +19,7 @@ import select
 import signal
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -58,9 +58,21 @@ def enter_pod_session(parent: int, death_signal: int, stdout_fd: int) -> None:
         os.close(stdout_fd)
 
 
+def join_cgroup(procs_files: Sequence[str]) -> None:
+    """Move the calling process into cgroups (their `cgroup.procs` files, one per hierarchy; "0"
+    means the writer), so everything it starts is bounded with it."""
+    for procs_file in procs_files:
+        fd = os.open(procs_file, os.O_WRONLY)
+        try:
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
+
+
 def spawn(argv: list[str], env: dict[str, str], cwd: str, stdout_fd: int,
-          death_signal: int = signal.SIGKILL, keep_fds: tuple[int, ...] = ()) -> int:
-    """fork + exec `argv` (PATH from `env`) as a new session; returns its pid.
+          death_signal: int = signal.SIGKILL, keep_fds: tuple[int, ...] = (), cgroups: Sequence[str] = ()) -> int:
+    """fork + exec `argv` (PATH from `env`) as a new session, in `cgroups` (cgroup.procs files)
+    when given, joined before exec so nothing it starts escapes; returns its pid.
 
     The caller must be single-threaded (the controller is: one asyncio thread). An exec failure
     comes back through a close-on-exec pipe as SpawnError, like subprocess does."""
@@ -69,6 +81,7 @@ def spawn(argv: list[str], env: dict[str, str], cwd: str, stdout_fd: int,
     pid = os.fork()
     if pid == 0:  # child: only async-signal-safe work until exec
         try:
+            join_cgroup(cgroups)
             enter_pod_session(parent, death_signal, stdout_fd)
             _close_fds_except({err_w, *keep_fds})
             for fd in keep_fds:  # Python opens everything close-on-exec
@@ -100,6 +113,46 @@ def _close_fds_except(keep: set[int]) -> None:
         os.closerange(low, fd)
         low = fd + 1
     os.closerange(low, 1 << 16)
+
+
+class Children:
+    """The exits of this process's children as futures, reaped on SIGCHLD (never polled). Pids
+    nobody asked about are orphans of our pods re-parented to us (a subreaper): reaped too.
+    Install it once per process, in a process that starts no asyncio subprocess."""
+
+    def __init__(self) -> None:
+        self._exits: dict[int, asyncio.Future[int]] = {}
+
+    def install(self) -> None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGCHLD, self.reap)
+
+    def uninstall(self) -> None:
+        asyncio.get_running_loop().remove_signal_handler(signal.SIGCHLD)
+
+    def exit_of(self, pid: int) -> "asyncio.Future[int]":
+        """A future with the wait status of our child `pid`."""
+        future = self._exits.get(pid)
+        if future is None:
+            future = self._exits[pid] = asyncio.get_running_loop().create_future()
+        return future
+
+    def reap(self) -> None:
+        for pid, status in reap_exited():
+            future = self._exits.pop(pid, None)
+            if future is not None and not future.done():
+                future.set_result(status)
+
+    async def run(self, argv: list[str], env: dict[str, str], cwd: str, output: Path | None = None) -> int:
+        """Run a helper program (not a pod) to its end; its exit code (127 when it cannot
+        start). Its output goes to `output`, else nowhere."""
+        fd = os.open(output or os.devnull, os.O_WRONLY | os.O_CLOEXEC | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            pid = spawn(argv, env, cwd, fd)
+        except SpawnError:
+            return 127
+        finally:
+            os.close(fd)
+        return os.waitstatus_to_exitcode(await self.exit_of(pid))
 
 
 def reap_exited() -> Iterator[tuple[int, int]]:

@@ -59,8 +59,8 @@ async def main() -> None:
     parts = a.only or PARTS
     got: dict[str, Any] = {}
     load_before = os.getloadavg()[0]
-    async with embedded_cluster() as cluster:
-        api = Api(cluster.embedded.layout.home)
+    async with embedded_cluster() as (cluster, home):
+        api = Api(home)
         try:
             # "a running cluster with the runtime and volume applied": through kubectl too, which
             # also fills its discovery cache.

@@ -41,7 +41,8 @@ from backend.cluster import Cluster  # noqa: E402
 from backend.connect import connect  # noqa: E402
 from backend.local.embedded import Embedded  # noqa: E402
 from backend.settings import Settings  # noqa: E402
-from backend.local.podspec import ENV_CLUSTER, WARM_ANNOTATION  # noqa: E402
+from backend.local.node.podspec import ENV_CLUSTER  # noqa: E402
+from backend.local.registry.strategies.pods import WARM_ANNOTATION  # noqa: E402
 from backend.processes import sweep  # noqa: E402
 from backend.models import JobPhase, parse_manifests  # noqa: E402
 from training.launch import ddp_command, with_python  # noqa: E402
@@ -212,15 +213,15 @@ def fill_volume(directory: Path, total: int, files: int) -> None:
 
 
 async def snapshot_vs_copy(cluster: Cluster, rounds: int) -> tuple[float, float]:
-    layout = cluster.embedded.layout
-    volume = layout.volume_dir("bench-volume")
+    await cluster.wait_volume("bench-volume", 60)
+    volume = cluster.capabilities.volume_path("bench-volume")
     fill_volume(volume, 1 << 30, 64)
     snaps, copies = [], []
     for r in range(rounds):
         started = time.perf_counter()
         await cluster.snapshot("bench-volume", f"bench-snap-{r}")
         snaps.append(time.perf_counter() - started)
-        with tempfile.TemporaryDirectory(dir=layout.home) as d:
+        with tempfile.TemporaryDirectory(dir=volume.parents[2]) as d:  # the state root's filesystem
             started = time.perf_counter()
             subprocess.run(["cp", "-r", str(volume), str(Path(d) / "copy")], check=True)
             os.sync()  # a copy is done when it is on disk, as the snapshot's links are
@@ -233,10 +234,11 @@ async def snapshot_vs_copy(cluster: Cluster, rounds: int) -> tuple[float, float]
 
 
 @asynccontextmanager
-async def embedded_cluster() -> AsyncIterator[Cluster]:
-    """A running embedded cluster on a fresh state root under /tmp, with the lesson's runtime and
-    volume applied and a first job run (it warms the zygote and the page cache, for every side
-    alike). Stopped at the end; on failure its state root is kept for the controller's log."""
+async def embedded_cluster() -> AsyncIterator[tuple[Cluster, Path]]:
+    """A running embedded cluster on a fresh state root under /tmp (and that state root), with the
+    lesson's runtime and volume applied and a first job run (it warms the zygote and the page
+    cache, for every side alike). Stopped at the end; on failure its state root is kept for the
+    controller's log."""
     home = Path(tempfile.mkdtemp(prefix="kfc-bench-"))
     embedded = Embedded(home)
     try:
@@ -246,7 +248,7 @@ async def embedded_cluster() -> AsyncIterator[Cluster]:
             for resource in parse_manifests((MANIFESTS / name).read_text()):
                 await cluster.apply(resource)
         await ours_first_step(cluster, "warmup", ["--steps", "3"], warm=True)
-        yield cluster
+        yield cluster, home
     except BaseException:
         print(f"bench failed; state kept in {home} (see cluster/controller.log)", file=sys.stderr)
         await _stop(embedded)
@@ -281,7 +283,7 @@ async def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=600, help="steps of the throughput runs")
     a = p.parse_args()
-    async with embedded_cluster() as cluster:
+    async with embedded_cluster() as (cluster, _home):
         (volume,) = parse_manifests((MANIFESTS / "volume.yaml").read_text())
         data = volume.to_manifest()
         data["metadata"]["name"] = "bench-volume"

@@ -12,9 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from tui.launch import PREFERENCES_FILE as FILE_NAME
 from training.atomic import write_atomic
-from tui.launch import THEMES
+from tui.saved import PREFERENCES_FILE as FILE_NAME
+from tui.saved import THEMES
 
 
 

@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from tui.saved import PREFERENCES_FILE, THEMES
 
 if TYPE_CHECKING:
     from backend.settings import Settings
     from tui.config import CockpitConfig
 
-PREFERENCES_FILE = "cockpit.json"
 ERRORS_LOG = "cockpit-errors.log"  # a bug's traceback, appended (tui/screens/error.py)
-THEMES = {"dark": "textual-dark", "light": "textual-light"}
 
 
 def saved_preferences(home: Path) -> dict:

@@ -40,12 +40,12 @@ async def run_comparison(settings: Settings, plan: ComparisonPlan | None = None,
     from backend.compare.ray_side import measure_ray
     from backend.compare.resources import runtime, volume as comparison_volume
     from backend.compare.trainer_side import measure_trainer
-    from backend.connect import connect
+    from backend.connect import capabilities, connect
     from backend.raytrain.tempdir import ray_temp_dir
 
     plan = plan or ComparisonPlan()
     check_plan(plan)
-    if settings.backend != "local":
+    if not capabilities(settings).pods_here:  # both sides measured as processes of this machine
         raise InvalidResource("kfcockpit compare measures on the embedded local cluster "
                               "(--backend local); a Ray side on Kubernetes would need KubeRay")
     ray_temp_dir(settings.home)  # a state root too long for Ray: said now, before the Trainer side runs

@@ -10,8 +10,9 @@ volumes (`volume_ops.py`: checkpoints and metrics from a reader pod, CSI VolumeS
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, AsyncIterator, Collection
+from typing import AsyncIterator, Collection
 
+from backend.cluster import Capabilities
 from backend.kube import preflight as setup
 from backend.kube.connection import Connection
 from backend.kube.job_logs import last_lines, stream_logs
@@ -39,20 +40,18 @@ from backend.models import (
 )
 from backend.settings import Settings
 
-if TYPE_CHECKING:
-    from backend.local.embedded import Embedded
+DESCRIPTION = "the Kubernetes cluster"  # what a cluster is called that advertises nothing beside its API
 
 
 class KubeCluster:
-    backend = "kube"
-
     def __init__(self, conn: Connection, kfp_host: str | None = None, *,
                  watch_read_timeout: float = DEFAULT_READ_TIMEOUT,
                  log_read_timeout: float = DEFAULT_LOG_READ_TIMEOUT,
                  reader_timeout: float = 180.0, snapshot_timeout: float = 120.0,
-                 embedded: "Embedded | None" = None) -> None:
+                 capabilities: Capabilities | None = None) -> None:
         self.conn = conn
-        self.embedded = embedded  # the embedded cluster's lifecycle, when that is what this drives
+        self.capabilities = capabilities or Capabilities(description=DESCRIPTION,
+                                                         record=f"Kubernetes, namespace {conn.namespace}")
         self.resources = Resources(conn)
         self.kfp_host = kfp_host
         watches = Watches(self.resources, watch_read_timeout)
@@ -61,16 +60,17 @@ class KubeCluster:
         self._volumes = VolumeOps(self.resources, watches, reader_timeout, snapshot_timeout)
 
     @classmethod
-    def from_settings(cls, settings: Settings, embedded: "Embedded | None" = None) -> "KubeCluster":
-        """Reads the kubeconfig (no network yet); Unavailable in one line if it cannot. On the
-        embedded cluster a connection that loses the API server starts it again. The Pipelines
-        endpoint is the one runs are submitted to; none on the embedded cluster, whose pipelines
-        run with kfp.local (backend/pipelines/runs.py)."""
+    def from_settings(cls, settings: Settings, capabilities: Capabilities | None = None) -> "KubeCluster":
+        """Reads the kubeconfig (no network yet); Unavailable in one line if it cannot. A platform
+        that can revive its API server (the embedded cluster) does so when a connection lost it.
+        The Pipelines endpoint is the one runs are submitted to; none where pipelines run on
+        this machine with kfp.local (backend/pipelines/runs.py)."""
         conn = Connection.open(settings)
-        if embedded is not None:
-            conn.revive = embedded.revive
-        kfp_host = (settings.kfp_host or setup.DEFAULT_KFP_HOST) if settings.backend == "kube" else None
-        return cls(conn, kfp_host=kfp_host, embedded=embedded)
+        cluster = cls(conn, capabilities=capabilities)
+        conn.revive = cluster.capabilities.revive
+        if not cluster.capabilities.pipelines_here:
+            cluster.kfp_host = settings.kfp_host or setup.DEFAULT_KFP_HOST
+        return cluster
 
     @property
     def namespace(self) -> str:
@@ -126,6 +126,9 @@ class KubeCluster:
     async def volumes(self) -> list[VolumeInfo]:
         return await self._volumes.volumes()
 
+    async def wait_volume(self, volume: str, timeout: float) -> None:
+        await self._volumes.wait_bound(volume, timeout)
+
     async def checkpoints(self, volume: str) -> list[Checkpoint]:
         return await self._volumes.checkpoints(volume)
 
@@ -144,7 +147,8 @@ class KubeCluster:
     # ------------------------------------------------------------------ setup
 
     async def preflight(self) -> list[Check]:
-        own = await self.embedded.checks() if self.embedded is not None else []
+        checks = self.capabilities.checks
+        own = await checks() if checks is not None else []
         return own + await setup.preflight(self.resources, self.kfp_host)
 
     async def close(self) -> None:

@@ -1,6 +1,6 @@
 """Pod CPU and memory from metrics.k8s.io/v1beta1 PodMetrics, what `kubectl top pod` reads.
 
-metrics-server (or the embedded cluster's backend/local/metrics.py) serves them as an aggregated
+metrics-server (or the embedded cluster's backend/local/node/metrics.py) serves them as an aggregated
 API: get and list only, no watch, so they are read again every few seconds by whoever shows them.
 A cluster without metrics-server does not serve the group at all: that is "no metrics" (None),
 not an error, so a cockpit polling it stays quiet. Anything else that goes wrong on the wire is the

@@ -12,8 +12,8 @@ Upstream is KubeRay v1.7.0 (what manifests/install/install.sh kuberay installs):
   (common/pod.go labelPod); the RayCluster's ray.io/originated-from-* labels do not reach them.
   The submitter Job's pod (K8sJobMode) carries ray.io/originated-from-cr-name=<RayJob>
   (rayjob_controller.go getSubmitterTemplate). A RayJob's pods are the union of both selectors.
-The embedded cluster writes the same status and labels (backend/local/objects.py rayjob_status,
-rayplan.kuberay_labels), so one reading serves both.
+The embedded cluster writes the same status and labels (backend/local/controllers/rayjob.py), so one
+reading serves both.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 
-from backend.cluster import ClusterError, InvalidResource
+from backend.cluster import ClusterError, InvalidResource, NotFound, Timeout
 from backend.kube import preflight as setup
 from backend.kube.connection import AlreadyExists
 from backend.kube.pods import parse_time
@@ -37,6 +37,26 @@ class VolumeOps:
             created=parse_time(c["metadata"].get("creationTimestamp")),
             capacity=str(((c.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage", "")),
         ) for c in claims]
+
+    async def wait_bound(self, volume: str, timeout: float) -> None:
+        """Return once the claim is Bound (`kubectl wait --for=jsonpath='{.status.phase}'=Bound`)."""
+        seen = False
+        try:
+            async with asyncio.timeout(timeout):
+                async for event in self.watches.watch("PersistentVolumeClaim",
+                                                      field_selector=f"metadata.name={volume}"):
+                    if event.type == "DELETED":
+                        raise NotFound(f"volume {volume} was deleted while it was being provisioned")
+                    if event.type == "SYNCED":
+                        if not seen:
+                            raise NotFound(f"volume {volume} not found (apply its PersistentVolumeClaim)")
+                        continue
+                    seen = True
+                    if (event.object.get("status") or {}).get("phase") == "Bound":
+                        return
+        except TimeoutError:
+            raise Timeout(f"volume {volume} is not bound after {timeout:.0f}s "
+                          f"(kubectl describe pvc {volume} says why)") from None
 
     async def checkpoints(self, volume: str) -> list[Checkpoint]:
         await self.resources.get("PersistentVolumeClaim", volume)

@@ -15,7 +15,8 @@ from typing import AsyncIterator, Awaitable, Callable, Literal
 
 from pydantic import BaseModel
 
-from backend.cluster import Cluster, ClusterError
+from backend.cluster import Capabilities, Cluster, ClusterError
+from backend.connect import capabilities
 from backend.lesson.steps import Step
 from backend.models import Evidence
 from backend.settings import Settings
@@ -54,8 +55,11 @@ class StepContext:
     interactive: bool = False
 
     @property
-    def backend(self) -> str:
-        return self.settings.backend
+    def capabilities(self) -> Capabilities:
+        """What the platform can do (a fresh cluster, pipelines on this machine, ...)."""
+        if self.cluster is not None:
+            return self.cluster.capabilities
+        return capabilities(self.settings)
 
     def require_cluster(self) -> Cluster:
         if self.cluster is None:
@@ -71,8 +75,7 @@ class StepContext:
 def missing_cluster(settings: Settings, unreachable: str | None = None) -> str:
     if unreachable:
         return f"cannot run here: the step needs the cluster, and it does not answer: {unreachable}"
-    platform = "the Kubernetes cluster" if settings.backend == "kube" else "the embedded local cluster"
-    return f"cannot run here: the step needs {platform}, and none is connected"
+    return f"cannot run here: the step needs {capabilities(settings).description}, and none is connected"
 
 
 RunAction = Callable[[StepContext], AsyncIterator[RunUpdate]]

@@ -150,7 +150,7 @@ async def verify_platform_settings(ctx: StepContext) -> Evidence:
     if job.phase is not JobPhase.COMPLETE or len(pods) != 2 or not written:
         return ctx.evidence(False, f"TrainJob {name} is {job.phase.value} with {len(pods)} pods and "
                                    f"{len(written)} checkpoints on {volume}", details)
-    if ctx.backend == "local":
+    if ctx.capabilities.pods_here:
         details.append("the embedded cluster runs pods as processes: the declared requests and node "
                        "selector are handed to the TrainJob but not enforced; kfp.local ignores the "
                        "tasks' own settings")
@@ -183,22 +183,17 @@ async def compiles_to_committed(committed: Path, target: str) -> str | None:
     return None
 
 
-def _clean_settings(ctx: StepContext):
-    """Step 12's clean cluster: a new embedded cluster under the step's run directory; on
-    Kubernetes, the cluster in the settings (a fresh cluster is the e2e suite's job)."""
-    if ctx.backend != "local":
-        return ctx.settings
-    return ctx.settings.model_copy(update={"home": ctx.run_dir / CLEAN_HOME})
-
-
 def _clean_cluster(ctx: StepContext):
-    """The clean embedded cluster's lifecycle (None on Kubernetes): its controller is detached,
-    so it must not outlive the step; stopped on purpose, it stays stopped until `up`."""
-    if ctx.backend != "local":
-        return None
-    from backend.local.embedded import Embedded
+    """Step 12's clean cluster, where the platform makes one (the embedded cluster: a new one
+    under the step's run directory; it must not outlive the step); None where it does not
+    (Kubernetes: the cluster in the settings; a fresh cluster is the e2e suite's job)."""
+    fresh = ctx.capabilities.fresh
+    return None if fresh is None else fresh(ctx.run_dir / CLEAN_HOME)
 
-    return Embedded(_clean_settings(ctx).home)
+
+def _clean_settings(ctx: StepContext):
+    clean = _clean_cluster(ctx)
+    return ctx.settings if clean is None else clean.settings
 
 
 async def run_committed(ctx: StepContext):
@@ -213,7 +208,7 @@ async def run_committed(ctx: StepContext):
     if embedded is not None:
         await embedded.down()  # a previous clean cluster, if one was left running
         shutil.rmtree(clean.home, ignore_errors=True)
-        yield line(f"a clean embedded cluster in {clean.home}")
+        yield line(f"a clean cluster in {clean.home}")
     cluster = await asyncio.to_thread(connect, clean)
     try:
         for result in await apply_runtime_and_volume(cluster):
@@ -285,7 +280,7 @@ async def verify_reproduced(ctx: StepContext) -> Evidence:
         return ctx.evidence(False, f"the reproduced TrainJob {job.name} is {job.phase.value} with "
                                    f"{job.num_nodes} workers (step 4 had {expected}) and {len(valid)} "
                                    f"checkpoints on {volume}", details)
-    where = "a clean embedded cluster" if ctx.backend == "local" else "the cluster"
+    where = "a clean cluster" if ctx.capabilities.fresh is not None else "the cluster"
     return ctx.evidence(True, f"the committed {committed.name} reproduced the run on {where}: TrainJob "
                               f"{job.name} Complete with {job.num_nodes} workers like step 4, "
                               f"{len(valid)} checkpoints on {volume}", details)

@@ -9,12 +9,7 @@ from backend.models import Evidence
 
 def platform_record(ctx: StepContext) -> str:
     """The platform choice as the cockpit's settings hold it."""
-    s = ctx.settings
-    if s.backend == "kube":
-        namespace = s.namespace or "(the context's own)"
-        return (f"Kubernetes, kube context {s.context or '(the current one)'}, namespace {namespace}"
-                + (f", Pipelines endpoint {s.kfp_host}" if s.kfp_host else ""))
-    return f"the embedded local cluster (state in {s.home})"
+    return ctx.capabilities.record
 
 
 def note_command(step_id: str) -> str:

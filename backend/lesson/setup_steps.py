@@ -84,7 +84,7 @@ async def verify_sdk(ctx: StepContext) -> Evidence:
         return ctx.evidence(False, f"the Pipelines SDK does not import: {probe.get('error')}",
                             ["fix: pip install kfp (the project pins kfp==2.17.3)"])
     sdk = f"kfp {probe['kfp']} imports"
-    if ctx.backend == "kube":
+    if not ctx.capabilities.pipelines_here:
         check = _pipelines_check(await ctx.require_cluster().preflight())
         if check is None:
             return ctx.evidence(False, f"{sdk}; the platform's preflight has no Pipelines endpoint check")
@@ -101,5 +101,5 @@ HANDLERS = {
     "setup-2": Handler(verify=verify_controller, run=run_preflight, unavailable=needs_cluster),
     # On the embedded cluster the runner is kfp.local in this machine's Python: no cluster needed.
     "setup-3": Handler(verify=verify_sdk,
-                       unavailable=lambda ctx: needs_cluster(ctx) if ctx.backend == "kube" else None),
+                       unavailable=lambda ctx: None if ctx.capabilities.pipelines_here else needs_cluster(ctx)),
 }

@@ -1,7 +1,9 @@
-"""The embedded local cluster: Kubernetes' model at one machine's scale, files as the API.
+"""The embedded local cluster: Kubernetes' model at one machine's scale.
 
-One detached controller process per state root (controller.py) runs the pods and serves the
-Kubernetes API (apiserver/, api.py); every client drives it through that API with the kube
-backend. Outside this package only `embedded.Embedded` is used: start on demand, up, down, the
-kubeconfig, the checks only it has (over client.py's life-cycle socket). See ARCHITECTURE.md.
+One detached process per state root (controller.py, the composition root) builds the store and
+generic registry (registry/), the API server (apiserver/), the controllers (controllers/) and the
+node's kubelet (node/), and wires them; every client drives it through its Kubernetes API with
+the kube backend. The front (embedded.py: start on demand, up, down, the kubeconfig, its checks
+and capabilities; client.py's life-cycle socket; layout.py) runs none of it. Outside this package
+only backend/connect.py and the `cluster` commands import it. See ARCHITECTURE.md.
 """

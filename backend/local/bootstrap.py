@@ -1,75 +1,100 @@
-"""What every embedded cluster has before anyone applies anything: the system namespaces, its
-one Node, the controller's own pod (as the Trainer's controller-manager, which a preflight looks
-for), the default StorageClass, VolumeSnapshotClass and ServiceAccount, and, once on the first
-start, what installing the Trainer gives (`manifests/embedded/`, `manifests/runtime.yaml`).
+"""What every embedded cluster has before anyone applies anything: the system namespaces, the
+default StorageClass, VolumeSnapshotClass and ServiceAccount, the controller's own pod (as the
+Trainer's controller-manager, which a preflight looks for), and, once on the first start, what
+installing the Trainer gives (`manifests/embedded/`, `manifests/runtime.yaml`). Written through the
+in-process client like anything else, so they are what a client would have made.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import secrets
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from backend.local import objects
-from backend.local.csi import DRIVER, SNAPSHOT_CLASS, STORAGE_CLASS
+import yaml
+
+from backend.local.controllers.volumes import DRIVER
+from backend.local.node.kubelet import MIRROR_ANNOTATION
+from backend.local.registry.client import Client
+from backend.local.registry.strategies.core import TRAINER_NAMESPACE
+from backend.local.registry.strategies.pods import CONTROLLER_POD_ANNOTATION
 from backend.project import MANIFESTS
 
-if TYPE_CHECKING:
-    from backend.local.api import ClusterApi
-
-SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", TRAINER_NAMESPACE)
 INSTALLED = (MANIFESTS / "embedded" / "torch-distributed.yaml", MANIFESTS / "runtime.yaml")
+STORAGE_CLASS = "standard"
+# The class the lesson's pipeline names (backend/pipelines/definition.py; the kind setup's
+# csi-driver-host-path class): the same volumes here, not the default.
+PIPELINE_STORAGE_CLASS = "csi-hostpath-sc"
+SNAPSHOT_CLASS = "kfcockpit-snapclass"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+# The labels of the Trainer's controller-manager Deployment's pods (kubeflow/trainer
+# manifests/base/manager/manager.yaml), by which `kubectl get pods -l` and preflights find it.
+TRAINER_MANAGER_LABELS = {"app.kubernetes.io/name": "trainer", "app.kubernetes.io/component": "manager",
+                          "app.kubernetes.io/part-of": "kubeflow"}
 
 
-def ensure(api: ClusterApi, first_start: bool) -> str:
+def ensure(client: Client, node: str, first_start: bool) -> str:
     """Create what is missing; returns the name of this start's controller pod."""
-    for name in (*SYSTEM_NAMESPACES, objects.TRAINER_NAMESPACE):
-        if api.store.find(api.kinds["Namespace"], None, name) is None:
-            api.store.create(api.kinds["Namespace"], {"metadata": {"name": name},
-                                                      "spec": {"finalizers": ["kubernetes"]},
-                                                      "status": {"phase": "Active"}})
-    api.store.create(api.kinds["Node"], objects.node_object(api.capacity["cpu"], api.capacity["memory"]))
-    # What installing the Trainer gives, its controller-manager pod: this process is that
-    # controller. Pods are not kept across restarts, so it is made at each start.
-    controller_pod = f"kubeflow-trainer-controller-manager-{secrets.token_hex(3)[:5]}"
-    api.store.create(api.kinds["Pod"], objects.controller_pod(controller_pod, os.getpid(), time.time()))
-    if not api.store.list(api.kinds["StorageClass"]):
-        api.store.create(api.kinds["StorageClass"], {
-            "metadata": {"name": STORAGE_CLASS,
-                         "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+    for name in SYSTEM_NAMESPACES:
+        if client.peek("Namespace", None, name) is None:
+            client.create("Namespace", {"metadata": {"name": name}})
+    if not client.list("StorageClass"):
+        client.create("StorageClass", {
+            "metadata": {"name": STORAGE_CLASS, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
             "provisioner": DRIVER, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"})
-    if not api.store.list(api.kinds["VolumeSnapshotClass"]):
-        api.store.create(api.kinds["VolumeSnapshotClass"], {
+    if client.peek("StorageClass", None, PIPELINE_STORAGE_CLASS) is None:
+        client.create("StorageClass", {
+            "metadata": {"name": PIPELINE_STORAGE_CLASS}, "provisioner": DRIVER, "reclaimPolicy": "Delete",
+            "volumeBindingMode": "Immediate", "allowVolumeExpansion": True})
+    if not client.list("VolumeSnapshotClass"):
+        client.create("VolumeSnapshotClass", {
             "metadata": {"name": SNAPSHOT_CLASS,
                          "annotations": {"snapshot.storage.kubernetes.io/is-default-class": "true"}},
             "driver": DRIVER, "deletionPolicy": "Delete"})
-    for ns in SYSTEM_NAMESPACES[:1]:
-        if api.store.find(api.kinds["ServiceAccount"], ns, "default") is None:
-            api.store.create(api.kinds["ServiceAccount"], {"metadata": {"name": "default", "namespace": ns}})
+    if client.peek("ServiceAccount", "default", "default") is None:
+        client.create("ServiceAccount", {"metadata": {"name": "default", "namespace": "default"}})
     if first_start:
-        _install(api, INSTALLED)
-    return controller_pod
+        for path in INSTALLED:
+            install(client, path)
+    return _controller_pod(client, node)
 
 
-def _install(api: ClusterApi, files: tuple[Path, ...]) -> None:
-    """What `manifests/install/install.sh` puts on a kind cluster: the Trainer's stock runtime
-    and public ConfigMap, and the lesson's runtime. Once, on the first start: a user who
-    deletes them later keeps them deleted."""
-    import yaml
+def install(client: Client, path: Path) -> None:
+    """What `kubectl apply -f` of a file puts on a kind cluster, the annotation kubectl apply leaves
+    included (so a later `kubectl apply` of it merges instead of warning); namespaced objects in
+    "default" when they name none. An object already there is kept: a user who deleted one keeps
+    it deleted, one who changed one keeps the change."""
+    for doc in yaml.safe_load_all(path.read_text()):
+        kind = client.kinds.by_kind(doc["apiVersion"], doc["kind"])
+        meta = doc.setdefault("metadata", {})
+        if kind.namespaced:
+            meta.setdefault("namespace", "default")
+        if client.peek(kind.kind, meta.get("namespace"), meta["name"]) is None:
+            meta.setdefault("annotations", {})[LAST_APPLIED] = json.dumps(doc, separators=(",", ":")) + "\n"
+            client.create(kind.kind, doc)
 
-    for path in files:
-        for doc in yaml.safe_load_all(path.read_text()):
-            create_missing(api, doc)
 
-
-def create_missing(api: ClusterApi, manifest: dict) -> None:
-    """Store `manifest` (namespaced ones in "default" when they name none) unless an object of
-    its kind and name is there already."""
-    kind = api.registry.by_kind(manifest["apiVersion"], manifest["kind"])
-    meta = manifest.setdefault("metadata", {})
-    if kind.namespaced:
-        meta.setdefault("namespace", "default")
-    if api.store.find(kind, meta.get("namespace"), meta["name"]) is None:
-        api.store.create(kind, manifest)
+def _controller_pod(client: Client, node: str) -> str:
+    """The Trainer controller as a Pod: on the embedded cluster it is the controller process
+    itself, Running and Ready for as long as the API that shows it answers. An earlier start's
+    goes (it is kept on disk like every pod)."""
+    for pod in client.list("Pod", TRAINER_NAMESPACE, labels=TRAINER_MANAGER_LABELS):
+        client.delete("Pod", TRAINER_NAMESPACE, pod["metadata"]["name"], grace=0)
+    pid, now = os.getpid(), client.now()
+    pod = client.create("Pod", {
+        "metadata": {"generateName": "kubeflow-trainer-controller-manager-", "namespace": TRAINER_NAMESPACE,
+                     "labels": dict(TRAINER_MANAGER_LABELS),
+                     "annotations": {CONTROLLER_POD_ANNOTATION: str(pid), MIRROR_ANNOTATION: str(pid)}},
+        "spec": {"containers": [{"name": "manager", "image": "kfcockpit.io/embedded-controller:local",
+                                 "command": ["python", "-m", "backend.local.controller"]}],
+                 "nodeName": node, "restartPolicy": "Always"}})
+    container = {"name": "manager", "image": "kfcockpit.io/embedded-controller:local", "imageID": "",
+                 "ready": True, "started": True, "restartCount": 0, "state": {"running": {"startedAt": now}},
+                 "containerID": f"process://{pid}"}
+    pod["status"].update({"phase": "Running", "hostIP": "127.0.0.1", "podIP": "127.0.0.1",
+                          "podIPs": [{"ip": "127.0.0.1"}], "startTime": now, "containerStatuses": [container],
+                          "conditions": [{"type": kind, "status": "True", "lastTransitionTime": now}
+                                         for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready")]})
+    client.update_status("Pod", pod)
+    return pod["metadata"]["name"]

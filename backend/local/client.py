@@ -29,7 +29,7 @@ from typing import Any
 
 from backend.cluster import ClusterError, Unavailable
 from backend.local.layout import Layout, socket_address
-from backend.local.podspec import PROJECT_ROOT
+from backend.project import PROJECT_ROOT
 
 _START_TIMEOUT = 60.0
 STOPPED_MESSAGE = "the local cluster was stopped; `kfcockpit cluster up` starts it"
@@ -138,7 +138,7 @@ class ControllerClient:
             os.replace(log_path, log_path.with_name(log_path.name + ".1"))  # one old log kept
         read_fd, write_fd = os.pipe()
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, env.get("PYTHONPATH")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if p)
         try:
             with open(self.layout.controller_log, "ab") as log:
                 launcher = subprocess.Popen(

@@ -1,21 +1,18 @@
-"""The embedded cluster's controller: API server, scheduler and kubelet of one machine in one
-asyncio process. Exactly one runs per state root (an fcntl lock); clients start it on demand.
+"""The embedded cluster's process, and the composition root of its control plane: the one place that
+builds the store, the registry, the API server, the controllers and the node's kubelet, and wires
+them together. Nothing below it knows it. Exactly one runs per state root (an fcntl lock);
+clients start it on demand.
 
     python -m backend.local.controller --home DIR --ready-fd N   (started by client.py)
 
-It serves the Kubernetes API (apiserver/, tied to it by api.py) and, on a Unix socket, only its
-own life cycle (client.py: ping, up, shutdown); keeps the API's objects and observed status as
-JSON under the state root, and reconciles each TrainJob and RayJob (jobs.py, rayjobs.py). It is
-single-threaded on purpose: pods are forked from it, and fork is only safe without other threads.
+It is single-threaded on purpose: pods are forked from it (and from its zygote), and fork is only
+safe without other threads; every controller and kubelet is a task of one asyncio loop, fed by
+the store's watches (asyncio queues: a change reaches them one loop iteration after it is stored).
 
-This module is the process: start, lock, serve, stop. What the controller does is in its parts,
-one state shared: job_control.py (runtimes and jobs → runners, recovery), storage.py (volumes and
-snapshots), kubelet.py (child processes, pods by name), lifecycle.py (the socket, the idle exit).
-
-When a controller dies its pods die with it (PR_SET_PDEATHSIG). The next one kills any process
-still marked with this state root, then recovers every unfinished job by the failure policy:
-the lost group counts as a failure, so the job is recreated from its checkpoints (restart
-attempt + 1) or, with its restarts used up, Failed. No worker is ever left behind unsupervised.
+When it dies its pods die with it (PR_SET_PDEATHSIG). The next one kills any process still marked
+with this state root, and its kubelet finds the pods the previous one ran: their containers'
+runs ended with them, and their restartPolicy says what follows (a JobSet's group fails, and its
+failure policy restarts it from its checkpoints, or fails it with its restarts used up).
 """
 
 from __future__ import annotations
@@ -23,104 +20,240 @@ from __future__ import annotations
 import argparse
 import asyncio
 import fcntl
+import hashlib
 import json
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any, AsyncIterator
 
-from backend.local import objects
-from backend.local.api import ClusterApi
-from backend.local.barepods import BarePod
-from backend.local.events import EventLog
-from backend.local.job_control import JobControl
-from backend.local.kubelet import Kubelet
-from backend.local.layout import Layout, socket_address
-from backend.local.lifecycle import DEFAULT_IDLE_EXIT, IDLE_ENV, Lifecycle
-from backend.local.runner import Runner
-from backend.local.scheduler import Scheduler
-from backend.local.storage import Storage
-from backend.local.warm import ZygotePool
-from backend.models import PersistentVolumeClaim, TrainingRuntime, VolumeSnapshot
-from backend.processes import become_subreaper
+from backend.local import bootstrap
+from backend.local.apiserver import credentials, schemas
+from backend.local.apiserver.listen import Listener
+from backend.local.apiserver.server import ApiServer
+from backend.local.controllers.gc import GarbageCollector
+from backend.local.controllers.job import JobController
+from backend.local.controllers.jobset import JobSetController
+from backend.local.controllers.namespace import NamespaceController
+from backend.local.controllers.rayjob import RayJobController
+from backend.local.controllers.scheduler import Scheduler
+from backend.local.controllers.snapshots import Snapshotter
+from backend.local.controllers.trainjob import TrainJobController
+from backend.local.controllers.volumes import Provisioner
+from backend.local.layout import Layout
+from backend.local.lifecycle import Lifecycle
+from backend.local.migrate import migrate
+from backend.local.node import metrics, podspec
+from backend.local.node.kubelet import Kubelet
+from backend.local.node.limits import DEFAULT_POD_PIDS, PodCgroups
+from backend.local.node.network import Network
+from backend.local.node.warm import ZygotePool
+from backend.local.registry.client import Client
+from backend.local.registry.events import Events
+from backend.local.registry.generic import Registry
+from backend.local.registry.kinds import Kind, Kinds
+from backend.local.registry.status import bad_request
+from backend.quantity import quantity
+from backend.local.registry.store import Store
+from backend.local.registry.strategies import strategies
+from backend.processes import Children, become_subreaper, marked_processes, sweep, wait_gone
+from backend.raytrain.tempdir import ray_temp_dir
 
 log = logging.getLogger("kfcockpit.controller")
 
+MAX_PODS = 110  # the kubelet's default maxPods: the node's allocatable pods
+SYSTEM_RESERVED, MIN_SYSTEM_RESERVED = 0.25, float(1 << 30)  # of the machine's memory, kept from pods
 
-class Controller(JobControl, Storage, Kubelet, Lifecycle):
-    """One state root's controller; its parts' methods share the state made here."""
+
+def node_resources(layout: Layout) -> tuple[dict[str, str], dict[str, str]]:
+    """The node's capacity (the machine's CPUs and memory, 110 pod slots) and allocatable: what
+    `cluster up --cpus/--memory` chose (node.json), else the capacity less the memory reserved
+    for the rest of the machine (the kubelet's --system-reserved: SYSTEM_RESERVED of it, at least
+    MIN_SYSTEM_RESERVED). Its pods together never hold more memory than allocatable (limits.py)."""
+    cpu, memory = float(os.cpu_count() or 1), float(metrics.meminfo().get("MemTotal", 0))
+    allocatable_cpu, allocatable_memory = cpu, max(0.0, memory - max(MIN_SYSTEM_RESERVED, memory * SYSTEM_RESERVED))
+    try:
+        chosen = json.loads(layout.node_file.read_text())
+        allocatable_cpu = float(chosen.get("cpu") or allocatable_cpu)
+        allocatable_memory = float(chosen.get("memory") or allocatable_memory)
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
+
+    def resources(cores: float, size: float) -> dict[str, str]:
+        return {"cpu": f"{int(cores)}" if cores == int(cores) else f"{int(cores * 1000)}m",
+                "memory": f"{int(size) // 1024}Ki", "pods": str(MAX_PODS), "ephemeral-storage": "0"}
+    return resources(max(cpu, allocatable_cpu), max(memory, allocatable_memory)), \
+        resources(allocatable_cpu, allocatable_memory)
+
+
+class ControlPlane:
+    """Everything of one state root's cluster, built and wired."""
 
     def __init__(self, layout: Layout):
         self.layout = layout
-        self.events = EventLog()
-        self.runners: dict[str, Runner] = {}  # TrainJobs and RayJobs by name (one namespace)
-        self.runtimes: dict[tuple[str, str], TrainingRuntime] = {}
-        self.claims: dict[str, PersistentVolumeClaim] = {}
-        self.snapshot_specs: dict[str, VolumeSnapshot] = {}
         self.started = time.time()
-        self._exits: dict[int, asyncio.Future[int]] = {}
-        self._stopping: asyncio.Event | None = None
+        self.kinds = Kinds()
+        self.store = Store(self.kinds, layout.objects)
+        self.registry = Registry(self.kinds, self.store,
+                                 strategies(self.kinds, check_state_root=lambda: ray_temp_dir(layout.home)))
+        self.client = Client(self.registry)
+        events = Events(self.client)
+        self.children = Children()
+        self.node_name = socket.gethostname()
+        capacity, allocatable = node_resources(layout)
+        self.cgroups = PodCgroups.find(hashlib.sha1(str(layout.root).encode()).hexdigest()[:12],  # noqa: S324
+                                       memory_max=int(quantity(allocatable["memory"])))
         self.zygotes: ZygotePool | None = None
-        self._clients = 0
-        self._idle_timer: asyncio.TimerHandle | None = None
-        self.idle_exit = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_EXIT))
-        capacity = node_capacity(layout)
-        self.scheduler = Scheduler(capacity["cpu"], capacity["memory"], objects.MAX_PODS, self._unschedulable)
-        self.api = ClusterApi(self, capacity)
-        self.bare_pods: dict[str, BarePod] = {}  # "<namespace>.<name>" -> pods created through the API
-        self._volume_waiters: list[asyncio.Future] = []  # pods waiting for a claim's volume
-        self.events.listeners.append(self._mirror)
+        self.listener: Listener | None = None
+        self.kubelet = Kubelet(self.client, self.node_name, layout.root, self._claim_dir, capacity,
+                               self.children, Network(), self.cgroups, events.recorder("kubelet"), DEFAULT_POD_PIDS,
+                               api_port=lambda: self.listener.port if self.listener else 0,
+                               ray_temp=lambda: ray_temp_dir(layout.home), allocatable=allocatable)
+        self.controllers = [
+            GarbageCollector(self.client), NamespaceController(self.client),
+            TrainJobController(self.client, events.recorder("trainjob-controller"), time.time),
+            JobSetController(self.client, events.recorder("jobset-controller")),
+            JobController(self.client, events.recorder("job-controller")),
+            Scheduler(self.client, events.recorder("default-scheduler")),
+            Provisioner(self.client, events.recorder("kfcockpit.io/local-dir"), layout.volumes, layout.snapshots,
+                        self._copy),
+            Snapshotter(self.client, events.recorder("snapshot-controller"), layout.snapshots, layout.volumes),
+            RayJobController(self.client, events.recorder("rayjob-controller")),
+        ]
+        self.server = ApiServer(self.registry, self, "", self._streams_changed)
+        self.lifecycle = Lifecycle(layout, self._busy, self._status, self.prewarm, self._stop)
+        self._stopping = asyncio.Event()
+
+    # ------------------------------------------------------------------ the process
 
     async def run(self, ready_fd: int | None) -> None:
         loop = asyncio.get_running_loop()
-        self._stopping = asyncio.Event()
-        loop.add_signal_handler(signal.SIGCHLD, self._reap)
-        loop.add_signal_handler(signal.SIGTERM, self._stopping.set)
-        loop.add_signal_handler(signal.SIGINT, self._stopping.set)
+        loop.add_signal_handler(signal.SIGTERM, self._stop)
+        loop.add_signal_handler(signal.SIGINT, self._stop)
+        self.children.install()
         become_subreaper()
         self._sweep_leftovers()
-        self._load()
-        address, dir_fd = socket_address(self.layout.socket)
-        self.layout.socket.unlink(missing_ok=True)  # a dead controller's; we hold the lock
-        try:
-            server = await asyncio.start_unix_server(self._handle, path=address)
-        finally:
-            if dir_fd is not None:
-                os.close(dir_fd)
+        first_start = not self.store.directory.exists()
+        self.store.load()
+        migrate(self.layout, self.store)
+        self.layout.create()
+        bootstrap.ensure(self.client, self.node_name, first_start)
+        self.store.listeners.append(self._stored)
+        self.zygotes = ZygotePool(self.layout.root, sys.stderr.fileno(), self.children.exit_of,
+                                  self.kubelet.worker_exited)
+        self.kubelet.zygotes = self.zygotes
+        pki = credentials.load_or_create(self.layout.root / "pki")
+        self.server.token = pki.token
+        schemas.start(lambda argv: self.children.run(argv, podspec.base_env(), podspec.PROJECT_ROOT))
+        self.listener = Listener(self.server, pki)
+        await self.listener.start(self.layout.root / "api-port", self.layout.home / "kubeconfig")
+        socket_server = await self.lifecycle.serve()
+        tasks = [asyncio.create_task(part.run(), name=type(part).__name__)
+                 for part in (self.kubelet, *self.controllers)]
         log.info("controller %s serving %s", os.getpid(), self.layout.socket)
-        self.api.mirror.mirror_all()
-        await self.api.serve()
-        self.zygotes = ZygotePool(self.layout.root, sys.stderr.fileno(), self.watch_exit, self._worker_exited)
-        for runner in self.runners.values():
-            if not runner.summary.phase.finished:
-                runner.start()
-        self.check_idle()
+        self.lifecycle.check_idle()
         if ready_fd is not None:
             os.write(ready_fd, b"ready\n")
             os.close(ready_fd)
         await self._stopping.wait()
         log.info("controller %s stopping", os.getpid())
-        await asyncio.gather(*(r.stop() for r in self.runners.values()), return_exceptions=True)
-        for runner in self.runners.values():
-            runner.persist()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         self.zygotes.stop()
-        await self.api.close()
-        server.close()
+        await self.listener.close()
+        socket_server.close()
         self.layout.socket.unlink(missing_ok=True)
+        self.cgroups.close()
 
+    def _stop(self) -> None:
+        self._stopping.set()
 
-def node_capacity(layout: Layout) -> dict[str, float]:
-    """The node's allocatable CPU (cores) and memory (bytes): the machine's, unless `cluster up
-    --cpus/--memory` set them (node.json)."""
-    capacity = {"cpu": float(os.cpu_count() or 1), "memory": float(objects.meminfo().get("MemTotal", 0))}
-    try:
-        chosen = json.loads(layout.node_file.read_text())
-        capacity.update({k: float(v) for k, v in chosen.items() if k in capacity and v})
-    except (OSError, ValueError, TypeError, AttributeError):
-        pass
-    return capacity
+    def _sweep_leftovers(self) -> None:
+        """Kill whatever a previous controller of this state root left running, and wait for it."""
+        marker = {podspec.ENV_CLUSTER: str(self.layout.root)}
+        pids = sweep(marker)
+        if not pids:
+            return
+        log.warning("killed %d process(es) left by a previous controller: %s", len(pids), pids)
+        wait_gone(pids, 10)
+        left = list(marked_processes(marker))
+        if left:
+            log.error("processes of this state root still alive after SIGKILL: %s", left)
+
+    # ------------------------------------------------------------------ wiring
+
+    def _claim_dir(self, namespace: str, claim: str) -> Path:
+        """The directory of a claim's volume on this machine (its volumeName, the provisioner's)."""
+        obj = self.client.peek("PersistentVolumeClaim", namespace, claim) or {}
+        return self.layout.volume_dir(namespace, (obj.get("spec") or {}).get("volumeName") or f"{claim}-unbound")
+
+    async def _copy(self, argv: list[str], output: Path) -> int:
+        return await self.children.run(argv, podspec.base_env(), podspec.PROJECT_ROOT, output)
+
+    def _stored(self, kind: Kind, event: Any) -> None:
+        """What the process itself follows in the store: pods, for the idle exit; a runtime
+        applied, to have the warm workers ready before its first job's pods."""
+        if kind.kind == "Pod":
+            self.lifecycle.check_idle()
+        elif kind.kind in ("TrainingRuntime", "ClusterTrainingRuntime") and event.type == "ADDED":
+            self.prewarm(event.object)
+
+    def prewarm(self, runtime: dict | None = None) -> None:
+        """Start the zygote for a runtime's pods now, so they do not wait for torch to import.
+        Started on demand (cluster up or Embedded.warm, a runtime applied), not with every
+        controller: most controllers only answer a few reads, and the import costs seconds of CPU."""
+        if self.zygotes is None:
+            return
+        runtime = runtime or self.client.peek("TrainingRuntime", "default", "kfcockpit-torch")
+        env = podspec.base_env()
+        env["OMP_NUM_THREADS"] = "1"
+        for rjob in ((((runtime or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+                "replicatedJobs") or []:
+            for container in (((rjob.get("template") or {}).get("spec") or {}).get("template") or {}).get(
+                    "spec", {}).get("containers") or []:
+                if container.get("name") == "node":
+                    env.update({e["name"]: str(e["value"]) for e in container.get("env") or []
+                                if isinstance(e, dict) and e.get("value") is not None})
+        self.zygotes.get(podspec.zygote_key(env))
+
+    def _busy(self) -> bool:
+        if self.server.open_streams:
+            return True
+        return any((p.get("status") or {}).get("phase") in ("Pending", "Running") and
+                   "kubernetes.io/config.mirror" not in (p["metadata"].get("annotations") or {})
+                   for p in self.store.list(self.kinds.named("Pod")))
+
+    def _streams_changed(self, open_streams: int) -> None:
+        self.lifecycle.check_idle()  # a client watching through the API keeps the cluster up
+
+    def _status(self) -> dict:
+        pods = self.store.list(self.kinds.named("Pod"))
+        return {"pid": os.getpid(), "home": str(self.layout.home), "started": self.started,
+                "jobs": len(self.store.list(self.kinds.named("TrainJob"))) +
+                len(self.store.list(self.kinds.named("RayJob"))),
+                "pods_running": sum((p.get("status") or {}).get("phase") == "Running" for p in pods),
+                "warm": self.zygotes.status() if self.zygotes else []}
+
+    # ------------------------------------------------------------------ what the API server asks of the node
+
+    def pod_log(self, pod: dict, options: dict[str, str]) -> AsyncIterator[bytes]:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node != self.kubelet.name:
+            raise bad_request(f'pod {pod["metadata"]["name"]} does not have a host assigned' if not node else
+                              f"no kubelet of node {node} runs here")
+        return self.kubelet.logs(pod, options)
+
+    def metrics(self, kind: Kind, namespace: str | None) -> list[dict]:
+        if kind.kind == "NodeMetrics":
+            return [metrics.node_metrics(self.kubelet.name)]
+        readings = (metrics.pod_metrics(p, self.kubelet.pod_pid(p["metadata"]["namespace"], p["metadata"]["name"]))
+                    for p in self.store.list(self.kinds.named("Pod"), namespace))
+        return [m for m in readings if m is not None]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,10 +279,13 @@ def main(argv: list[str] | None = None) -> int:
         os.set_inheritable(args.ready_fd, False)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format=f"%(asctime)s controller[{os.getpid()}] %(levelname)s %(message)s")
-    asyncio.run(Controller(layout).run(args.ready_fd))
+
+    async def serve() -> None:
+        await ControlPlane(layout).run(args.ready_fd)
+
+    asyncio.run(serve())
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
-

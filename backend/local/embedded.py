@@ -16,13 +16,49 @@ import json
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+from backend.cluster import Capabilities
 from backend.errors import Unavailable
 from backend.local.client import ControllerClient
 from backend.local.layout import Layout
+from backend.settings import Settings
 
 CONTEXT = "kfcockpit"  # the context name in the embedded kubeconfig (apiserver/credentials.py)
+DESCRIPTION = "the embedded local cluster"
+
+
+def capabilities(settings: Settings) -> Capabilities:
+    """What the embedded cluster offers beside its API: its pods and pipelines run on this
+    machine, a fresh one anywhere, volumes' files readable here, warm workers, a controller
+    started again when a connection lost it, and its own setup checks."""
+    embedded = Embedded(settings.home)
+    namespace = settings.namespace or "default"
+    return Capabilities(
+        description=DESCRIPTION, record=f"{DESCRIPTION} (state in {settings.home})",
+        pods_here=True, pipelines_here=True,
+        fresh=lambda home: Fresh(settings.model_copy(update={"home": home})),
+        volume_path=lambda claim: embedded.mount(claim, namespace),
+        warm=embedded.warm, checks=embedded.checks, revive=embedded.revive)
+
+
+@dataclass
+class Fresh:
+    """A clean embedded cluster at its own state root. Its controller is detached, so whoever
+    starts it stops it; stopped on purpose, it stays stopped until `up`."""
+
+    settings: Settings
+
+    @property
+    def kubeconfig(self) -> Path:
+        return Embedded(self.settings.home).kubeconfig
+
+    async def up(self, warm: bool) -> None:
+        await Embedded(self.settings.home).up(warm=warm)
+
+    async def down(self) -> None:
+        await Embedded(self.settings.home).down()
 
 
 class Embedded:
@@ -63,10 +99,11 @@ class Embedded:
         self.layout.node_file.write_text(json.dumps(chosen))
         return self.client.controller_pid() is not None
 
-    def mount(self, claim: str) -> Path:
+    def mount(self, claim: str, namespace: str = "default") -> Path:
         """Where a kfp.local task (a process here, which kfp.local gives no mounts) finds the
-        volume of PVC `claim`: the directory the embedded cluster keeps it in."""
-        return self.layout.require_volume(claim)
+        volume of PVC `claim`: the directory the embedded cluster keeps it in; NotFound until
+        the claim is bound."""
+        return self.layout.claim_dir(namespace, claim)
 
     async def up(self, warm: bool = True) -> dict:
         """Start it (also after `down`), with its warm workers unless `warm` is False (a reader

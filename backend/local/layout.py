@@ -1,28 +1,36 @@
-"""Where the embedded cluster keeps things under the state root, and atomic file writes.
+"""Where the embedded cluster keeps things under the state root.
 
+    <home>/kubeconfig                context kfcockpit -> https://127.0.0.1:<port>, bearer token (0600)
+    <home>/ray/                      Ray's files of the RayJobs' drivers (short: Ray's socket paths)
     <home>/cluster/
       controller.lock   flock held by the one controller (its pid inside)
       start.lock        flock clients take while they start a controller
-      controller.sock   the controller's API (list, watch, logs, apply...)
+      controller.sock   the controller's life-cycle socket (ping, up, shutdown)
       controller.log    the controller's own output
       stopped           present after `kfcockpit cluster down`: nothing starts a controller by itself
-      objects/<group>/<plural>/<namespace>/<name>.json   the API's stored objects (apiserver/store.py)
+      layout-version    which layout of this directory the files follow (migrate.py)
+      objects/<group>/<plural>/<namespace>/<name>.json   the stored objects (registry/store.py)
       pki/, api-port    the API server's certificates and token, and the port it had
       node.json         the node's allocatable cpu/memory when `cluster up --cpus/--memory` set them
-      status/<job>.json              observed state of a TrainJob and its pods
-      logs/<job>/<pod>.log           every line a pod printed: "<epoch seconds> <text>"
-      volumes/<claim>/               a PersistentVolumeClaim's files
-      snapshots/<name>/              snapshot.json + data/ (hard links into the volume's files)
+      volumes/<namespace>/<volume>/  a PersistentVolumeClaim's files (its volumeName, pvc-<uid>)
+      snapshots/<content>/data/      a VolumeSnapshot's files (hard links), by its content's name
+      logs/<namespace>/<pod>_<uid>/<container>/<restart>.log   every line a pod printed
+      projected/<namespace>/<pod uid>/<volume>/                a pod's ConfigMap, Secret, emptyDir files
+
+Everything of a namespaced object is under its namespace (or its uid), so two namespaces with
+objects of the same names never share a file.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
-from backend.cluster import InvalidResource, NotFound
+from backend.errors import InvalidResource, NotFound
 from backend.models import check_name
 
+LAYOUT_VERSION = 2
 # Unix socket paths are limited to 108 bytes; longer ones are reached through /proc/self/fd.
 _SUN_PATH_MAX = 100
 
@@ -36,47 +44,52 @@ class Layout:
         self.socket = self.root / "controller.sock"
         self.controller_log = self.root / "controller.log"
         self.stopped = self.root / "stopped"
-        self.resources = self.root / "resources"  # an earlier version's desired state (migrated)
+        self.version_file = self.root / "layout-version"
         self.objects = self.root / "objects"
         self.node_file = self.root / "node.json"  # the node's CPU and memory, when set at `cluster up`
-        self.status = self.root / "status"
         self.logs = self.root / "logs"
         self.volumes = self.root / "volumes"
         self.snapshots = self.root / "snapshots"
+        self.projected = self.root / "projected"
+        self.ray = self.home / "ray"
 
     def create(self) -> None:
-        for d in (self.resources, self.status, self.logs, self.volumes, self.snapshots):
+        for d in (self.logs, self.volumes, self.snapshots):
             d.mkdir(parents=True, exist_ok=True)
 
-    def object_file(self, kind: str, name: str, namespace: str = "default") -> Path:
-        """Where the API store keeps an object of one of the served kinds."""
-        from backend.local.apiserver.kinds import KINDS
-
-        found = next(k for k in KINDS if k.kind == kind and k.group != "metrics.k8s.io")
-        return (self.objects / (found.group or "core") / found.plural / (namespace if found.namespaced else "_cluster")
-                / f"{name}.json")
-
-    def claim_files(self, namespace: str = "default") -> list[Path]:
-        return sorted(self.object_file("PersistentVolumeClaim", "x", namespace).parent.glob("*.json"))
-
-    def job_status_file(self, job: str) -> Path:
-        return self.status / f"{job}.json"
-
-    def pod_log(self, job: str, pod: str) -> Path:
-        return self.logs / job / f"{pod}.log"
-
-    def volume_dir(self, name: str) -> Path:
+    def volume_dir(self, namespace: str, volume: str) -> Path:
         """The directory of a volume, refusing names that could point outside the state root."""
-        return _inside(self.volumes, name, "volume")
+        return _inside(_inside(self.volumes, namespace, "namespace"), volume, "volume")
 
-    def snapshot_dir(self, name: str) -> Path:
-        return _inside(self.snapshots, name, "snapshot")
+    def snapshot_dir(self, content: str) -> Path:
+        return _inside(self.snapshots, content, "snapshot")
 
-    def require_volume(self, name: str) -> Path:
-        path = self.volume_dir(name)
-        if not self.object_file("PersistentVolumeClaim", name).exists() or not path.is_dir():
-            raise NotFound(f"volume {name!r} not found (apply its PersistentVolumeClaim first, "
-                           "e.g. kubectl apply -f manifests/volume.yaml)")
+    def stored(self, plural: str, namespace: str, name: str, group: str = "core") -> dict | None:
+        """An object as the store keeps it on disk (what a process other than the controller can
+        read: a kfp.local task, a test), or None."""
+        try:
+            return json.loads((self.objects / group / plural / namespace / f"{name}.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def claim_dir(self, namespace: str, claim: str) -> Path:
+        """The directory of a bound claim's volume; NotFound when there is none."""
+        check_name(claim, "volume name")
+        obj = self.stored("persistentvolumeclaims", namespace, claim) or {}
+        volume = (obj.get("spec") or {}).get("volumeName")
+        path = self.volume_dir(namespace, volume) if volume else None
+        if path is None or not path.is_dir():
+            raise NotFound(f"volume {claim!r} not found in namespace {namespace} (apply its PersistentVolumeClaim "
+                           "first, e.g. kubectl apply -f manifests/volume.yaml)")
+        return path
+
+    def snapshot_data(self, namespace: str, snapshot: str) -> Path:
+        """The files of a ready VolumeSnapshot; NotFound when there are none."""
+        obj = self.stored("volumesnapshots", namespace, snapshot, "snapshot.storage.k8s.io") or {}
+        content = (obj.get("status") or {}).get("boundVolumeSnapshotContentName")
+        path = self.snapshot_dir(content) / "data" if content else None
+        if path is None or not path.is_dir():
+            raise NotFound(f"snapshot {snapshot!r} not found in namespace {namespace}")
         return path
 
 
@@ -101,5 +114,3 @@ def socket_address(path: Path) -> tuple[str, int | None]:
         return text, None
     fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
     return f"/proc/self/fd/{fd}/{path.name}", fd
-
-

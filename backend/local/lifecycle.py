@@ -1,7 +1,7 @@
-"""The controller's own life cycle: its Unix socket (client.py: one JSON request line, one
-reply line; only ping, up and shutdown) and the idle exit, armed when no job or bare pod runs
-and nobody is connected, to the socket or watching through the API. A part of Controller
-(controller.py), sharing its state.
+"""The controller process's own life: its Unix socket (client.py: one JSON request line, one
+reply line; only ping, up and shutdown) and the idle exit, armed when no pod runs and nobody is
+connected, to the socket or watching through the API. Built from the functions the composition
+root gives it (controller.py); it knows nothing else of the cluster.
 """
 
 from __future__ import annotations
@@ -9,43 +9,42 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
-from backend.local.barepods import BarePod
 from backend.local.client import encode, read_message
-from backend.local.layout import Layout
-from backend.local.runner import Runner
-from backend.local.warm import ZygotePool
-
-if TYPE_CHECKING:
-    from backend.local.api import ClusterApi
+from backend.local.layout import Layout, socket_address
 
 log = logging.getLogger("kfcockpit.controller")
 
-# A controller with no unfinished job and no client connected exits after this many seconds (0:
+# A controller with no unfinished pod and no client connected exits after this many seconds (0:
 # never); the next command starts one again. Keeps forgotten state roots from holding memory.
 IDLE_ENV = "KFCOCKPIT_CONTROLLER_IDLE_EXIT"
 DEFAULT_IDLE_EXIT = 600.0
 
 
 class Lifecycle:
-    # The controller's state these methods use, made in Controller.__init__:
-    layout: Layout
-    api: ClusterApi
-    runners: dict[str, Runner]
-    bare_pods: dict[str, BarePod]
-    zygotes: ZygotePool | None
-    started: float
-    idle_exit: float
-    _clients: int
-    _idle_timer: asyncio.TimerHandle | None
-    _stopping: asyncio.Event | None
+    def __init__(self, layout: Layout, busy: Callable[[], bool], status: Callable[[], dict],
+                 warm: Callable[[], None], stop: Callable[[], None]):
+        """`busy()`: something runs (a pod, a watch); `status()`: what ping tells; `warm()`: start
+        the warm workers now; `stop()`: end the process."""
+        self.layout, self.busy, self.status, self.warm, self.stop = layout, busy, status, warm, stop
+        self.idle_exit = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_EXIT))
+        self._clients = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._stopping = False
 
-    prewarm: Callable[[], None]  # job_control.py
+    async def serve(self) -> asyncio.AbstractServer:
+        address, dir_fd = socket_address(self.layout.socket)
+        self.layout.socket.unlink(missing_ok=True)  # a dead controller's; we hold the lock
+        try:
+            return await asyncio.start_unix_server(self._handle, path=address)
+        finally:
+            if dir_fd is not None:
+                os.close(dir_fd)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """One request line, one reply line: ping, up or shutdown (client.py). Jobs, pods, logs
-        and everything else go through the Kubernetes API."""
+        """One request line, one reply line: ping, up or shutdown. Jobs, pods, logs and everything
+        else go through the Kubernetes API."""
         self._clients += 1
         self.check_idle()
         try:
@@ -54,7 +53,7 @@ class Lifecycle:
                 return
             op = request.get("op")
             try:
-                reply = self._lifecycle(op)
+                reply = self._answer(op)
             except Exception as exc:  # noqa: BLE001 - a bug, reported in one line, logged in full
                 log.exception("request %s failed", op)
                 reply = {"error": f"controller error in {op}: {type(exc).__name__}: {exc}"}
@@ -67,32 +66,29 @@ class Lifecycle:
             self._clients -= 1
             self.check_idle()
 
-    def check_idle(self) -> None:
-        """(Re)arm the idle exit when nothing runs and nobody is connected; disarm otherwise."""
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
-        busy = self._clients or any(not r.summary.phase.finished for r in self.runners.values()) \
-            or any(p.running() for p in self.bare_pods.values()) \
-            or (self.api.server is not None and self.api.server.open_streams > 0)
-        if not busy and self.idle_exit > 0 and self._stopping is not None and not self._stopping.is_set():
-            self._idle_timer = asyncio.get_running_loop().call_later(self.idle_exit, self._exit_idle)
-
-    def _exit_idle(self) -> None:
-        log.info("idle for %gs (no job running, no client): exiting; the next command starts a controller",
-                 self.idle_exit)
-        self._stopping.set()
-
-    def _lifecycle(self, op: str | None) -> dict:
+    def _answer(self, op: str | None) -> dict:
         if op == "ping":
-            return {"pid": os.getpid(), "home": str(self.layout.home), "started": self.started,
-                    "jobs": len(self.runners),
-                    "pods_running": sum(p.phase.value == "Running" for r in self.runners.values() for p in r.pods()),
-                    "warm": self.zygotes.status() if self.zygotes else []}
+            return self.status()
         if op == "up":
-            self.prewarm()
-            return self._lifecycle("ping")
+            self.warm()
+            return self.status()
         if op == "shutdown":
-            asyncio.get_running_loop().call_soon(self._stopping.set)
+            self._stopping = True
+            asyncio.get_running_loop().call_soon(self.stop)
             return {"ok": True, "pid": os.getpid()}
         return {"error": f"unknown operation {op!r}"}
+
+    def check_idle(self) -> None:
+        """(Re)arm the idle exit when nothing runs and nobody is connected; disarm otherwise."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._clients or self.busy() or self.idle_exit <= 0 or self._stopping:
+            return
+        self._timer = asyncio.get_running_loop().call_later(self.idle_exit, self._exit_idle)
+
+    def _exit_idle(self) -> None:
+        log.info("idle for %gs (no pod running, no client): exiting; the next command starts a controller",
+                 self.idle_exit)
+        self._stopping = True
+        self.stop()

@@ -105,9 +105,11 @@ async def run_local(settings: Settings, compiled: CompiledPipeline, arguments: d
     if any(task.startswith(TRAINJOB_TASK) for task in compiled.tasks):
         # Its task submits a TrainJob seconds from now (every task is a new interpreter): the
         # workers' torch import starts now instead of when the job arrives.
-        from backend.local.embedded import Embedded
+        from backend.connect import capabilities
 
-        await Embedded(settings.home).warm()
+        warm = capabilities(settings).warm
+        if warm is not None:
+            await warm()
     env = dict(os.environ, KFCOCKPIT_HOME=str(settings.home), PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])))
     env[BACKEND_ENV] = "local"

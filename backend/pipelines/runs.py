@@ -18,14 +18,16 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from backend.connect import capabilities
 from backend.pipelines.compiled import COMPILED_FILES, compile_pipeline, load_compiled
 from backend.pipelines.results import OnEvent, PipelineRunResult
 from backend.settings import Settings
 
 
 def target_of(settings: Settings) -> str:
-    """Which compiled form a platform runs: "kube" (CreatePVC) or "local" (kfp.local)."""
-    return "kube" if settings.backend == "kube" else "local"
+    """Which compiled form a platform runs: "local" where pipelines run on this machine with
+    kfp.local, else "kube" (a Pipelines endpoint; CreatePVC)."""
+    return "local" if capabilities(settings).pipelines_here else "kube"
 
 
 def committed_file(settings: Settings) -> Path:
@@ -39,7 +41,7 @@ async def run_pipeline_file(settings: Settings, path: Path | str | None = None,
     """Run a compiled pipeline file (default: the committed one for this platform)."""
     compiled = load_compiled(path or committed_file(settings))
     checked = compiled.check_arguments(arguments or {})
-    if settings.backend == "kube":
+    if target_of(settings) == "kube":
         from backend.pipelines.remote_runner import run_remote
 
         return await run_remote(settings, compiled, checked, on_event)

@@ -35,6 +35,7 @@ from training.options import option_args
 # Set by the local runner (with KFCOCKPIT_HOME) for the tasks it starts; absent in a cluster pod.
 BACKEND_ENV = "KFCOCKPIT_BACKEND"
 TRAINJOB_TIMEOUT_S = 3600.0
+VOLUME_TIMEOUT_S = 120.0
 
 
 def say(text: str) -> None:
@@ -75,17 +76,23 @@ async def _with_cluster(settings: Settings, work):
 
 def volume_path(settings: Settings, volume: str) -> Path:
     """Where this task reads and writes the checkpoint volume. In a cluster pod the pipeline
-    mounts the PVC at MOUNT_PATH; kfp.local ignores mounts, so locally the task uses the
-    directory where the embedded cluster keeps the volume."""
-    if settings.backend == "kube":
+    mounts the PVC at MOUNT_PATH; kfp.local ignores mounts, so where the platform keeps volumes on
+    this machine the task uses the bound claim's directory there."""
+    from backend.connect import capabilities
+
+    here = capabilities(settings).volume_path
+    if here is None:
         path = Path(MOUNT_PATH)
         if not path.is_dir():
             raise RuntimeError(f"volume {volume} is not mounted at {MOUNT_PATH}: the task needs "
                                "the pipeline's PVC mount (kfp-kubernetes mount_pvc)")
         return path
-    from backend.local.embedded import Embedded
 
-    return Embedded(settings.home).mount(volume)
+    async def work(cluster):
+        await cluster.wait_volume(volume, VOLUME_TIMEOUT_S)  # a new claim's provisioner is at work
+
+    asyncio.run(_with_cluster(settings, work))
+    return here(volume)
 
 
 # ---------------------------------------------------------------- step 5: the checkpoint volume

@@ -1,6 +1,6 @@
 """What an entrypoint running the cockpit's Ray Train variant (`python -m training.ray_train ...`)
 asks for, read from its words: the embedded cluster plans a RayJob's worker pods and restarts from
-it (local/rayplan.py, strict: a bad number is refused at apply), the kube backend shows them in a
+it (local/registry/strategies/rayjobs.py, strict: a bad number is refused at apply), the kube backend shows them in a
 RayJob's summary (kube/rayjobs.py, lenient: a job it did not write is shown as it is).
 No processes, no imports of Ray.
 """

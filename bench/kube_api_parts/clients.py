@@ -14,9 +14,10 @@ from typing import Any, AsyncIterator, Callable
 
 import local_cluster  # noqa: F401 - puts the repository on sys.path for the imports below
 
+from backend.kube.pods import has_started
 from backend.kube.threads import Ended, Halt, cancel_all, iterate_in_thread, pump
 from backend.local.layout import Layout
-from backend.local.podlogs import read_lines
+from backend.local.node.logs import read_lines
 from training.logfmt import step_and_loss
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
@@ -75,7 +76,7 @@ class Api:
 class Follower:
     """A job's pods and lines as a client follows them through the API: a pod watch opened (its
     initial events ended) before the job is submitted, and each pod's log followed from the
-    moment the watch shows it. Every line is stamped where its thread reads it."""
+    moment the watch shows its container started. Every line is stamped where its thread reads it."""
 
     def __init__(self, api: Api, job: str):
         self.api, self.job = api, job
@@ -137,7 +138,9 @@ class Follower:
             return item[0], tag, item[1]
         if item["type"] in ("ADDED", "MODIFIED"):
             meta = item["object"]["metadata"]
-            if meta["name"] not in self.pods:
+            # As stern does: a pod's log is opened once its container has started (before that
+            # the API server answers 400: no host assigned yet, or the container is waiting).
+            if meta["name"] not in self.pods and has_started(item["object"]):
                 self.pods[meta["name"]] = meta.get("labels") or {}
                 self.tasks.append(pump(iterate_in_thread(self._follow_log(meta["name"]), f"log-{meta['name']}"),
                                        self.queue, meta["name"]))
@@ -147,13 +150,20 @@ class Follower:
         await cancel_all(self.tasks)
 
 
+def stamped_lines(home: Path, pod: str, namespace: str = "default") -> list[tuple[float, str]]:
+    """(time, text) of every line pod `pod` printed, as its kubelet stamped them in the node's
+    log files (logs/<namespace>/<pod>_<uid>/<container>/<restart>.log)."""
+    found = []
+    for path in sorted((Layout(home).logs / namespace).glob(f"{pod}_*/*/*.log")):
+        found += [(t, text) for t, text, _ in read_lines(path, 0, path.stat().st_size)]
+    return found
+
+
 def first_step_time(home: Path, job: str, pods: list[str]) -> float:
-    """When the earliest of `pods` printed its first step, as the controller stamped it."""
+    """When the earliest of `pods` printed its first step, as the kubelet stamped it."""
     found = []
     for pod in pods:
-        path = Layout(home).pod_log(job, pod)
-        size = path.stat().st_size if path.exists() else 0
-        found += [next((t for t, text, _ in read_lines(path, 0, size) if step_and_loss(text)), None)]
+        found += [next((t for t, text in stamped_lines(home, pod) if step_and_loss(text)), None)]
     stamps = [t for t in found if t is not None]
     if not stamps:
         raise RuntimeError(f"no step line in the log files of {job} ({', '.join(pods)})")

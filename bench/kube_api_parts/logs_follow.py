@@ -11,10 +11,7 @@ import threading
 import time
 from typing import Any
 
-from kube_api_parts.clients import JOBSET, Api, Follower
-
-from backend.local.layout import Layout
-from backend.local.podlogs import read_lines
+from kube_api_parts.clients import JOBSET, Api, Follower, stamped_lines
 
 
 # Each worker opens the go FIFO, prints one line and waits until the bench opens and closes the
@@ -66,9 +63,8 @@ async def logs_throughput(api: Api, lines: int) -> dict[str, Any]:
                   for rank in ("0", "1")}
         written_last = 0.0
         for pod in follower.pods:
-            path = Layout(api.home).pod_log(name, pod)
-            stamped = read_lines(path, 0, path.stat().st_size)
-            written_last = max(written_last, max(t for t, text, _ in stamped if text.startswith("line=")))
+            stamped = stamped_lines(api.home, pod)
+            written_last = max(written_last, max(t for t, text in stamped if text.startswith("line=")))
         total = 2 * lines
         return {"lines": total, "received": sum(counts.values()), "complete": counts == {"0": lines, "1": lines},
                 "written_rate": total / (written_last - started), "received_rate": total / (reader.last - started),

@@ -14,6 +14,7 @@ from kube_api_parts.clients import ATTEMPT, Api, Follower, first_step_time
 from local_cluster import KILL_AT, SHORT, job_manifest, ours_first_step, ours_restart
 
 from backend.kube.cluster import KubeCluster
+from backend.local.embedded import Embedded
 from backend.models import LABEL_RANK
 from training.logfmt import step_and_loss
 
@@ -108,8 +109,8 @@ async def first_after_start(cluster: KubeCluster, api: Api) -> dict[str, tuple]:
     first use against a cluster."""
     found = {}
     for side, submit in submitters(api).items():
-        await cluster.embedded.down()
-        await cluster.embedded.up()
+        await Embedded(api.home).down()
+        await Embedded(api.home).up()
         await ours_first_step(cluster, f"restart-warm-{side}", ["--steps", "3"], warm=True)
         cache = api.env["KUBECACHEDIR"]
         api.env["KUBECACHEDIR"] = str(api.home / "kube-cache-empty")

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from backend.local.apiserver import patch, protobuf, tables
+from backend.local.registry import merge
 from backend.local.apiserver.selectors import field_matcher, label_matcher
-from backend.local.apiserver.status import ApiError
+from backend.local.registry.status import ApiError
 
 
 def _labelled(**labels) -> dict:
@@ -41,14 +42,14 @@ def test_field_selectors_only_on_supported_fields():
 def test_patches():
     live = {"spec": {"containers": [{"name": "node", "image": "a", "env": [{"name": "X", "value": "1"}]}],
                      "keep": 1}}
-    merged = patch.merge_patch(live, {"spec": {"keep": None, "new": 2}})
+    merged = merge.merge_patch(live, {"spec": {"keep": None, "new": 2}})
     assert merged == {"spec": {"containers": live["spec"]["containers"], "new": 2}}
-    strategic = patch.strategic_merge(live, {"spec": {"containers": [{"name": "node", "env": [
+    strategic = merge.strategic_merge(live, {"spec": {"containers": [{"name": "node", "env": [
         {"name": "Y", "value": "2"}]}, {"name": "side", "image": "b"}]}})
     assert strategic["spec"]["containers"] == [
         {"name": "node", "image": "a", "env": [{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}]},
         {"name": "side", "image": "b"}]
-    deleted = patch.strategic_merge(strategic, {"spec": {"containers": [{"name": "side", "$patch": "delete"}]}})
+    deleted = merge.strategic_merge(strategic, {"spec": {"containers": [{"name": "side", "$patch": "delete"}]}})
     assert [c["name"] for c in deleted["spec"]["containers"]] == ["node"]
     ops = [{"op": "replace", "path": "/spec/keep", "value": 5}, {"op": "add", "path": "/spec/containers/-",
                                                                  "value": {"name": "z"}},

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from backend.local.layout import Layout
-from backend.local.podspec import ENV_CLUSTER
+from backend.local.node.podspec import ENV_CLUSTER
 from backend.processes import sweep
 
 REPO = Path(__file__).resolve().parents[2]

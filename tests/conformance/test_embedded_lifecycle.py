@@ -15,6 +15,7 @@ import pytest
 
 from backend.cluster import Unavailable
 from backend.connect import connect
+from backend.kube.cluster import KubeCluster
 from backend.local.client import STOPPED_MESSAGE
 from backend.local.embedded import Embedded
 from backend.processes import wait_gone_async
@@ -61,7 +62,9 @@ async def test_connect_starts_the_embedded_cluster_and_drives_it_through_its_api
     cluster = await asyncio.to_thread(connect, Settings(home=home))
     try:
         assert (await embedded.status())["pid"] > 0  # started on demand
-        assert cluster.backend == "kube" and cluster.conn.context == "kfcockpit"
+        assert isinstance(cluster, KubeCluster) and cluster.conn.context == "kfcockpit"  # the one client path
+        able = cluster.capabilities
+        assert able.pods_here and able.pipelines_here and able.fresh and able.volume_path and able.revive
         for resource in lesson_resources():
             await cluster.apply(resource)
         assert [v.name for v in await cluster.volumes()] == ["checkpoints"]

@@ -75,7 +75,7 @@ def test_admission_and_validation_refusals(kubectl):
     err = kubectl.fails("create", "-f", "-", input=yaml.safe_dump({
         "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "rf-jobset"},
         "spec": {"replicatedJobs": []}}))
-    assert "creates jobsets itself" in err  # JobSets come from TrainJobs here
+    assert "spec.replicatedJobs: Required value" in err  # JobSets are run here too (JobSet's controller)
     err = kubectl.fails("create", "deployment", "rf-deploy", "--image=busybox")
     assert "deployments" in err  # a kind the embedded cluster does not serve
     err = kubectl.fails("-n", "rf-missing-namespace", "create", "configmap", "x", "--from-literal=a=b")
@@ -159,7 +159,8 @@ def test_active_deadline_fails_the_job_and_stops_its_pods(kubectl):
 
 def test_env_from_configmaps_and_secrets(kubectl):
     """core/v1 EnvVarSource and EnvFromSource, as upstream examples use them for tokens and
-    settings; a missing one fails the job with CreateContainerConfigError, as a kubelet would."""
+    settings; a missing one leaves the container waiting in CreateContainerConfigError, as a
+    kubelet does, and it runs once the Secret is there."""
     kubectl("create", "configmap", "rf-settings", "--from-literal=LR=0.01", "--from-literal=STEPS=40")
     kubectl("create", "secret", "generic", "rf-token", "--from-literal=HF_TOKEN=s3cr3t")
     body = yaml.safe_load(_job("rf-env"))
@@ -176,10 +177,16 @@ def test_env_from_configmaps_and_secrets(kubectl):
     body["metadata"]["name"] = "rf-env-missing"
     body["spec"]["trainer"]["env"][0]["valueFrom"]["secretKeyRef"]["name"] = "rf-no-such-secret"
     kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
-    kubectl("wait", "--for=condition=Failed", "trainjob/rf-env-missing", "--timeout=300s")
-    message = kubectl("get", "trainjob", "rf-env-missing", "-o", "jsonpath={.status.conditions[0].message}")
+    selector = "jobset.sigs.k8s.io/jobset-name=rf-env-missing"
+    kubectl("wait", "--for=jsonpath={.status.containerStatuses[0].state.waiting.reason}=CreateContainerConfigError",
+            "pod", "-l", selector, "--timeout=300s")
+    message = kubectl("get", "pods", "-l", selector, "-o",
+                      "jsonpath={.items[0].status.containerStatuses[0].state.waiting.message}")
     assert "secret 'rf-no-such-secret' not found" in message
+    kubectl("create", "secret", "generic", "rf-no-such-secret", "--from-literal=HF_TOKEN=late")
+    kubectl("wait", "--for=condition=Complete", "trainjob/rf-env-missing", "--timeout=300s")
     kubectl("delete", "trainjob", "rf-env", "rf-env-missing")
+    kubectl("delete", "secret", "rf-no-such-secret")
     kubectl("delete", "configmap", "rf-settings")
     kubectl("delete", "secret", "rf-token")
 

@@ -41,5 +41,5 @@ def test_pods_that_do_not_fit_stay_pending_and_start_nothing(kubectl, embedded):
 
 def test_more_nodes_than_the_node_has_pod_slots_is_refused(kubectl):
     err = kubectl.fails("apply", "-f", "-", input=_job("sc-huge", 100000, {}))
-    assert "spec.trainer.numNodes: Invalid value: 100000" in err and "110 pod slots" in err
+    assert "spec.trainer.numNodes: Invalid value: 100000" in err and "hold 110 pods together" in err
     assert kubectl("get", "trainjobs", "-o", "name").count("sc-huge") == 0

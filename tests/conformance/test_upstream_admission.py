@@ -1,7 +1,7 @@
 """Upstream admission end to end, through real kubectl on the embedded cluster: what a cluster
 with Trainer v2.3.0, JobSet v0.12.0 and KubeRay v1.7.0 refuses is refused with the Status it
 would send, and what it admits is admitted (the rules themselves are tested one by one in
-tests/apiserver/crds). A handful, on the suite's one cluster."""
+tests/registry/crds). A handful, on the suite's one cluster."""
 
 from __future__ import annotations
 

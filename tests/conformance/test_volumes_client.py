@@ -23,6 +23,9 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
+from backend.errors import NotFound
 from backend.local.layout import Layout
 from training import checkpoint_format, metrics
 
@@ -54,6 +57,20 @@ def events(kubectl, name: str) -> list[tuple[str, str, str]]:
     return [(e["type"], e["reason"], e["message"]) for e in found["items"]]
 
 
+def first_event(kubectl, name: str, reason: str) -> None:
+    """Return once an event of `reason` about `name` exists (following `kubectl get events -w`)."""
+    watching = kubectl.popen("get", "events", "-w", "--field-selector", f"involvedObject.name={name}",
+                             "-o", "custom-columns=REASON:.reason", "--no-headers")
+    try:
+        for line in watching.stdout:
+            if line.strip() == reason:
+                return
+        raise AssertionError(f"the event watch ended without {reason}: {watching.stderr.read()}")
+    finally:
+        watching.kill()
+        watching.wait()
+
+
 def bound(kubectl, name: str) -> dict:
     """The claim once Bound (a restore is Pending while its files are copied)."""
     kubectl("wait", "--for=jsonpath={.status.phase}=Bound", f"pvc/{name}", "--timeout=300s")
@@ -70,11 +87,13 @@ def replace_file(path, text: str) -> None:
 def test_a_claim_restored_from_a_snapshot_starts_with_the_snapshots_files(embedded, kubectl):
     layout = Layout(embedded[0])
     kubectl("apply", "-f", "-", input=claim_yaml("vr-source"))
-    source = layout.volume_dir("vr-source")
+    bound(kubectl, "vr-source")
+    source = layout.claim_dir("default", "vr-source")
     (source / "run").mkdir()
     (source / "run" / "a.txt").write_text("before")
     (source / "keep.txt").write_text("kept")
     kubectl("apply", "-f", "-", input=snapshot_yaml("vr-snap", "vr-source"))
+    kubectl("wait", "--for=jsonpath={.status.readyToUse}=true", "volumesnapshot/vr-snap", "--timeout=300s")
     snapshot = get(kubectl, "volumesnapshot", "vr-snap")
     assert snapshot["status"]["readyToUse"] is True
     # The snapshot controller's binding: a VolumeSnapshotContent that points back at it.
@@ -89,14 +108,14 @@ def test_a_claim_restored_from_a_snapshot_starts_with_the_snapshots_files(embedd
 
     claim = bound(kubectl, "vr-restored")
     assert claim["spec"]["dataSourceRef"] == from_snapshot("vr-snap")  # NormalizeDataSources
-    restored = layout.volume_dir("vr-restored")
+    restored = layout.claim_dir("default", "vr-restored")
     assert sorted(str(p.relative_to(restored)) for p in restored.rglob("*")) == ["keep.txt", "run", "run/a.txt"]
     assert (restored / "run" / "a.txt").read_text() == "before"
     assert [r for _, r, _ in events(kubectl, "vr-restored")] == ["Provisioning", "ProvisioningSucceeded"]
     # A restored volume is anyone's to write, in place too: the snapshot does not change.
     with open(restored / "keep.txt", "a") as f:
         f.write(" and changed")
-    assert (layout.snapshot_dir("vr-snap") / "data" / "keep.txt").read_text() == "kept"
+    assert (layout.snapshot_data("default", "vr-snap") / "keep.txt").read_text() == "kept"
     assert (source / "keep.txt").read_text() == "kept"
 
     kubectl("delete", "volumesnapshot", "vr-snap")
@@ -108,20 +127,23 @@ def test_a_claim_restored_from_a_snapshot_starts_with_the_snapshots_files(embedd
 
 def test_a_claim_naming_a_missing_snapshot_stays_pending_until_it_is_taken(embedded, kubectl):
     kubectl("apply", "-f", "-", input=claim_yaml("vr-early", source=from_snapshot("vr-later")))
+    first_event(kubectl, "vr-early", "ProvisioningFailed")
     assert get(kubectl, "pvc", "vr-early")["status"]["phase"] == "Pending"
     assert events(kubectl, "vr-early")[-1] == (
         "Warning", "ProvisioningFailed",
         'failed to provision volume with StorageClass "standard": error getting handle for DataSource Type '
         "VolumeSnapshot by Name vr-later: error getting snapshot vr-later from api server: "
         'volumesnapshots.snapshot.storage.k8s.io "vr-later" not found')
-    assert not Layout(embedded[0]).volume_dir("vr-early").exists()
+    with pytest.raises(NotFound):
+        Layout(embedded[0]).claim_dir("default", "vr-early")
 
     kubectl("apply", "-f", "-", input=claim_yaml("vr-later-src"))
-    (Layout(embedded[0]).volume_dir("vr-later-src") / "x.txt").write_text("x")
+    bound(kubectl, "vr-later-src")
+    (Layout(embedded[0]).claim_dir("default", "vr-later-src") / "x.txt").write_text("x")
     kubectl("apply", "-f", "-", input=snapshot_yaml("vr-later", "vr-later-src"))
-    # The snapshot is taken as its create returns, and the waiting claim provisioned from it.
+    # The snapshot is taken, and the claim waiting for it provisioned from it.
     bound(kubectl, "vr-early")
-    assert (Layout(embedded[0]).volume_dir("vr-early") / "x.txt").read_text() == "x"
+    assert (Layout(embedded[0]).claim_dir("default", "vr-early") / "x.txt").read_text() == "x"
     kubectl("delete", "pvc", "vr-early", "vr-later-src")
     kubectl("delete", "volumesnapshot", "vr-later")
 
@@ -129,9 +151,11 @@ def test_a_claim_naming_a_missing_snapshot_stays_pending_until_it_is_taken(embed
 def test_a_restore_smaller_than_the_snapshot_stays_pending(embedded, kubectl):
     kubectl("apply", "-f", "-", input=claim_yaml("vr-big", storage="2Gi"))
     kubectl("apply", "-f", "-", input=snapshot_yaml("vr-big-snap", "vr-big"))
+    kubectl("wait", "--for=jsonpath={.status.readyToUse}=true", "volumesnapshot/vr-big-snap", "--timeout=300s")
     # restoreSize is the source volume's size, as csi-hostpath reports it.
     assert get(kubectl, "volumesnapshot", "vr-big-snap")["status"]["restoreSize"] == "2Gi"
     kubectl("apply", "-f", "-", input=claim_yaml("vr-small", storage="1Gi", source=from_snapshot("vr-big-snap")))
+    first_event(kubectl, "vr-small", "ProvisioningFailed")
     assert get(kubectl, "pvc", "vr-small")["status"]["phase"] == "Pending"
     assert events(kubectl, "vr-small")[-1][1:] == (
         "ProvisioningFailed",
@@ -158,7 +182,8 @@ def test_a_pod_waits_for_its_claim_to_be_provisioned(embedded, kubectl):
         "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims.")
 
     kubectl("apply", "-f", "-", input=claim_yaml("vr-awaited-src"))
-    (Layout(embedded[0]).volume_dir("vr-awaited-src") / "x.txt").write_text("restored")
+    bound(kubectl, "vr-awaited-src")
+    (Layout(embedded[0]).claim_dir("default", "vr-awaited-src") / "x.txt").write_text("restored")
     kubectl("apply", "-f", "-", input=snapshot_yaml("vr-awaited-snap", "vr-awaited-src"))
     kubectl("wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/vr-waiting", "--timeout=300s")
     assert kubectl("logs", "vr-waiting") == "restored\n"
@@ -184,15 +209,17 @@ def test_data_source_rules_of_the_api_server(kubectl):
 def test_a_claim_cloned_from_another_claim(embedded, kubectl):
     layout = Layout(embedded[0])
     kubectl("apply", "-f", "-", input=claim_yaml("vr-origin"))
-    (layout.volume_dir("vr-origin") / "ckpt").write_text("weights")
+    bound(kubectl, "vr-origin")
+    (layout.claim_dir("default", "vr-origin") / "ckpt").write_text("weights")
     clone = {"kind": "PersistentVolumeClaim", "name": "vr-origin"}
     kubectl("apply", "-f", "-", input=claim_yaml("vr-clone", source_ref=clone))
     claim = bound(kubectl, "vr-clone")
     assert claim["spec"]["dataSource"] == clone
-    replace_file(layout.volume_dir("vr-origin") / "ckpt", "newer")
-    assert (layout.volume_dir("vr-clone") / "ckpt").read_text() == "weights"
+    replace_file(layout.claim_dir("default", "vr-origin") / "ckpt", "newer")
+    assert (layout.claim_dir("default", "vr-clone") / "ckpt").read_text() == "weights"
 
     kubectl("apply", "-f", "-", input=claim_yaml("vr-clone-small", storage="1Mi", source=clone))
+    first_event(kubectl, "vr-clone-small", "ProvisioningFailed")
     assert get(kubectl, "pvc", "vr-clone-small")["status"]["phase"] == "Pending"
     assert events(kubectl, "vr-clone-small")[-1][2].endswith(
         "Type PersistentVolumeClaim by Name vr-origin: error, new PVC request must be greater than or equal in "
@@ -203,11 +230,12 @@ def test_a_claim_cloned_from_another_claim(embedded, kubectl):
 def kube_cluster(embedded):
     """The cockpit's kube backend on the embedded cluster, as its default platform (issue 13):
     pipelines run locally with kfp.local, so no Pipelines endpoint."""
+    from backend.connect import capabilities
     from backend.kube.cluster import KubeCluster
     from backend.settings import Settings
 
-    return KubeCluster.from_settings(Settings(backend="local", home=embedded[0], kubeconfig=embedded[1],
-                                              context="kfcockpit"))
+    settings = Settings(backend="local", home=embedded[0], kubeconfig=embedded[1], context="kfcockpit")
+    return KubeCluster.from_settings(settings, capabilities(settings))
 
 
 def finished_run(directory, loss: float, steps: int) -> None:
@@ -225,7 +253,8 @@ async def test_the_kube_backend_snapshots_a_volume_and_reads_it_back(embedded, k
     cluster = kube_cluster(embedded)
     layout = Layout(embedded[0])
     kubectl("apply", "-f", "-", input=claim_yaml("vr-kube"))
-    finished_run(layout.volume_dir("vr-kube") / "run-a", loss=0.25, steps=4)
+    bound(kubectl, "vr-kube")
+    finished_run(layout.claim_dir("default", "vr-kube") / "run-a", loss=0.25, steps=4)
 
     assert "vr-kube" in [v.name for v in await cluster.volumes()]
     checkpoints = await cluster.checkpoints("vr-kube")
@@ -237,7 +266,7 @@ async def test_the_kube_backend_snapshots_a_volume_and_reads_it_back(embedded, k
     assert "vr-kube-snap" in [s.name for s in await cluster.snapshots()]
 
     # A second run lands on the volume after the snapshot: the snapshot still reads as it was.
-    finished_run(layout.volume_dir("vr-kube") / "run-b", loss=0.5, steps=2)
+    finished_run(layout.claim_dir("default", "vr-kube") / "run-b", loss=0.5, steps=2)
     in_snapshot = await cluster.read_metrics(snapshot="vr-kube-snap")
     assert [(m.run, m.final_loss, m.steps, m.loss_history) for m in in_snapshot] == [("run-a", 0.25, 4, [1.0, 0.25])]
     on_volume = await cluster.read_metrics(volume="vr-kube")
@@ -254,8 +283,10 @@ async def test_the_kube_backend_snapshots_a_volume_and_reads_it_back(embedded, k
 async def test_preflight_of_the_embedded_cluster_is_all_green(embedded, kubectl):
     cluster = kube_cluster(embedded)
     checks = await cluster.preflight()
-    assert [c.name for c in checks] == ["Kubernetes API", "Trainer controller", "Training runtime",
-                                        "Pipelines endpoint", "Snapshot CRDs", "VolumeSnapshotClass"]
+    # the embedded cluster's own checks (its capabilities'), then any cluster's
+    assert [c.name for c in checks] == ["controller", "warm-workers", "snapshots-on-disk", "Kubernetes API",
+                                        "Trainer controller", "Training runtime", "Pipelines endpoint",
+                                        "Snapshot CRDs", "VolumeSnapshotClass"]
     assert [c for c in checks if not c.ok] == []
     found = {c.name: c.detail for c in checks}
     assert found["Pipelines endpoint"] == "none needed: pipelines run on this machine with kfp.local"

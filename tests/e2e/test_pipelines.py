@@ -89,7 +89,9 @@ async def test_the_committed_pipeline_trains_two_workers_and_leaves_checkpoints(
         job = await cluster.get_job(train["job"])
         assert job.num_nodes == 2
         if not ON_CLUSTER:  # the run warmed the workers as it began, not when its task applied the job
-            (zygote,) = (await cluster.embedded.status())["warm"]
+            from backend.local.embedded import Embedded
+
+            (zygote,) = (await Embedded(settings.home).status())["warm"]
             assert _started_at(zygote["pid"]) < result.task("train-job").started
 
         # Its checkpoints are on the pipeline's volume, read back by a reader pod (not the workers).

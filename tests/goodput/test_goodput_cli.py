@@ -6,6 +6,7 @@ import json
 
 from backend.goodput import PARTS, Goodput
 from backend.goodput.job import measure_job
+from backend.local.embedded import Embedded
 from backend.models import JobPhase
 from tests.local.conftest import WAIT, apply_all, cli, lesson_job, lesson_resources
 
@@ -60,7 +61,7 @@ async def test_a_killed_and_resumed_job_shows_its_restart_and_parts_that_add_up(
 
 
 async def test_an_unknown_job_or_a_bad_rule_is_one_line_and_exit_2(home, cluster):
-    await cluster.embedded.up()
+    await Embedded(home).up()
     missing = cli(home, "goodput", "no-such-job")
     assert missing.returncode == 2 and missing.stdout == ""
     assert missing.stderr.count("\n") == 1 and "no-such-job" in missing.stderr

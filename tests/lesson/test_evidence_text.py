@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
+from backend.cluster import Capabilities
 from backend.lesson.definition_steps import verify_platform_settings
 from backend.lesson.engine import Lesson
 from backend.lesson.evidence import readable, respelled
@@ -17,6 +18,8 @@ from backend.pipelines.runs import committed_file
 
 class Cluster:
     """What step 11's verify asks the platform, answered as a finished run would."""
+
+    capabilities = Capabilities(description="a cluster", record="a cluster", pods_here=True)
 
     async def get_job(self, name):
         return SimpleNamespace(phase=JobPhase.COMPLETE, volumes=["lesson-vol", "scratch"])

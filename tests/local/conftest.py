@@ -18,7 +18,8 @@ import yaml
 
 from backend.connect import connect
 from backend.kube.cluster import KubeCluster
-from backend.local.podspec import ENV_CLUSTER
+from backend.local.embedded import Embedded
+from backend.local.node.podspec import ENV_CLUSTER
 from backend.processes import marked_processes, sweep
 from backend.models import LABEL_JOB, TrainJob, parse_manifests
 from backend.settings import Settings
@@ -38,26 +39,33 @@ async def embedded_cluster(home: Path) -> AsyncIterator[KubeCluster]:
     """The embedded cluster on `home`, started and connected to as the cockpit does; stopped
     after, its controller killed if it would not stop and every process it started swept."""
     cluster = await asyncio.to_thread(connect, Settings(home=home))
+    embedded = Embedded(home)
     try:
         yield cluster
     finally:
         await cluster.close()
         try:
-            await cluster.embedded.down()
+            await embedded.down()
         finally:
-            pid = cluster.embedded.client.controller_pid()
+            pid = embedded.client.controller_pid()
             if pid is not None:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            sweep({ENV_CLUSTER: str(cluster.embedded.layout.root)})
+            sweep({ENV_CLUSTER: str(embedded.layout.root)})
 
 
 @pytest.fixture
 async def cluster(home: Path):
     async with embedded_cluster(home) as cluster:
         yield cluster
+
+
+@pytest.fixture
+def embedded(home: Path) -> Embedded:
+    """The life cycle and layout of the `cluster` fixture's embedded cluster."""
+    return Embedded(home)
 
 
 def lesson_resources() -> list:
@@ -99,8 +107,8 @@ async def wait_for_pods(cluster: KubeCluster, job: str, predicate) -> list:
     raise AssertionError("the pod watch ended")
 
 
-def cluster_processes(cluster: KubeCluster) -> list[int]:
-    return list(marked_processes({ENV_CLUSTER: str(cluster.embedded.layout.root)}))
+def cluster_processes(home: Path) -> list[int]:
+    return list(marked_processes({ENV_CLUSTER: str(Embedded(home).layout.root)}))
 
 
 def kubectl(home: Path, *args: str, timeout: float = WAIT) -> subprocess.CompletedProcess:

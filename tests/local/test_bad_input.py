@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from backend.local.layout import Layout
+from backend.local.embedded import Embedded
 from tests.local.conftest import MANIFESTS, cli, kubectl
 
 
@@ -16,7 +18,9 @@ def ready_home(home, cluster):
     for name in ("runtime.yaml", "volume.yaml"):
         applied = kubectl(home, "apply", "-f", str(MANIFESTS / name))
         assert applied.returncode == 0, applied.stderr
-    precious = cluster.embedded.layout.volume_dir("checkpoints") / "precious.txt"
+    bound = kubectl(home, "wait", "pvc/checkpoints", "--for=jsonpath={.status.phase}=Bound", "--timeout=60s")
+    assert bound.returncode == 0, bound.stderr
+    precious = Embedded(home).layout.claim_dir("default", "checkpoints") / "precious.txt"
     precious.write_text("keep me")
     return home
 
@@ -43,5 +47,4 @@ def test_bad_input_exits_2_with_one_line_and_starts_nothing(ready_home, tmp_path
 
     listed = kubectl(ready_home, "get", "trainjobs,pods", "-o", "json")
     assert listed.returncode == 0 and json.loads(listed.stdout)["items"] == []
-    volume = ready_home / "cluster" / "volumes" / "checkpoints" / "precious.txt"
-    assert volume.read_text() == "keep me"
+    assert (Layout(ready_home).claim_dir("default", "checkpoints") / "precious.txt").read_text() == "keep me"

@@ -13,7 +13,7 @@ import pytest
 
 from backend.kube.cluster import KubeCluster
 from backend.local.embedded import Embedded
-from backend.local.podspec import WARM_ANNOTATION
+from backend.local.registry.strategies.pods import WARM_ANNOTATION
 from backend.processes import is_zombie_or_gone
 from backend.models import JobPhase, PodEventType, PodPhase
 from tests.local.conftest import (
@@ -61,46 +61,51 @@ async def _run_until_step(cluster: KubeCluster, job: str, step: int) -> None:
 
 async def test_one_controller_per_state_root(home):
     racing = asyncio.gather(*(Embedded(home).up() for _ in range(3)), return_exceptions=True)
-    async with embedded_cluster(home) as cluster:  # the client path, racing them to start it
+    async with embedded_cluster(home):  # the client path, racing them to start it
         statuses = await racing
         assert len({s["pid"] for s in statuses}) == 1, statuses
-        assert (await cluster.embedded.status())["pid"] == statuses[0]["pid"]
+        assert (await Embedded(home).status())["pid"] == statuses[0]["pid"]
         up = cli(home, "cluster", "up")
         assert up.returncode == 0 and f"pid {statuses[0]['pid']}" in up.stdout
         second = subprocess.run([sys.executable, "-m", "backend.local.controller", "--home", str(home),
                                  "--foreground"], cwd=REPO, capture_output=True, text=True, timeout=WAIT)
         assert second.returncode == 0  # it found the lock taken and left
-        assert (await cluster.embedded.status())["pid"] == statuses[0]["pid"]
+        assert (await Embedded(home).status())["pid"] == statuses[0]["pid"]
 
 
 @pytest.mark.parametrize("launch", ["warm", "exec"])
-async def test_killing_the_controller_leaves_no_worker_and_the_next_one_finishes_the_job(cluster, launch):
-    status = await cluster.embedded.up()
+async def test_killing_the_controller_leaves_no_worker_and_the_next_one_finishes_the_job(cluster, home, launch):
+    status = await Embedded(home).up()
     await apply_all(cluster, *lesson_resources())
     annotations = {WARM_ANNOTATION: "false"} if launch == "exec" else None
     await cluster.apply(lesson_job(steps=40, step_delay=0.05, annotations=annotations))
     await asyncio.wait_for(_run_until_step(cluster, "lesson-ddp", 8), WAIT)
     pods = await cluster.list_pods("lesson-ddp")
     assert {p.labels["kfcockpit.io/launch"] for p in pods} == {launch}
-    processes = cluster_processes(cluster)
+    processes = cluster_processes(home)
     assert len(processes) >= 2  # the workers (and the zygote, torchrun's workers)
 
     os.kill(status["pid"], signal.SIGKILL)
     assert await _wait_gone(processes, WAIT) == []  # no client is connected: nothing restarted them
-    assert cluster_processes(cluster) == []
+    assert cluster_processes(home) == []
 
     job = await cluster.wait_job("lesson-ddp", COMPLETE, WAIT)  # starts a new controller
     assert job.phase == JobPhase.COMPLETE and job.restart_attempt == 1
-    assert (await cluster.embedded.status())["pid"] != status["pid"]
+    assert (await Embedded(home).status())["pid"] != status["pid"]
     resumed = [line for batch in [b async for b in cluster.stream_logs("lesson-ddp", follow=False)]
                for line in batch if "event=resumed" in line.text]
     assert len(resumed) == 2 and all("from_step=0" not in line.text for line in resumed)
 
 
-async def test_a_pod_watch_lives_through_a_new_controller(cluster):
-    status = await cluster.embedded.up()
+STEPS = 120
+
+
+async def test_a_pod_watch_lives_through_a_new_controller(cluster, home):
+    status = await Embedded(home).up()
     await apply_all(cluster, *lesson_resources())
-    await cluster.apply(lesson_job(steps=40, step_delay=0.05))
+    # Enough steps that the group is still training when the controller dies, however long the
+    # watch and the log stream take to be seen following (a busy machine): ~6 s of steps.
+    await cluster.apply(lesson_job(steps=STEPS, step_delay=0.05))
     await asyncio.wait_for(_run_until_step(cluster, "lesson-ddp", 5), WAIT)
     events = []
     listed = asyncio.Event()
@@ -147,17 +152,17 @@ async def test_a_pod_watch_lives_through_a_new_controller(cluster):
             by_pod.setdefault(line.pod, []).append(line.step)
     assert set(by_pod) == first_group | added
     assert all(steps == sorted(set(steps)) for steps in by_pod.values())
-    assert all(by_pod[pod][-1] == 40 for pod in added)
+    assert all(by_pod[pod][-1] == STEPS for pod in added)
 
 
 async def test_an_idle_controller_exits_and_the_next_call_starts_another(home, monkeypatch):
     monkeypatch.setenv("KFCOCKPIT_CONTROLLER_IDLE_EXIT", "1")  # read by the controller this test starts
     async with embedded_cluster(home) as cluster:
-        first = await cluster.embedded.up()
+        first = await Embedded(home).up()
         assert await _wait_gone([first["pid"]], WAIT) == []  # nothing runs, nobody is connected: it left
-        assert await cluster.embedded.status() is None
+        assert await Embedded(home).status() is None
         assert await cluster.list_jobs() == []  # a call starts a new one
-        assert (await cluster.embedded.status())["pid"] != first["pid"]
+        assert (await Embedded(home).status())["pid"] != first["pid"]
 
 
 async def test_a_client_watching_through_the_api_keeps_an_idle_controller_up(home, monkeypatch):
@@ -170,7 +175,7 @@ async def test_a_client_watching_through_the_api_keeps_an_idle_controller_up(hom
         quick.spec.trainer.args = []
         await cluster.apply(quick)
         await cluster.wait_job("quick", COMPLETE, WAIT)  # nothing runs any more
-        pid = (await cluster.embedded.status())["pid"]
+        pid = (await Embedded(home).status())["pid"]
         watch = cluster.watch_jobs()  # the cockpit's: a watch stream open on the API server
         assert (await anext(watch)).name == "quick"
         assert await _wait_gone([pid], 3.0) == [pid]  # three idle periods later, still serving it
@@ -183,16 +188,16 @@ async def test_a_state_root_deeper_than_a_socket_path_allows(tmp_path):
     assert len(str(Embedded(deep).layout.socket)) > 108  # beyond sun_path: reached through /proc/self/fd
     async with embedded_cluster(deep) as cluster:  # started the controller, and talked to it
         assert await cluster.list_jobs() == []
-        assert (await cluster.embedded.status())["home"] == str(deep)
-        assert await cluster.embedded.down() is not None
+        assert (await Embedded(deep).status())["home"] == str(deep)
+        assert await Embedded(deep).down() is not None
 
 
-async def test_losing_the_warm_zygote_takes_its_workers_and_the_group_comes_back(cluster):
+async def test_losing_the_warm_zygote_takes_its_workers_and_the_group_comes_back(cluster, home):
     await apply_all(cluster, *lesson_resources())
     await cluster.apply(lesson_job(steps=40, step_delay=0.05))
     await asyncio.wait_for(_run_until_step(cluster, "lesson-ddp", 5), WAIT)
-    (zygote,) = [w for w in (await cluster.embedded.status())["warm"] if w["workers"]]
-    workers = [pid for pid in cluster_processes(cluster) if pid != zygote["pid"]]
+    (zygote,) = [w for w in (await Embedded(home).status())["warm"] if w["workers"]]
+    workers = [pid for pid in cluster_processes(home) if pid != zygote["pid"]]
     assert len(workers) == 2
 
     os.kill(zygote["pid"], signal.SIGKILL)

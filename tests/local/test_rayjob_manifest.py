@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from backend.cluster import InvalidResource
-from backend.local import rayplan
-from backend.local.podspec import ENV_CLUSTER, ENV_POD
-from backend.local.rayjobs import split_prefix
+from backend.local.controllers.rayjob import driver_pod
+from backend.local.node.raypods import split_prefix
+from backend.local.registry.strategies import rayjobs as rayplan
 from backend.models import (
     DRIVER_RANK,
     RAY_API,
@@ -67,23 +67,24 @@ def test_the_lesson_rayjob_has_the_kuberay_v1_shape():
     assert job.volume_mounts() == [("checkpoints", "/checkpoints")]
 
 
-def test_a_rayjob_plans_a_driver_with_the_head_env_and_its_mounts_rewritten(tmp_path):
-    job = _job(entrypoint="python -m training.ray_train --num-workers 3 --max-failures=1 "
-                          "--storage /checkpoints/run --temp-dir=/checkpoints/t")
+def test_a_rayjob_plans_a_driver_pod_with_the_head_env_and_mounts():
+    entrypoint = ("python -m training.ray_train --num-workers 3 --max-failures=1 --storage /checkpoints/run "
+                  "--temp-dir=/checkpoints/t")
+    job = _job(entrypoint=entrypoint)
     plan = rayplan.plan_rayjob(job)
-    assert (plan.num_workers, plan.max_failures, plan.image) == (3, 1, "kfcockpit-base:0.1.0")
+    assert (plan.num_workers, plan.max_failures) == (3, 1)
     assert plan.env == {"OMP_NUM_THREADS": "1"}  # runtimeEnvYAML env_vars
-    volume = str(tmp_path / "volumes" / "checkpoints")
-    argv, env = rayplan.driver_launch(plan, "lesson-ray-driver-abcde", tmp_path, {"/checkpoints": volume},
-                                      tmp_path / "ray")
-    assert argv[-3:] == ["--storage", f"{volume}/run", f"--temp-dir={volume}/t"]
-    assert env["RAY_TMPDIR"] == str(tmp_path / "ray")
-    assert (env["RAY_DISABLE_WORKER_LOG_PREFIX"], env["RAY_COLOR_PREFIX"], env["RAY_DEDUP_LOGS"]) == ("0", "0", "0")
-    assert (env[ENV_CLUSTER], env[ENV_POD]) == (str(tmp_path), "lesson-ray-driver-abcde")
-    assert env["OMP_NUM_THREADS"] == "1" and "RAY_ADDRESS" not in env  # its own Ray, not a cluster's
-    assert rayplan.RayPlan.from_json(plan.to_json()) == plan
-    assert re.fullmatch(r"lesson-ray-driver-[a-z0-9]{5}", rayplan.driver_pod_name("lesson-ray"))
-    assert re.fullmatch(r"lesson-ray-worker-1-[a-z0-9]{5}", rayplan.worker_pod_name("lesson-ray", 1))
+    raw = job.to_manifest()
+    raw["metadata"].update(uid="u-1", namespace="default")
+    pod = driver_pod(raw)
+    (container,) = pod["spec"]["containers"]
+    assert container["command"][-3:] == ["--storage", "/checkpoints/run", "--temp-dir=/checkpoints/t"]
+    assert container["image"] == "kfcockpit-base:0.1.0" and {"name": "OMP_NUM_THREADS", "value": "1"} in \
+        container["env"]
+    assert container["volumeMounts"] == [{"name": "checkpoints", "mountPath": "/checkpoints"}]
+    assert pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == "checkpoints"
+    assert pod["metadata"]["generateName"] == "lesson-ray-driver-" and pod["spec"]["restartPolicy"] == "Never"
+    assert pod["metadata"]["annotations"]["kfcockpit.io/ray-workers"] == "3"
     other = rayplan.plan_rayjob(_job(entrypoint="python my_driver.py"))
     assert (other.num_workers, other.max_failures) == (0, 0)  # not training.ray_train: workers as they come
 

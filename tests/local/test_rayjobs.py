@@ -26,7 +26,8 @@ import pytest
 
 from backend.cluster import NotFound
 from backend.kube.cluster import KubeCluster
-from backend.local.podspec import ENV_CLUSTER, ENV_POD
+from backend.local.embedded import Embedded
+from backend.local.node.podspec import ENV_POD
 from backend.processes import marked_processes, wait_gone_async
 from backend.models import (
     DRIVER_RANK,
@@ -64,19 +65,24 @@ def short_home() -> Path:
 
 
 @asynccontextmanager
-async def short_cluster() -> AsyncIterator[KubeCluster]:
+async def short_cluster() -> AsyncIterator[tuple[KubeCluster, Embedded]]:
     """The embedded cluster on a short state root of its own, removed after."""
     home = short_home()
     try:
         async with embedded_cluster(home) as cluster:
-            yield cluster
+            yield cluster, Embedded(home)
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def ray_processes(cluster: KubeCluster, driver: str) -> list[int]:
-    """Live processes of a driver pod: the driver, Ray's own processes, its workers."""
-    return list(marked_processes({ENV_CLUSTER: str(cluster.embedded.layout.root), ENV_POD: driver}))
+async def driver_uid(cluster: KubeCluster, driver: str) -> str:
+    return (await cluster.resources.get("Pod", driver))["metadata"]["uid"]
+
+
+def ray_processes(uid: str) -> list[int]:
+    """Live processes of a driver pod (by its uid, the node's marker): the driver, Ray's own
+    processes, its workers."""
+    return list(marked_processes({ENV_POD: uid}))
 
 
 async def apply_lesson_rayjob(cluster: KubeCluster) -> str:
@@ -87,14 +93,14 @@ async def apply_lesson_rayjob(cluster: KubeCluster) -> str:
     return results[-1]
 
 
-async def ray_running(cluster: KubeCluster) -> tuple[Pod, list[int]]:
+async def ray_running(cluster: KubeCluster) -> tuple[str, list[int]]:
     """Apply the lesson's RayJob and wait (on the pod watch) for both its workers to run: its
     driver pod and every process marked with it then."""
     await apply_lesson_rayjob(cluster)
     pods = await asyncio.wait_for(wait_for_pods(cluster, JOB, lambda pods: sum(
         p.rank != DRIVER_RANK and p.phase == PodPhase.RUNNING for p in pods.values()) >= 2), WAIT)
-    driver = next(p for p in pods if p.rank == DRIVER_RANK)
-    running = ray_processes(cluster, driver.name)
+    driver = await driver_uid(cluster, next(p for p in pods if p.rank == DRIVER_RANK).name)
+    running = ray_processes(driver)
     assert len(running) > 5, "expected the driver, Ray's own processes and two workers"
     return driver, running
 
@@ -102,6 +108,7 @@ async def ray_running(cluster: KubeCluster) -> tuple[Pod, list[int]]:
 @dataclass
 class LessonRun:
     cluster: KubeCluster
+    home: Path
     applied: str = ""
     applied_again: str = ""
     pod_events: list[PodEvent] = field(default_factory=list)
@@ -169,7 +176,7 @@ async def _lesson_run(run: LessonRun) -> None:
         run.final = await cluster.wait_job(JOB, frozenset({JobPhase.COMPLETE}), WAIT)
         run.final_pods = await cluster.list_pods(JOB)
         run.metrics = await cluster.read_metrics("checkpoints")
-        run.left_running = ray_processes(cluster, run.driver().name)
+        run.left_running = ray_processes(await driver_uid(cluster, run.driver().name))
         run.status = (await cluster.resources.get("RayJob", JOB))["status"]
         await asyncio.gather(*recorders)  # each ends once it has seen the end
     finally:
@@ -221,7 +228,7 @@ def lesson_run():
 
     async def main() -> LessonRun:
         async with embedded_cluster(home) as cluster:
-            run = LessonRun(cluster)
+            run = LessonRun(cluster, home)
             try:
                 await asyncio.wait_for(_lesson_run(run), RUN_BUDGET)
             except TimeoutError:
@@ -319,7 +326,7 @@ def test_a_killed_worker_pod_makes_ray_restart_the_group_from_a_checkpoint(lesso
 
 def test_no_ray_process_is_left_after_the_job_and_its_files_stay_under_the_state_root(lesson_run):
     assert lesson_run.left_running == []
-    home = lesson_run.cluster.embedded.layout.home
+    home = lesson_run.home
     assert list((home / "ray").glob("session_*/logs")), "Ray's session is not under the state root"
     started = next(parse_line(line.text) for line in lesson_run.lines if "event=ray_started" in line.text)
     assert started["temp_dir"] == str(home / "ray") and started["node"] == "127.0.0.1"
@@ -377,28 +384,28 @@ def test_delete_removes_the_rayjob_and_its_pods(lesson_run):
 
 
 async def test_cluster_down_mid_run_leaves_no_ray_process_and_the_job_ends_lost():
-    async with short_cluster() as cluster:
+    async with short_cluster() as (cluster, embedded):
         driver, running = await ray_running(cluster)
-        assert await cluster.embedded.down() is not None
+        assert await embedded.down() is not None
         assert await wait_gone_async(running, WAIT) == []
-        assert ray_processes(cluster, driver.name) == []
-        await cluster.embedded.up()  # a RayJob does not survive its driver: not run again, Failed
+        assert ray_processes(driver) == []
+        await embedded.up()  # a RayJob does not survive its driver: not run again, Failed
         job = await cluster.get_job(JOB)
         assert (job.phase, job.reason) == (JobPhase.FAILED, "AppFailed")  # KubeRay's reason; ours (DriverLost) is told:
-        assert job.message.startswith("the controller running its driver stopped")
+        assert job.message.endswith("exited with code 137: its processes were lost when the node's kubelet stopped")
         assert all(p.phase == PodPhase.FAILED for p in await cluster.list_pods(JOB))
 
 
 async def test_a_dead_controller_takes_every_ray_process_with_it():
-    async with short_cluster() as cluster:
+    async with short_cluster() as (cluster, embedded):
         driver, running = await ray_running(cluster)
-        os.kill(cluster.embedded.client.controller_pid(), signal.SIGKILL)
+        os.kill(embedded.client.controller_pid(), signal.SIGKILL)
         # the driver dies with it (PR_SET_PDEATHSIG: SIGTERM, Ray shut down), Ray's processes with it
         assert await wait_gone_async(running, WAIT) == []
         with pytest.raises(NotFound):
             await cluster.delete("TrainJob", JOB)  # a new controller answers: the name is a RayJob's
         job = await cluster.get_job(JOB)
         assert (job.phase, job.reason) == (JobPhase.FAILED, "AppFailed")  # KubeRay's reason; ours (DriverLost) is told:
-        assert job.message.startswith("the controller running its driver stopped")
+        assert job.message.endswith("exited with code 137: its processes were lost when the node's kubelet stopped")
         await cluster.delete("RayJob", JOB)
         assert await cluster.list_jobs() == []

@@ -9,6 +9,7 @@ import pytest
 
 from backend.cluster import InvalidResource, NotFound
 from backend.models import JobPhase
+from backend.local.embedded import Embedded
 from tests.local.conftest import WAIT, apply_all, cli, lesson_job, lesson_resources
 from training import checkpoint_format
 
@@ -25,8 +26,8 @@ async def test_a_snapshot_links_the_volume_and_lists_with_its_metrics(cluster, h
     listed = {s.name: s for s in await cluster.snapshots()}
     assert listed["after-run"].metrics == snap.metrics and listed["after-run"].files == snap.files
 
-    volume_run = cluster.embedded.layout.volume_dir("checkpoints") / "lesson-ddp"
-    snapshot_run = cluster.embedded.layout.snapshot_dir("after-run") / "data" / "lesson-ddp"
+    volume_run = Embedded(home).layout.claim_dir("default", "checkpoints") / "lesson-ddp"
+    snapshot_run = Embedded(home).layout.snapshot_data("default", "after-run") / "lesson-ddp"
     newest = checkpoint_format.list_files(volume_run)[-1]
     assert os.stat(newest).st_ino == os.stat(snapshot_run / newest.name).st_ino  # a link, not a copy
 

@@ -20,7 +20,7 @@ import pytest
 
 from backend.compare import Comparison, ComparisonPlan, run_comparison
 from backend.local.embedded import Embedded
-from backend.local.podspec import ENV_CLUSTER
+from backend.local.node.podspec import ENV_CLUSTER
 from backend.processes import sweep
 from backend.models import LogLine
 from backend.settings import Settings

@@ -14,7 +14,7 @@ from typing import Iterable
 import pytest
 
 from backend.local.layout import Layout
-from backend.local.podspec import ENV_CLUSTER, ENV_POD
+from backend.local.node.podspec import ENV_CLUSTER, ENV_POD
 from backend.processes import marked_processes
 from backend.models import DRIVER_RANK
 from backend.raytrain.tempdir import ray_temp_dir
@@ -57,7 +57,7 @@ def _recorded(measured) -> list[str]:
 def run_path(measured, m) -> Path:
     """Where a side's run directory (<volume>/<run>) is on the embedded cluster's disk."""
     volume, run = m.run_dir.split("/", 1)
-    return Layout(measured.settings.home).volume_dir(volume) / run
+    return Layout(measured.settings.home).claim_dir("default", volume) / run
 
 
 def _reports(measured) -> list[dict]:

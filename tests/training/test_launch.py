@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from backend.local import podspec
+from backend.local.node import podspec
 from training.ddp import parse_args
 from training.launch import DDP_MODULE, ddp_command, with_python
 from training.options import option_args

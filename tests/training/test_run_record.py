@@ -7,7 +7,7 @@ import os
 
 from backend.goodput import goodput_of
 from backend.kube.volume_reader import main as reader_main, parse_output, records
-from backend.local.volumes import create_snapshot
+from backend.local.controllers.hostpath import take_snapshot
 from backend.models import LogLine
 from training import run_record
 
@@ -60,7 +60,7 @@ def test_the_reader_pod_reads_one_runs_records_merged_in_time_and_nothing_outsid
 def test_a_snapshot_copies_the_records_a_running_job_still_appends_to(tmp_path):
     volume = tmp_path / "vol"
     record(volume / "job-d", 0, ["step=1 loss=0.5 rank=0 world=1"])
-    create_snapshot(volume, "vol", tmp_path / "snap")
+    take_snapshot(volume, tmp_path / "snap")
     record(volume / "job-d", 0, ["step=2 loss=0.4 rank=0 world=1"])  # after the snapshot
     kept = tmp_path / "snap" / "data" / "job-d"
     assert [line for _, line in run_record.read(kept)] == ["step=1 loss=0.5 rank=0 world=1"]

@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 
+from backend.local.embedded import Embedded
 from backend.lesson.jobs import apply_runtime_and_volume, lesson_trainjob
 from tests.tui.conftest import connected, make_app, wait_until
 
@@ -56,14 +57,14 @@ async def test_a_killed_controller_does_not_stop_the_cockpit_and_new_jobs_still_
         screen = app.screen
         await connected(screen)
         cluster = screen.session.cluster
-        status = await cluster.embedded.status()
+        status = await Embedded(home).status()
         await kill_and_wait(status["pid"])
         await apply_runtime_and_volume(cluster)  # starts a new controller
         await cluster.apply(lesson_trainjob("after-crash", 1, 3, ckpt_every=5, step_delay=0.0))
         await wait_until(screen, lambda: screen.following.followed == "after-crash",
                          "the cockpit's watch to see a job applied after the crash")
         assert app.is_running
-        assert (await cluster.embedded.status())["pid"] != status["pid"]
+        assert (await Embedded(home).status())["pid"] != status["pid"]
 
 
 async def test_a_lost_cluster_shows_disconnected_then_reconnects(home):
@@ -74,8 +75,7 @@ async def test_a_lost_cluster_shows_disconnected_then_reconnects(home):
     async with app.run_test(size=(100, 30)) as pilot:
         screen = app.screen
         await connected(screen)
-        cluster = screen.session.cluster
-        pid = (await cluster.embedded.status())["pid"]
+        pid = (await Embedded(home).status())["pid"]
         state = home / "cluster"
         state.rename(home / "cluster.away")
         state.write_text("not a directory\n")

@@ -53,9 +53,14 @@ def prepare(home: Path) -> None:
         True, "every rank printed the same loss at every step", "rank 0 and rank 1 agree at all 40 steps", 60)))
 
     cluster = connect(Settings(home=home))
-    asyncio.run(apply_runtime_and_volume(cluster))
-    asyncio.run(cluster.close())
-    run_dir = Layout(home).volume_dir("checkpoints") / "lesson-ddp"
+
+    async def apply() -> None:
+        await apply_runtime_and_volume(cluster)
+        await cluster.wait_volume("checkpoints", 60)  # its provisioner binds it
+        await cluster.close()
+
+    asyncio.run(apply())
+    run_dir = Layout(home).claim_dir("default", "checkpoints") / "lesson-ddp"
     run_dir.mkdir(parents=True)
     for i, step in enumerate((5, 10, 15)):
         header = {"step": step, "world_size": 2, "loss": round(0.5 / step, 6), "created": NOW - 300 + i * 30}

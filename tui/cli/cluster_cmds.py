@@ -42,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--cpus", type=_positive_quantity, metavar="N",
                     help="the node's allocatable CPUs (default: this machine's); kept for later starts")
     up.add_argument("--memory", type=_positive_quantity, metavar="QTY",
-                    help="the node's allocatable memory, e.g. 8Gi (default: this machine's)")
+                    help="the node's allocatable memory, which its pods together never exceed, e.g. 8Gi "
+                         "(default: this machine's, less a quarter (at least 1Gi) kept for the rest of it)")
     up.set_defaults(handler=cmd_up)
     add_command(actions, "down", help="stop the controller and every pod").set_defaults(handler=cmd_down)
     add_command(actions, "kubeconfig", help="start the cluster if needed and print its kubeconfig's path",

@@ -1,17 +1,21 @@
-"""The embedded cluster's Kubernetes API server: the protocol, not the controllers.
+"""The embedded cluster's Kubernetes API server: the HTTP protocol only. It knows kinds through the
+registry (backend/local/registry), writes through the generic registry and reads the store; what
+an object means, and what happens once it is stored, is the registry's strategies' and the
+controllers'.
 
-    kinds.py      the resource types served (group, version, plural, scope, short names, columns)
-    store.py      objects, resourceVersions, the watch cache with 410 Gone, persistence
-    revision.py   the resourceVersion counter, persisted in reserved blocks (as etcd's revision)
-    selectors.py  label and field selectors
-    status.py     ApiError → a metav1.Status body with the right code and reason
-    patch.py      JSON merge, JSON (RFC 6902) and strategic merge patches, server-side apply
-    validation.py strict / warn / ignore field validation against each kind's schema
-    discovery.py  /api, /apis, /version and the OpenAPI documents kubectl reads
-    tables.py     metav1.Table rows for `kubectl get`
+    server.py      HTTP(S) routing, authentication, metrics.k8s.io, errors as Status; subresources
+                   it does not serve (exec, scale, ...) refused by name
+    verbs.py       get, list, create, update (and /status, /finalize), patch, delete, collections
+    streams.py     watches and pod logs (served by the pod's node, as kube-apiserver proxies them)
+    wire.py        bodies, query flags, JSON answers, label/field matchers
+    patch.py       JSON merge, JSON (RFC 6902) and strategic merge patches, server-side apply
+    validation.py  strict / warn / ignore field validation against each kind's schema (schemas.py)
+    discovery.py   /api, /apis, /version; openapi.py the OpenAPI documents kubectl reads
+    tables.py      metav1.Table rows for `kubectl get`; selectors.py label and field selectors
+    protobuf.py    the protobuf bodies of `kubectl create`
     credentials.py the CA, serving certificate, token and the kubeconfig that names them
-    server.py     HTTP(S) routing, authentication, watch and log streaming
+    listen.py      the TLS listener and the port file
 
-What happens to an object once stored (a TrainJob run, a pod killed) is the controller's, through
-the `Hooks` it passes to the server (backend/local/api.py). Nothing here imports the controller.
+Nothing here imports a controller, the kubelet or the composition root (pyproject's
+import-linter contracts).
 """

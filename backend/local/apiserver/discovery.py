@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backend.local.apiserver.kinds import Kind, Registry
+from backend.local.registry.kinds import Kind, Kinds
 
 # The Kubernetes version this API reports: within kubectl 1.37's supported skew (the shipped client).
 VERSION = {"major": "1", "minor": "36", "gitVersion": "v1.36.0-kfcockpit", "gitCommit": "", "gitTreeState": "clean",
@@ -28,12 +28,12 @@ def _resource(kind: Kind) -> dict[str, Any]:
     return doc
 
 
-def resource_list(registry: Registry, group: str, version: str) -> dict[str, Any] | None:
-    kinds = registry.in_version(group, version)
-    if not kinds:
+def resource_list(kinds: Kinds, group: str, version: str) -> dict[str, Any] | None:
+    served = kinds.in_version(group, version)
+    if not served:
         return None
     resources = []
-    for kind in kinds:
+    for kind in served:
         resources.append(_resource(kind))
         for sub in kind.subresources:
             verbs = ["get"] if sub == "log" else ["get", "patch", "update"]
@@ -54,21 +54,21 @@ def _group(name: str, versions: list[str]) -> dict[str, Any]:
     return {"name": name, "versions": listed, "preferredVersion": listed[0]}
 
 
-def group_list(registry: Registry) -> dict[str, Any]:
+def group_list(kinds: Kinds) -> dict[str, Any]:
     return {"kind": "APIGroupList", "apiVersion": "v1",
-            "groups": [_group(name, versions) for name, versions in registry.groups().items()]}
+            "groups": [_group(name, versions) for name, versions in kinds.groups().items()]}
 
 
-def group(registry: Registry, name: str) -> dict[str, Any] | None:
-    versions = registry.groups().get(name)
+def group(kinds: Kinds, name: str) -> dict[str, Any] | None:
+    versions = kinds.groups().get(name)
     return {"kind": "APIGroup", "apiVersion": "v1", **_group(name, versions)} if versions else None
 
 
-def _aggregated_group(registry: Registry, name: str, versions: list[str]) -> dict[str, Any]:
+def _aggregated_group(kinds: Kinds, name: str, versions: list[str]) -> dict[str, Any]:
     listed = []
     for version in versions:
         resources = []
-        for kind in registry.in_version(name, version):
+        for kind in kinds.in_version(name, version):
             doc = {"resource": kind.plural, "responseKind": {"group": kind.group, "version": kind.version,
                                                              "kind": kind.kind},
                    "scope": "Namespaced" if kind.namespaced else "Cluster", "singularResource": kind.singular,
@@ -89,8 +89,8 @@ def _aggregated_group(registry: Registry, name: str, versions: list[str]) -> dic
     return {"metadata": {"name": name, "creationTimestamp": None}, "versions": listed}
 
 
-def aggregated(registry: Registry, core: bool) -> dict[str, Any]:
+def aggregated(kinds: Kinds, core: bool) -> dict[str, Any]:
     """apidiscovery.k8s.io/v2 APIGroupDiscoveryList for /api (core) or /apis (named groups)."""
-    groups = {"": ["v1"]} if core else registry.groups()
+    groups = {"": ["v1"]} if core else kinds.groups()
     return {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {},
-            "items": [_aggregated_group(registry, name, versions) for name, versions in groups.items()]}
+            "items": [_aggregated_group(kinds, name, versions) for name, versions in groups.items()]}

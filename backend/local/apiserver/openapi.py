@@ -15,8 +15,9 @@ import functools
 import hashlib
 from typing import Any
 
-from backend.local.apiserver import crds, validation
-from backend.local.apiserver.kinds import Kind, Registry
+from backend.local.apiserver import validation
+from backend.local.registry import crds
+from backend.local.registry.kinds import Kind, Kinds
 
 _QUERY = [{"name": n, "in": "query", "schema": {"type": "string"}, "uniqueItems": True}
           for n in ("dryRun", "fieldManager", "fieldValidation", "pretty")]
@@ -149,35 +150,35 @@ def _paths(kinds: list[Kind]) -> dict[str, Any]:
 
 
 @functools.cache
-def _group_version(registry: Registry, group: str, version: str) -> dict[str, Any] | None:
-    kinds = registry.in_version(group, version)
-    if not kinds:
+def _group_version(kinds: Kinds, group: str, version: str) -> dict[str, Any] | None:
+    served = kinds.in_version(group, version)
+    if not served:
         return None
     return {"openapi": "3.0.0", "info": {"title": "Kubernetes (kfcockpit embedded cluster)", "version": "v1.36.0"},
-            "paths": _paths(kinds), "components": {"schemas": _components(kinds)}}
+            "paths": _paths(served), "components": {"schemas": _components(served)}}
 
 
-def _index(registry: Registry) -> dict[str, Any]:
-    versions = [("", "v1")] + [(g, v) for g, vs in registry.groups().items() for v in vs]
+def _index(kinds: Kinds) -> dict[str, Any]:
+    versions = [("", "v1")] + [(g, v) for g, vs in kinds.groups().items() for v in vs]
     paths = {}
     for group, version in versions:
         path = _gv_path(group, version)
-        digest = hashlib.sha256(f"{path}-{len(registry.in_version(group, version))}".encode()).hexdigest()[:16].upper()
+        digest = hashlib.sha256(f"{path}-{len(kinds.in_version(group, version))}".encode()).hexdigest()[:16].upper()
         paths[path] = {"serverRelativeURL": f"/openapi/v3/{path}?hash={digest}"}
     return {"paths": paths}
 
 
-def document(registry: Registry, parts: list[str]) -> dict[str, Any] | None:
+def document(kinds: Kinds, parts: list[str]) -> dict[str, Any] | None:
     """The document at /openapi/<parts>, or None."""
     if parts == ["v2"]:
         return {"swagger": "2.0", "info": {"title": "Kubernetes (kfcockpit embedded cluster)", "version": "v1.36.0"},
                 "paths": {}, "definitions": {}}
     if parts == ["v3"]:
-        return _index(registry)
+        return _index(kinds)
     if len(parts) >= 3 and parts[0] == "v3":
         if parts[1] == "api" and len(parts) == 3:
-            return _group_version(registry, "", parts[2])
+            return _group_version(kinds, "", parts[2])
         if parts[1] == "apis" and len(parts) == 4:
-            return _group_version(registry, parts[2], parts[3])
+            return _group_version(kinds, parts[2], parts[3])
     return None
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from backend.local.apiserver.status import ApiError
+from backend.local.registry.status import ApiError
 
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
 _MAGIC = b"k8s\x00"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from backend.local.apiserver.status import bad_request
+from backend.local.registry.status import bad_request
 
 Matcher = Callable[[dict[str, Any]], bool]
 

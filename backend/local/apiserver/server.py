@@ -7,9 +7,10 @@ Paths and verbs are those of kube-apiserver:
 
 GET lists (or watches, with ?watch=1) a collection and gets an object, POST creates, PUT
 replaces, PATCH patches, DELETE deletes one object or a collection. Every request carries the
-kubeconfig's bearer token (else 401). What an object means once stored is the controller's,
-through `Hooks`; anything not served is refused with a Status that names it. The verbs are
-verbs.py's, watches and log follows streams.py's, bodies and answers on the wire wire.py's.
+kubeconfig's bearer token (else 401). What an object means once stored is the controllers';
+anything not served is refused with a Status that names it. The verbs are
+verbs.py's (every write through the generic registry, registry/generic.py), watches and log
+follows streams.py's, bodies and answers on the wire wire.py's.
 """
 
 from __future__ import annotations
@@ -17,23 +18,22 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-from typing import Any, AsyncIterator
+from typing import Any, Callable
 
 from aiohttp import web
 
 from backend.local.apiserver import discovery, openapi, schemas
-from backend.local.apiserver.kinds import Kind, Registry
-from backend.local.apiserver.status import (
+from backend.local.registry.generic import Registry
+from backend.local.registry.status import (
     ApiError,
     not_found,
     refused,
     too_large,
     unauthorized,
 )
-from backend.local.apiserver.store import Store
-from backend.local.apiserver.streams import Streams
+from backend.local.apiserver.streams import Nodes, Streams
 from backend.local.apiserver.verbs import Verbs
-from backend.local.apiserver.wire import MAX_BODY, flag, json_response, matcher
+from backend.local.apiserver.wire import MAX_BODY, Target, flag, json_response, matcher
 
 log = logging.getLogger("kfcockpit.apiserver")
 
@@ -41,43 +41,14 @@ _UNSERVED_SUBRESOURCES = ("exec", "attach", "portforward", "proxy", "eviction", 
                           "resize", "scale")
 
 
-class Hooks:
-    """What the controllers add to the generic behaviour; the defaults store and nothing more."""
-
-    def admit(self, kind: Kind, operation: str, obj: dict[str, Any], old: dict[str, Any] | None) -> list[str]:
-        """Default and validate `obj` in place (raise ApiError to deny); returns warnings."""
-        return []
-
-    async def written(self, kind: Kind, operation: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        """After a create or update was stored: start what it declares."""
-
-    async def deleting(self, kind: Kind, obj: dict[str, Any], grace: int | None) -> dict[str, Any] | None:
-        """Before an object is deleted. Return the object to keep it (graceful deletion under
-        way: the hook deletes it later), None to delete it now."""
-        return None
-
-    def computed(self, kind: Kind, namespace: str | None) -> list[dict[str, Any]] | None:
-        """Objects of a kind nobody stores (metrics), or None."""
-        return None
-
-    async def pod_log(self, namespace: str, name: str, options: dict[str, str]) -> AsyncIterator[bytes]:
-        raise refused("pods/log is not served")
-        yield b""  # pragma: no cover
-
-    def streams_changed(self, open_streams: int) -> None:
-        """A watch or log stream opened or closed: someone is (or no longer is) looking."""
-
-
-class Request:
-    """A parsed resource request."""
-
-    def __init__(self, kind: Kind, namespace: str | None, name: str | None, subresource: str | None):
-        self.kind, self.namespace, self.name, self.subresource = kind, namespace, name, subresource
-
-
 class ApiServer(Verbs, Streams):
-    def __init__(self, registry: Registry, store: Store, hooks: Hooks, token: str):
-        self.registry, self.store, self.hooks, self.token = registry, store, hooks, token
+    def __init__(self, objects: Registry, nodes: Nodes, token: str,
+                 streams_changed: Callable[[int], None] = lambda _open: None):
+        """`streams_changed(open)`: a watch or log stream opened or closed (a client watching
+        keeps the embedded cluster up)."""
+        self.objects, self.nodes, self.token = objects, nodes, token
+        self.kinds, self.store = objects.kinds, objects.store
+        self.streams_changed = streams_changed
         self.open_streams = 0  # watches and log follows being served
         self.app = web.Application(client_max_size=MAX_BODY, middlewares=[self._errors, self._authenticate])
         self.app.router.add_route("*", "/{tail:.*}", self._route)
@@ -128,9 +99,9 @@ class ApiServer(Verbs, Streams):
         accept = request.headers.get("Accept", "")
         if parts in (["api"], ["apis"]):
             if "as=APIGroupDiscoveryList" in accept and "v=v2;" in accept.replace("v=v2beta1", ""):
-                return json_response(discovery.aggregated(self.registry, core=parts == ["api"]),
+                return json_response(discovery.aggregated(self.kinds, core=parts == ["api"]),
                                      content_type=discovery.AGGREGATED)
-            return json_response(discovery.core_versions() if parts == ["api"] else discovery.group_list(self.registry))
+            return json_response(discovery.core_versions() if parts == ["api"] else discovery.group_list(self.kinds))
         if parts == ["version"]:
             return json_response(discovery.VERSION)
         if parts in (["healthz"], ["livez"], ["readyz"]):
@@ -138,16 +109,16 @@ class ApiServer(Verbs, Streams):
         if parts and parts[0] == "openapi":
             if len(parts) > 2:
                 await schemas.ready()
-            doc = openapi.document(self.registry, parts[1:])
+            doc = openapi.document(self.kinds, parts[1:])
             if doc is None:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             return json_response(doc)
         if len(parts) == 2 and parts[0] == "api":
-            return self._or_404(discovery.resource_list(self.registry, "", parts[1]))
+            return self._or_404(discovery.resource_list(self.kinds, "", parts[1]))
         if len(parts) == 2 and parts[0] == "apis":
-            return self._or_404(discovery.group(self.registry, parts[1]))
+            return self._or_404(discovery.group(self.kinds, parts[1]))
         if len(parts) == 3 and parts[0] == "apis":
-            return self._or_404(discovery.resource_list(self.registry, parts[1], parts[2]))
+            return self._or_404(discovery.resource_list(self.kinds, parts[1], parts[2]))
         return None
 
     @staticmethod
@@ -156,13 +127,13 @@ class ApiServer(Verbs, Streams):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         return json_response(doc)
 
-    def _resource(self, group: str, version: str, rest: list[str]) -> Request:
+    def _resource(self, group: str, version: str, rest: list[str]) -> Target:
         namespace = None
         if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
             namespace, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        kind = self.registry.by_path(group, version, rest[0])
+        kind = self.kinds.by_path(group, version, rest[0])
         if kind is None:
             gv = f"{group}/{version}" if group else version
             raise ApiError(404, "NotFound", f"the server could not find the requested resource "
@@ -176,11 +147,11 @@ class ApiServer(Verbs, Streams):
             raise refused(f"{kind.plural}/{sub} {verb} on the embedded cluster (pods are processes on this machine: "
                           "run commands there directly)" if sub in _UNSERVED_SUBRESOURCES else
                           f"the subresource {kind.plural}/{sub} {verb}")
-        return Request(kind, namespace, name, sub)
+        return Target(kind, namespace, name, sub)
 
     # ------------------------------------------------------------------ dispatch (verbs.py, streams.py)
 
-    async def _serve(self, request: web.Request, target: Request) -> web.StreamResponse:
+    async def _serve(self, request: web.Request, target: Target) -> web.StreamResponse:
         method, query = request.method, request.query
         if target.kind.group == "metrics.k8s.io":
             if method != "GET" or flag(query.get("watch")):
@@ -207,8 +178,8 @@ class ApiServer(Verbs, Streams):
             return await self._delete(request, target)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on this path")
 
-    def _metrics(self, request: web.Request, target: Request) -> web.Response:
-        items = self.hooks.computed(target.kind, target.namespace) or []
+    def _metrics(self, request: web.Request, target: Target) -> web.Response:
+        items = self.nodes.metrics(target.kind, target.namespace)
         match = matcher(request, target.kind)
         items = [i for i in items if match(i)]
         if target.name is not None:

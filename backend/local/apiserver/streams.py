@@ -1,7 +1,8 @@
 """The API server's long-lived responses: watches (backlog from a resourceVersion, the
 initial-events-end bookmark, periodic bookmarks, Table rows, batched events until the timeout)
-and pods/log follows. Each open one counts in `open_streams`, which `Hooks.streams_changed`
-hears: a client watching keeps the embedded cluster up.
+and pods/log follows, which the pod's node serves (`Nodes`, as kube-apiserver proxies a pod's
+log to its kubelet). Each open one counts in `open_streams`, which `streams_changed` hears: a
+client watching keeps the embedded cluster up.
 """
 
 from __future__ import annotations
@@ -9,29 +10,37 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, AsyncIterator, Callable, Protocol
 
 from aiohttp import web
 
 from backend.local.apiserver import tables
-from backend.local.apiserver.status import ApiError
-from backend.local.apiserver.store import Store
-from backend.local.apiserver.wire import flag, matcher, wants_table
-
-if TYPE_CHECKING:
-    from backend.local.apiserver.server import Hooks, Request
+from backend.local.registry.status import ApiError
+from backend.local.registry.store import Store
+from backend.local.apiserver.wire import Target, flag, matcher, wants_table
+from backend.local.registry.kinds import Kind
 
 BOOKMARK_SECONDS = 5.0
 
 
+class Nodes(Protocol):
+    """What the API server asks of the nodes (their kubelets): a pod's log, and metrics.k8s.io's
+    readings (the kubelet's resource metrics, as metrics-server reads them)."""
+
+    def pod_log(self, pod: dict[str, Any], options: dict[str, str]) -> AsyncIterator[bytes]: ...
+
+    def metrics(self, kind: Kind, namespace: str | None) -> list[dict[str, Any]]: ...
+
+
 class Streams:
-    """ApiServer's watch and log streams (a part of it): they use its store and hooks."""
+    """ApiServer's watch and log streams (a part of it): they use its store and nodes."""
 
     store: Store
-    hooks: Hooks
+    nodes: Nodes
     open_streams: int
+    streams_changed: Callable[[int], None]
 
-    async def _watch(self, request: web.Request, target: Request) -> web.StreamResponse:
+    async def _watch(self, request: web.Request, target: Target) -> web.StreamResponse:
         query = request.query
         match = matcher(request, target.kind)
         since = query.get("resourceVersion")
@@ -95,12 +104,12 @@ class Streams:
             self._stream(-1)
         return response
 
-    async def _log(self, request: web.Request, target: Request) -> web.StreamResponse:
+    async def _log(self, request: web.Request, target: Target) -> web.StreamResponse:
         if request.method != "GET" or target.name is None:
             raise ApiError(405, "MethodNotAllowed", "pods/log supports GET only")
-        self.store.get(target.kind, target.namespace, target.name)
+        pod = self.store.get(target.kind, target.namespace, target.name)
         options = dict(request.query)
-        lines = self.hooks.pod_log(target.namespace or "default", target.name, options)
+        lines = self.nodes.pod_log(pod, options)
         first = await anext(lines, None)  # errors (unknown container, no previous) before any byte is sent
         response = web.StreamResponse(headers={"Content-Type": "text/plain"})
         response.enable_chunked_encoding()
@@ -120,4 +129,4 @@ class Streams:
 
     def _stream(self, change: int) -> None:
         self.open_streams += change
-        self.hooks.streams_changed(self.open_streams)
+        self.streams_changed(self.open_streams)

@@ -13,7 +13,7 @@ import re
 import time
 from typing import Any
 
-from backend.local.apiserver.kinds import Column, Kind
+from backend.local.registry.kinds import Column, Kind
 
 _NAME = Column("Name", "string", ".metadata.name")
 

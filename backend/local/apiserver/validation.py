@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from backend.local.apiserver import crds, schemas
-from backend.local.apiserver.kinds import Kind
-from backend.local.apiserver.status import ApiError
+from backend.local.apiserver import schemas
+from backend.local.registry import crds
+from backend.local.registry.kinds import Kind
+from backend.local.registry.status import ApiError
 
 def schema(kind_name: str) -> dict[str, Any] | None:
     return schemas.schema(kind_name)

@@ -1,50 +1,44 @@
-"""The verbs on stored objects: list, get, create, update (and /status), patch, delete one
-object or a collection, with the garbage collector's cascade. What every write goes through, in
-kube-apiserver's order: the body read and checked against the URL (kind, name, namespace),
-fieldValidation, admission (`Hooks.admit`), dryRun, the store, then `Hooks.written`.
-Watches and logs are streams.py's; routing and errors are server.py's.
+"""The verbs on stored objects: list, get, create, update (and /status, /finalize), patch, delete
+one object or a collection. What every write goes through, in kube-apiserver's order: the body
+read and checked against the URL (kind, name, namespace), fieldValidation, then the generic
+registry (registry/generic.py: the kind's strategy, admission, dryRun, the store). A write returns
+once stored; what it sets off is the controllers'. Watches and logs are streams.py's; routing
+and errors are server.py's.
 """
 
 from __future__ import annotations
 
 import copy
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
 from backend.local.apiserver import patch, schemas, tables, validation
-from backend.local.apiserver.kinds import Kind, Registry
-from backend.local.apiserver.status import ApiError, bad_request, invalid, not_found
-from backend.local.apiserver.store import Store
 from backend.local.apiserver.wire import (
     Replay,
+    Target,
     delete_options,
     json_response,
     matcher,
     read_body,
     wants_table,
 )
-
-if TYPE_CHECKING:
-    from backend.local.apiserver.server import Hooks, Request
+from backend.local.registry.generic import Registry, generated_name
+from backend.local.registry.kinds import Kind
+from backend.local.registry.status import ApiError, bad_request, invalid, not_found
+from backend.local.registry.store import Store
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 class Verbs:
-    """ApiServer's verbs (a part of it): they use its registry, store and hooks."""
+    """ApiServer's verbs (a part of it): they use its generic registry and store."""
 
-    registry: Registry
+    objects: Registry
     store: Store
-    hooks: Hooks
 
-    def _require_namespace(self, namespace: str) -> None:
-        ns_kind = self.registry.by_kind("v1", "Namespace")
-        if self.store.find(ns_kind, None, namespace) is None:
-            raise not_found("namespaces", namespace)
-
-    def _list(self, request: web.Request, target: Request) -> web.Response:
+    def _list(self, request: web.Request, target: Target) -> web.Response:
         items = self.store.list(target.kind, target.namespace, matcher(request, target.kind))
         rv = str(self.store.rv)
         if wants_table(request):
@@ -61,7 +55,7 @@ class Verbs:
             response.headers.add("Warning", f'299 - "{warning}"')
         return response
 
-    def _check_object(self, target: Request, obj: Any) -> dict[str, Any]:
+    def _check_object(self, target: Target, obj: Any) -> dict[str, Any]:
         kind = target.kind
         if not isinstance(obj, dict):
             raise bad_request(f"the request body must be a {kind.kind} object")
@@ -74,8 +68,7 @@ class Verbs:
             raise validation_error(kind, "", "metadata", "Required value")
         name = meta.get("name") or target.name
         if not name and meta.get("generateName"):
-            import secrets
-            name = meta["generateName"] + secrets.token_hex(3)[:5]
+            name = generated_name(meta["generateName"])
         if not name:
             raise validation_error(kind, "", "metadata.name", "Required value: name or generateName is required")
         if len(name) > 253 or not _NAME.match(name):
@@ -96,46 +89,26 @@ class Verbs:
             meta.pop("namespace", None)
         return obj
 
-    async def _create(self, request: web.Request, target: Request) -> web.Response:
+    async def _create(self, request: web.Request, target: Target) -> web.Response:
         obj = self._check_object(target, await read_body(request))
-        if target.kind.namespaced:  # listing in a missing namespace is empty; creating there is NotFound
-            self._require_namespace(obj["metadata"]["namespace"])
-        for managed in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation"):
-            obj["metadata"].pop(managed, None)
         await schemas.ready()
         warnings = validation.check(target.kind, obj, request.query.get("fieldValidation", ""))
-        warnings += self.hooks.admit(target.kind, "CREATE", obj, None)
-        if request.query.get("dryRun") == "All":
-            return self._respond(request, target.kind, obj, 201, warnings)
-        stored = self.store.create(target.kind, obj)
-        await self.hooks.written(target.kind, "CREATE", stored, None)
-        return self._respond(request, target.kind, self.store.find(target.kind, target.namespace or
-                                                                    stored["metadata"].get("namespace"),
-                                                                    stored["metadata"]["name"]) or stored,
-                             201, warnings)
+        stored, more = self.objects.create(target.kind, obj, dry_run=request.query.get("dryRun") == "All")
+        return self._respond(request, target.kind, stored, 201, warnings + more)
 
-    async def _update(self, request: web.Request, target: Request) -> web.Response:
+    async def _update(self, request: web.Request, target: Target) -> web.Response:
         obj = self._check_object(target, await read_body(request))
-        old = self.store.get(target.kind, obj["metadata"].get("namespace"), target.name)
         await schemas.ready()
         warnings = validation.check(target.kind, obj, request.query.get("fieldValidation", ""))
-        return await self._write(request, target, old, obj, obj["metadata"].get("resourceVersion"), warnings)
+        return self._write(request, target, obj, obj["metadata"].get("resourceVersion"), warnings)
 
-    async def _write(self, request: web.Request, target: Request, old: dict[str, Any], obj: dict[str, Any],
-                     expect_rv: str | None, warnings: list[str]) -> web.Response:
-        if target.subresource == "status":  # only status changes through /status
-            obj = {**copy.deepcopy(old), "status": obj.get("status")}
-        elif "status" in target.kind.subresources and "status" in old:
-            obj["status"] = old["status"]  # and never through the main resource
-        warnings += self.hooks.admit(target.kind, "UPDATE", obj, old)
-        if request.query.get("dryRun") == "All":
-            return self._respond(request, target.kind, obj, 200, warnings)
-        stored = self.store.update(target.kind, obj, expect_rv)
-        if stored is not old:
-            await self.hooks.written(target.kind, "UPDATE", stored, old)
-        return self._respond(request, target.kind, stored, 200, warnings)
+    def _write(self, request: web.Request, target: Target, obj: dict[str, Any], expect_rv: str | None,
+               warnings: list[str]) -> web.Response:
+        stored, more = self.objects.update(target.kind, obj, expect_rv, target.subresource,
+                                           dry_run=request.query.get("dryRun") == "All")
+        return self._respond(request, target.kind, stored, 200, warnings + more)
 
-    async def _patch(self, request: web.Request, target: Request) -> web.Response:
+    async def _patch(self, request: web.Request, target: Target) -> web.Response:
         content_type = request.content_type
         body = await read_body(request)
         live = self.store.find(target.kind, target.namespace, target.name)
@@ -159,38 +132,37 @@ class Verbs:
             patched["metadata"]["namespace"] = live["metadata"]["namespace"]
         expect = patched["metadata"].get("resourceVersion")
         expect = expect if expect != live["metadata"]["resourceVersion"] else None
-        return await self._write(request, target, live, patched, expect, warnings)
+        return self._write(request, target, patched, expect, warnings)
 
-    async def _delete(self, request: web.Request, target: Request) -> web.Response:
-        obj = self.store.get(target.kind, target.namespace, target.name)
+    async def _delete(self, request: web.Request, target: Target) -> web.Response:
         options = await delete_options(request)
-        if options.get("dryRun") == ["All"] or request.query.get("dryRun") == "All":
-            return json_response(obj)
-        kept = await self.hooks.deleting(target.kind, obj, options.get("gracePeriodSeconds"))
-        if kept is not None:
-            return json_response(kept, 202)
-        gone = self.delete_cascade(target.kind, obj)
-        return json_response(gone)
+        obj, _gone = self._delete_one(target.kind, target.namespace, target.name, options, request)
+        return json_response(obj)
 
-    async def _delete_collection(self, request: web.Request, target: Request) -> web.Response:
+    async def _delete_collection(self, request: web.Request, target: Target) -> web.Response:
         items = self.store.list(target.kind, target.namespace, matcher(request, target.kind))
         options = await delete_options(request)
         deleted = []
         for obj in items:
-            if await self.hooks.deleting(target.kind, obj, options.get("gracePeriodSeconds")) is None:
-                deleted.append(self.delete_cascade(target.kind, obj))
+            try:
+                deleted.append(self._delete_one(target.kind, obj["metadata"].get("namespace"),
+                                                obj["metadata"]["name"], options, request)[0])
+            except ApiError as exc:
+                if exc.code != 404:  # gone meanwhile (its owner's deletion took it): nothing to say
+                    raise
         return json_response({"kind": f"{target.kind.kind}List", "apiVersion": target.kind.api_version,
                               "metadata": {"resourceVersion": str(self.store.rv)}, "items": deleted})
 
-    def delete_cascade(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
-        """Delete an object and, as the garbage collector does, everything it owns."""
-        meta = obj["metadata"]
-        gone = self.store.delete(kind, meta.get("namespace"), meta["name"])
-        for kind_key, dependent in self.store.dependents(meta.get("uid", "")):
-            other, owned = self.registry.by_key(kind_key), dependent["metadata"]
-            if self.store.find(other, owned.get("namespace"), owned["name"]) is not None:  # not gone meanwhile
-                self.delete_cascade(other, dependent)
-        return gone
+    def _delete_one(self, kind: Kind, namespace: str | None, name: str, options: dict[str, Any],
+                    request: web.Request) -> tuple[dict[str, Any], bool]:
+        """DeleteOptions as the generic registry takes them: gracePeriodSeconds, propagationPolicy
+        (or the older orphanDependents), preconditions.uid, dryRun."""
+        propagation = options.get("propagationPolicy")
+        if propagation is None and options.get("orphanDependents") is not None:
+            propagation = "Orphan" if options["orphanDependents"] else "Background"
+        return self.objects.delete(kind, namespace, name, options.get("gracePeriodSeconds"), propagation,
+                                   (options.get("preconditions") or {}).get("uid"),
+                                   dry_run=options.get("dryRun") == ["All"] or request.query.get("dryRun") == "All")
 
 
 def validation_error(kind: Kind, name: str, field: str, message: str) -> ApiError:

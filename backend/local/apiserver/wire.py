@@ -13,11 +13,18 @@ import yaml
 from aiohttp import web
 
 from backend.local.apiserver import patch, protobuf
-from backend.local.apiserver.kinds import Kind
+from backend.local.registry.kinds import Kind
 from backend.local.apiserver.selectors import field_matcher, label_matcher
-from backend.local.apiserver.status import bad_request, too_large, unsupported_media
+from backend.local.registry.status import bad_request, too_large, unsupported_media
 
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request size limit
+
+
+class Target:
+    """What a resource request's path names: a kind, maybe a namespace, name and subresource."""
+
+    def __init__(self, kind: Kind, namespace: str | None, name: str | None, subresource: str | None):
+        self.kind, self.namespace, self.name, self.subresource = kind, namespace, name, subresource
 
 
 async def read_body(request: web.Request) -> Any:

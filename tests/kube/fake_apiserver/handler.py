@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
-from backend.local.apiserver.patch import merge_patch  # RFC 7386, as the embedded API server applies it
+from backend.local.registry.merge import merge_patch  # RFC 7386, as the embedded API server applies it
 from tests.kube.fake_apiserver import streams
 from tests.kube.fake_apiserver.served import PODS, SERVED, TOKEN, api_version, matches, query_flag, status
 

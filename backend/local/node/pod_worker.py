@@ -1,0 +1,260 @@
+"""The life of one pod on its node, as the kubelet's pod worker lives it: prepare, run its
+container, restart it as its restartPolicy says, end it, and report each step as the pod's
+status.
+
+- Prepare: the volumes' directories (a claim's, or a ConfigMap's, Secret's or emptyDir's files
+  written for this pod), the environment with its references resolved and the rendezvous
+  address resolved by the node's network; what is missing (a ConfigMap, a key) leaves the
+  container waiting in CreateContainerConfigError until it appears.
+- Run: Running and Ready while the process runs; on exit, terminated with its exit code and
+  reason (Completed, Error; with FallbackToLogsOnError its last lines as the message; a pod that
+  reached its pids limit says so).
+- restartPolicy: Never ends the pod with its container (Succeeded on 0, else Failed); OnFailure
+  restarts a failed one, Always any; the first restart at once, then after a back-off that
+  doubles from 10 s to 5 min (CrashLoopBackOff), restartCount counting them.
+- activeDeadlineSeconds: the pod is killed and Failed (DeadlineExceeded) once it has run so long.
+- Deletion (a deletionTimestamp): SIGTERM now, SIGKILL when its grace period has passed; once the
+  container has ended, the kubelet's last word, a delete with grace 0, lets the pod go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from typing import Any, Protocol
+
+from backend.errors import InvalidResource
+from backend.local.node import podspec
+from backend.local.node.container import START_ERROR_STATUS, Container
+from backend.local.node.logs import PodLog
+from backend.processes import describe_exit
+
+log = logging.getLogger("kfcockpit.kubelet")
+
+Obj = dict[str, Any]
+_BACKOFF_START, _BACKOFF_MAX = 10.0, 300.0
+_DEADLINE = ("DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
+
+
+class Node(Protocol):
+    """What a pod worker uses of its kubelet (kubelet.py)."""
+
+    name: str
+    cluster_root: str
+
+    def prepare(self, pod: Obj, container: Obj) -> tuple[podspec.LaunchSpec, tuple[str, ...]]: ...
+
+    async def start(self, pod: Obj, run: Container, spec: podspec.LaunchSpec, cgroups: tuple[str, ...]) -> None: ...
+
+    def ended(self, pod: Obj, run: Container, code: int) -> None: ...
+
+    def open_log(self, pod: Obj, container: str, restart: int) -> PodLog: ...
+
+    def report(self, pod: Obj, status: Obj, labels: dict[str, str] | None = None) -> None: ...
+
+    def record(self, pod: Obj, event_type: str, reason: str, message: str) -> None: ...
+
+    def limit_reached(self, pod: Obj) -> str: ...
+
+    def finished(self, worker: "PodWorker") -> None: ...
+
+
+def _time(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+class PodWorker:
+    def __init__(self, node: Node, pod: Obj):
+        self.node, self.pod = node, pod
+        meta = pod["metadata"]
+        self.uid, self.namespace, self.name = meta["uid"], meta["namespace"], meta["name"]
+        self.container_spec = (pod["spec"].get("containers") or [{}])[0]
+        self.run: Container | None = None
+        self.restarts = 0
+        self.deleting = False
+        self.wake = asyncio.Event()  # termination, or a change of what the pod refers to
+        self.task: asyncio.Task | None = None
+        self._kill_timer: asyncio.TimerHandle | None = None
+        self._deadline_hit = False
+        self._lost: Obj | None = None  # the run its node's previous kubelet left, if any
+
+    def recover(self) -> None:
+        """The pod ran under the node's previous kubelet, and its processes died with it: that run
+        ended (exit 137), and the restart policy decides what follows."""
+        statuses = (self.pod.get("status") or {}).get("containerStatuses") or [{}]
+        self.restarts = int(statuses[0].get("restartCount") or 0)
+        self._lost = {"terminated": {"exitCode": 137, "reason": "Error", "finishedAt": _time(time.time()),
+                                     "message": "its processes were lost when the node's kubelet stopped"}}
+
+    @property
+    def key(self) -> str:
+        return self.uid
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._life(), name=f"pod {self.namespace}/{self.name}")
+
+    def running(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+    # ------------------------------------------------------------------ signals from the kubelet
+
+    def terminate(self, grace: float) -> None:
+        """The pod is being deleted: SIGTERM now, SIGKILL after `grace` seconds."""
+        first = not self.deleting
+        self.deleting = True
+        self.wake.set()
+        run = self.run
+        if run is None or run.exit.done():
+            return
+        if first:
+            self.node.record(self.pod, "Normal", "Killing", f"Stopping container {self.container_spec.get('name')}")
+            run.terminate()
+        if grace <= 0:
+            run.kill()
+            return
+        if self._kill_timer is None or self._kill_timer.when() > asyncio.get_running_loop().time() + grace:
+            if self._kill_timer is not None:
+                self._kill_timer.cancel()
+            self._kill_timer = asyncio.get_running_loop().call_later(grace, run.kill)
+
+    def kill(self) -> None:
+        """The pod is gone from the API: its processes go now, nothing more is reported."""
+        self.deleting = True
+        self.wake.set()
+        if self.run is not None:
+            self.run.kill()
+
+    def pid(self) -> int | None:
+        run = self.run
+        return run.pid if run is not None and not run.exit.done() else None
+
+    # ------------------------------------------------------------------ life
+
+    async def _life(self) -> None:
+        deadline = self.pod["spec"].get("activeDeadlineSeconds")
+        timer = asyncio.get_running_loop().call_later(float(deadline), self._deadline) if deadline else None
+        try:
+            await self._run()
+        except Exception:  # noqa: BLE001 - a bug must not leave the pod's processes running
+            log.exception("pod %s/%s: kubelet error", self.namespace, self.name)
+            if self.run is not None:
+                self.run.kill()
+            self._report("Failed", {"terminated": {"exitCode": 128, "reason": "Error",
+                                                   "message": "the embedded kubelet failed running it (see "
+                                                              "controller.log)"}})
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if self._kill_timer is not None:
+                self._kill_timer.cancel()
+            self.node.finished(self)
+
+    async def _run(self) -> None:
+        backoff, last = None, self._lost
+        if last is not None:
+            policy = self.pod["spec"].get("restartPolicy", "Always")
+            if policy == "Never":
+                self._end(last)
+                return
+            self.restarts += 1
+            backoff = _BACKOFF_START
+        while not self.deleting:
+            try:
+                spec, cgroups = self.node.prepare(self.pod, self.container_spec)
+            except InvalidResource as exc:
+                self._report("Pending", {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}})
+                self.node.record(self.pod, "Warning", "Failed", f"Error: {exc}")
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            run = self.run = Container(self.key, self.node.cluster_root,
+                                       self.node.open_log(self.pod, self.container_spec.get("name", ""), self.restarts))
+            await self.node.start(self.pod, run, spec, cgroups)
+            if self.deleting:  # deleted while it was starting
+                run.kill()
+            if run.start_error:
+                self.node.record(self.pod, "Warning", "Failed", f"Error: {run.start_error}")
+            else:
+                self._report("Running", {"running": {"startedAt": _time(run.started)}}, last,
+                             labels={"kfcockpit.io/launch": "warm" if run.warm else "exec"})
+                name = self.container_spec.get("name")
+                self.node.record(self.pod, "Normal", "Created", f"Created container {name}")
+                self.node.record(self.pod, "Normal", "Started", f"Started container {name} (a process on this "
+                                                                 "machine)")
+            status = await run.ended()
+            last = {"terminated": self._terminated(run, status)}
+            code = last["terminated"]["exitCode"]
+            self.node.ended(self.pod, run, code)
+            policy = self.pod["spec"].get("restartPolicy", "Always")
+            if self.deleting or policy == "Never" or (policy == "OnFailure" and code == 0):
+                break
+            # restart: the first at once, then after the back-off (CrashLoopBackOff)
+            if backoff is not None:
+                name = self.container_spec.get("name")
+                message = f"back-off {backoff:g}s restarting failed container={name} pod={self.name}_{self.namespace}" \
+                          f"({self.uid})"
+                self._report("Running", {"waiting": {"reason": "CrashLoopBackOff", "message": message}}, last)
+                self.node.record(self.pod, "Warning", "BackOff", f"Back-off restarting failed container {name} in "
+                                                                 f"pod {self.name}_{self.namespace}({self.uid})")
+                self.wake.clear()
+                try:
+                    await asyncio.wait_for(self.wake.wait(), backoff)
+                except asyncio.TimeoutError:
+                    pass
+                if self.deleting:
+                    break
+            backoff = _BACKOFF_START if backoff is None else min(backoff * 2, _BACKOFF_MAX)
+            self.restarts += 1
+        self._end(last)
+
+    def _terminated(self, run: Container, status: int) -> Obj:
+        code, _why = (127, "StartError") if status == START_ERROR_STATUS and run.start_error else describe_exit(status)
+        state: Obj = {"exitCode": code, "reason": "Completed" if code == 0 else
+                      "StartError" if run.start_error else "Error",
+                      "startedAt": _time(run.started), "finishedAt": _time(time.time()),
+                      "containerID": f"process://{run.pid or 0}"}
+        if code > 128 and code - 128 in (signal.SIGKILL, signal.SIGTERM):
+            state["signal"] = code - 128
+        message = run.start_error or self.node.limit_reached(self.pod) or run.note
+        if not message and code != 0 and self.container_spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            message = "\n".join(run.log.last_lines)
+        if message:
+            state["message"] = message
+        return state
+
+    def _end(self, last: Obj | None) -> None:
+        if last is None:  # deleted before its container ever ran
+            last = {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
+                                   "message": "The container could not be located when the pod was terminated"}}
+        if self._deadline_hit:
+            self._report("Failed", last, reason=_DEADLINE)
+            return
+        self._report("Succeeded" if last["terminated"]["exitCode"] == 0 else "Failed", last)
+
+    def _deadline(self) -> None:
+        """spec.activeDeadlineSeconds has passed: the kubelet kills the pod, Failed."""
+        self._deadline_hit = self.deleting = True
+        self.wake.set()
+        if self.run is not None:
+            self.run.kill()
+
+    # ------------------------------------------------------------------ status
+
+    def _report(self, phase: str, state: Obj, last: Obj | None = None, reason: tuple[str, str] | None = None,
+                labels: dict[str, str] | None = None) -> None:
+        running = "running" in state
+        container = {"name": self.container_spec.get("name", ""), "image": self.container_spec.get("image", ""),
+                     "imageID": "", "restartCount": self.restarts, "ready": running, "started": running,
+                     "state": state}
+        if self.run is not None and self.run.pid:
+            container["containerID"] = f"process://{self.run.pid}"
+        if last is not None:
+            container["lastState"] = last
+        status: Obj = {"phase": phase, "containerStatuses": [container],
+                       "conditions": [("Initialized", "True"), ("ContainersReady", str(running)),
+                                      ("Ready", str(running)), ("PodReadyToStartContainers", "True")]}
+        if reason is not None:
+            status["reason"], status["message"] = reason
+        self.node.report(self.pod, status, labels)

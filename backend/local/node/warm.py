@@ -1,0 +1,173 @@
+"""The controller's side of warm workers: start zygotes (zygote.py), ask them for workers.
+
+One zygote per distinct set of import-time variables (`podspec.zygote_key`); in practice one.
+A zygote that cannot serve (unfit, or dies) makes its pods fall back to the exact torchrun path;
+the failure policy is the same either way, so recovery semantics do not depend on the path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Callable
+
+from backend.local.node import podspec
+from backend.processes import SpawnError, kill_group, spawn
+
+log = logging.getLogger("kfcockpit.controller")
+
+# A wait status that reads as "killed by SIGKILL", for workers lost with their zygote.
+LOST_STATUS = signal.SIGKILL
+_MAX_ZYGOTES = 2
+
+
+class Zygote:
+    def __init__(self, key: tuple[tuple[str, str], ...], cluster_root: Path, log_fd: int,
+                 watch_exit: Callable[[int], asyncio.Future],
+                 on_worker_exit: Callable[[str, int], None]):
+        self.key = key
+        self._loop = asyncio.get_running_loop()
+        self.ready: asyncio.Future[bool] = self._loop.create_future()
+        self._on_worker_exit = on_worker_exit
+        self._spawning: dict[str, asyncio.Future[int]] = {}
+        self.workers: dict[str, int] = {}
+        self.problem = ""
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {k: os.environ[k] for k in ("HOME", "USER", "LANG", "TMPDIR") if k in os.environ}
+        env.update(dict(key))
+        env["PATH"] = os.pathsep.join([podspec.VENV_BIN, os.environ.get("PATH", "/usr/bin:/bin")])
+        env.setdefault("PYTHONPATH", podspec.PROJECT_ROOT)
+        env[podspec.ENV_CLUSTER] = str(cluster_root)
+        try:
+            self.pid = spawn([sys.executable, "-m", "backend.local.node.zygote", "--fd", str(child.fileno())],
+                             env, podspec.PROJECT_ROOT, log_fd, keep_fds=(child.fileno(),))
+        finally:
+            child.close()
+        self._sock = parent
+        parent.setblocking(False)
+        self._loop.add_reader(parent.fileno(), self._readable)
+        watch_exit(self.pid).add_done_callback(lambda _: self._lost("the zygote exited"))
+
+    @property
+    def usable(self) -> bool:
+        return self.ready.done() and self.ready.result() and not self.problem
+
+    async def spawn(self, pod: str, spec: podspec.LaunchSpec, log_w: int, cgroups: tuple[str, ...] = ()) -> int:
+        """Fork a worker for `pod` writing to `log_w`, in `cgroups` (cgroup.procs files); its pid.
+        SpawnError if it cannot."""
+        if not await self.ready or self.problem:
+            raise SpawnError(self.problem or "warm workers unavailable")
+        kind, target, args = spec.warm
+        request = {"op": "spawn", "pod": pod, "kind": kind, "target": target, "args": args,
+                   "env": spec.warm_env, "cwd": spec.cwd, "cgroups": list(cgroups)}
+        future = self._loop.create_future()
+        self._spawning[pod] = future
+        try:
+            socket.send_fds(self._sock, [json.dumps(request).encode()], [log_w])
+        except OSError as exc:
+            self._spawning.pop(pod, None)
+            self._lost(f"cannot reach the zygote: {exc}")
+            raise SpawnError(self.problem) from None
+        try:
+            pid = await asyncio.shield(future)
+        except asyncio.CancelledError:
+            # The pod was given up while the fork was on its way: kill the worker when it comes.
+            future.add_done_callback(lambda f: f.cancelled() or f.exception() or kill_group(f.result()))
+            raise
+        self.workers[pod] = pid
+        return pid
+
+    def _readable(self) -> None:
+        try:
+            data = self._sock.recv(1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._lost("the zygote closed its socket")
+            return
+        message = json.loads(data)
+        op = message.get("op")
+        if op == "ready":
+            log.info("warm workers ready (zygote pid %s, imports took %ss)", self.pid, message["seconds"])
+            self.ready.set_result(True)
+        elif op == "unfit":
+            self.problem = message["error"]
+            log.warning("warm workers unavailable: %s", self.problem)
+            self.ready.set_result(False)
+        elif op == "spawned":
+            future = self._spawning.pop(message["pod"], None)
+            if future and not future.done():
+                future.set_result(message["pid"])
+        elif op == "spawn_failed":
+            future = self._spawning.pop(message["pod"], None)
+            if future and not future.done():
+                future.set_exception(SpawnError(message["error"]))
+        elif op == "exited":
+            self.workers.pop(message["pod"], None)
+            self._on_worker_exit(message["pod"], message["status"])
+
+    def _lost(self, why: str) -> None:
+        if self.problem:
+            return
+        self.problem = why
+        log.warning("zygote %s: %s", self.pid, why)
+        try:
+            self._loop.remove_reader(self._sock.fileno())
+        except (ValueError, OSError):
+            pass
+        self._sock.close()
+        if not self.ready.done():
+            self.ready.set_result(False)
+        for future in self._spawning.values():
+            if not future.done():
+                future.set_exception(SpawnError(f"warm workers unavailable: {why}"))
+        self._spawning.clear()
+        # Its workers die with it (PR_SET_PDEATHSIG); make sure, then report them.
+        for pod, pid in list(self.workers.items()):
+            kill_group(pid)
+            self._on_worker_exit(pod, LOST_STATUS)
+        self.workers.clear()
+
+    def stop(self) -> None:
+        """Close the socket: the zygote exits, and its workers with it."""
+        kill_group(self.pid)
+        self._lost("stopped")
+
+
+class ZygotePool:
+    def __init__(self, cluster_root: Path, log_fd: int, watch_exit, on_worker_exit):
+        self._args = (cluster_root, log_fd, watch_exit, on_worker_exit)
+        self._zygotes: dict[tuple, Zygote] = {}
+
+    def get(self, key: tuple[tuple[str, str], ...]) -> Zygote:
+        zygote = self._zygotes.get(key)
+        if zygote is None or (zygote.problem and zygote.ready.done() and zygote.ready.result()):
+            # None yet, or one that served and then died: start afresh. An unfit one stays unfit.
+            if len(self._zygotes) >= _MAX_ZYGOTES:
+                self._evict()
+            zygote = self._zygotes[key] = Zygote(key, *self._args)
+        return zygote
+
+    def _evict(self) -> None:
+        for key, zygote in list(self._zygotes.items()):
+            if not zygote.workers:
+                zygote.stop()
+                del self._zygotes[key]
+                return
+
+    def status(self) -> list[dict]:
+        return [{"pid": z.pid, "ready": z.usable, "workers": len(z.workers), "problem": z.problem}
+                for z in self._zygotes.values()]
+
+    def stop(self) -> None:
+        for zygote in self._zygotes.values():
+            zygote.stop()
+        self._zygotes.clear()

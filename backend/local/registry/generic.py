@@ -1,0 +1,227 @@
+"""The generic registry: every create, update and delete of every kind, one way, as kube-apiserver's
+`registry/generic/registry/store.go` runs them, with what differs per kind asked of its Strategy.
+
+- create: the namespace must exist and not be terminating (the NamespaceLifecycle admission
+  plugin), generateName is filled, system fields are the server's, a kind with a status
+  subresource starts without one; a custom resource passes its upstream admission (crds/: its
+  CRD's schema and defaults, CEL rules, the Trainer's, JobSet's webhooks); then the strategy's
+  defaults and validation, then the store.
+- update: the main resource never changes status, /status changes only status, /finalize only a
+  Namespace's spec.finalizers; an object being deleted may lose finalizers but gain none. An
+  object being deleted that has nothing left holding it (finalizers, grace, its strategy's own
+  reason) goes when the update that freed it is stored.
+- delete: the strategy may refuse it or give it a grace period (pods); the propagation policy
+  becomes the garbage collector's finalizer (orphan, foregroundDeletion), as
+  `deletionFinalizersForGarbageCollection` does; an object held by finalizers or grace is only
+  marked (deletionTimestamp, deletionGracePeriodSeconds) and stays until they are gone.
+
+A write returns once stored: nothing here waits for, or runs, a controller.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import time
+import uuid
+from typing import Callable
+
+from backend.local.registry import crds
+from backend.local.registry.kinds import Kind, Kinds
+from backend.local.registry.status import ApiError, conflict, forbidden, invalid, not_found
+from backend.local.registry.store import Store
+from backend.local.registry.strategy import (
+    BACKGROUND,
+    FOREGROUND,
+    FOREGROUND_FINALIZER,
+    ORPHAN,
+    ORPHAN_FINALIZER,
+    Obj,
+    Strategy,
+)
+
+_SYSTEM_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                  "generation")
+# What upstream's names.SimpleNameGenerator appends to a generateName: 5 of these.
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def rfc3339(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def generated_name(base: str) -> str:
+    return base + "".join(secrets.choice(_NAME_CHARS) for _ in range(5))
+
+
+class Registry:
+    def __init__(self, kinds: Kinds, store: Store, strategies: dict[str, Strategy],
+                 clock: Callable[[], float] = time.time):
+        self.kinds, self.store, self.clock = kinds, store, clock
+        self._strategies = strategies
+        self._plain = Strategy()
+
+    def strategy(self, kind: Kind) -> Strategy:
+        return self._strategies.get(kind.kind, self._plain)
+
+    # ------------------------------------------------------------------ reads (the strategies' Reader)
+
+    def find(self, kind: str, namespace: str | None, name: str) -> Obj | None:
+        return self.store.find(self.kinds.named(kind), namespace, name)
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        return self.store.list(self.kinds.named(kind), namespace)
+
+    def _lookup(self, kind: str, namespace: str | None, name: str) -> Obj | None:
+        """What a webhook reads from the cluster (crds.Lookup): the stored object, or None."""
+        try:
+            found = self.kinds.named(kind)
+        except KeyError:
+            return None
+        return self.store.find(found, namespace if found.namespaced else None, name)
+
+    # ------------------------------------------------------------------ create
+
+    def create(self, kind: Kind, obj: Obj, dry_run: bool = False) -> tuple[Obj, list[str]]:
+        obj = copy.deepcopy(obj)
+        obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = generated_name(meta["generateName"])
+        if not meta.get("name"):
+            raise invalid(kind.kind, "", [("metadata.name", "Required value: name or generateName is required")],
+                          kind.group)
+        if kind.namespaced:
+            meta["namespace"] = meta.get("namespace") or "default"
+            if kind.kind != "Event":
+                self._namespace_open(meta["namespace"])
+        else:
+            meta.pop("namespace", None)
+        for system in _SYSTEM_FIELDS:
+            meta.pop(system, None)
+        meta["uid"] = str(uuid.uuid4())  # before the strategy: some derive fields from it (a Job's selector)
+        strategy = self.strategy(kind)
+        if "status" in kind.subresources and not strategy.keep_status_on_create:
+            obj.pop("status", None)
+        warnings = crds.admit(kind.kind, "CREATE", obj, None, self._lookup, rfc3339(self.clock()))
+        strategy.prepare_for_create(obj, self)
+        warnings += strategy.validate(obj, self)
+        if dry_run:
+            return obj, warnings
+        return self.store.create(kind, obj), warnings
+
+    def _namespace_open(self, namespace: str) -> None:
+        """The NamespaceLifecycle admission plugin: no new object in a namespace that is missing
+        or being deleted."""
+        found = self.find("Namespace", None, namespace)
+        if found is None:
+            raise not_found("namespaces", namespace)
+        if found["metadata"].get("deletionTimestamp"):
+            raise forbidden(f"unable to create new content in namespace {namespace} because it is being terminated")
+
+    # ------------------------------------------------------------------ update
+
+    def update(self, kind: Kind, obj: Obj, expect_rv: str | None = None, subresource: str | None = None,
+               dry_run: bool = False) -> tuple[Obj, list[str]]:
+        meta = obj.get("metadata") or {}
+        old = self.store.get(kind, meta.get("namespace") if kind.namespaced else None, meta.get("name", ""))
+        strategy = self.strategy(kind)
+        if subresource == "status":
+            new = {**copy.deepcopy(old), "status": copy.deepcopy(obj.get("status"))}
+            warnings = strategy.validate_status_update(new, old, self)
+        elif subresource == "finalize":
+            new = copy.deepcopy(old)
+            new.setdefault("spec", {})["finalizers"] = list((obj.get("spec") or {}).get("finalizers") or [])
+            warnings = []
+        elif subresource is not None:
+            new, warnings = strategy.update_subresource(subresource, obj, copy.deepcopy(old)), []
+        else:
+            new = copy.deepcopy(obj)
+            new["apiVersion"], new["kind"] = kind.api_version, kind.kind
+            if "status" in kind.subresources:
+                new.pop("status", None)
+                if "status" in old:
+                    new["status"] = copy.deepcopy(old["status"])
+            for system in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+                new["metadata"].pop(system, None)
+                if system in old["metadata"]:
+                    new["metadata"][system] = old["metadata"][system]
+            self._check_finalizers(kind, new, old)
+            warnings = crds.admit(kind.kind, "UPDATE", new, old, self._lookup, rfc3339(self.clock()))
+            strategy.prepare_for_update(new, old)
+            warnings += strategy.validate_update(new, old, self)
+        if dry_run:
+            return new, warnings
+        stored = self.store.update(kind, new, expect_rv)
+        if stored["metadata"].get("deletionTimestamp") and self._removable(kind, stored):
+            return self.store.delete(kind, stored["metadata"].get("namespace"), stored["metadata"]["name"]), warnings
+        return stored, warnings
+
+    @staticmethod
+    def _check_finalizers(kind: Kind, new: Obj, old: Obj) -> None:
+        if not old["metadata"].get("deletionTimestamp"):
+            return
+        added = set(new["metadata"].get("finalizers") or []) - set(old["metadata"].get("finalizers") or [])
+        if added:
+            raise invalid(kind.kind, old["metadata"]["name"],
+                          [("metadata.finalizers", "Forbidden: no new finalizers can be added if the object is "
+                                                   "being deleted, found new finalizers "
+                                                   f"{sorted(added)}")], kind.group)
+
+    def _removable(self, kind: Kind, obj: Obj) -> bool:
+        meta = obj["metadata"]
+        return (not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds")
+                and self.strategy(kind).removable(obj))
+
+    # ------------------------------------------------------------------ delete
+
+    def delete(self, kind: Kind, namespace: str | None, name: str, grace: int | None = None,
+               propagation: str | None = None, uid: str | None = None,
+               dry_run: bool = False) -> tuple[Obj, bool]:
+        """(the object, whether it is gone now); a kept one is marked being deleted."""
+        obj = self.store.get(kind, namespace if kind.namespaced else None, name)
+        meta = obj["metadata"]
+        if uid and uid != meta.get("uid"):
+            raise conflict(kind.plural, name, f"Precondition failed: UID in precondition: {uid}, UID in object "
+                                              f"meta: {meta.get('uid')}", kind.group)
+        strategy = self.strategy(kind)
+        strategy.before_delete(obj, self)
+        if propagation not in (None, BACKGROUND, FOREGROUND, ORPHAN):
+            raise ApiError(422, "Invalid", f"DeleteOptions.propagationPolicy: Unsupported value: \"{propagation}\": "
+                                           'supported values: "Orphan", "Background", "Foreground"')
+        if dry_run:
+            return obj, False
+        new = copy.deepcopy(obj)
+        new_meta = new["metadata"]
+        finalizers = _gc_finalizers(new_meta.get("finalizers") or [], propagation, strategy.default_propagation)
+        seconds = max(0, strategy.graceful_delete(obj, grace))
+        now = self.clock()
+        if not meta.get("deletionTimestamp"):
+            new_meta["deletionTimestamp"] = rfc3339(now + seconds)
+            new_meta["deletionGracePeriodSeconds"] = seconds
+            strategy.deleting(new)
+        elif seconds < int(meta.get("deletionGracePeriodSeconds") or 0):  # a shorter grace wins
+            new_meta["deletionTimestamp"] = rfc3339(now + seconds)
+            new_meta["deletionGracePeriodSeconds"] = seconds
+        if finalizers:
+            new_meta["finalizers"] = finalizers
+        else:
+            new_meta.pop("finalizers", None)
+        if self._removable(kind, new):
+            return self.store.delete(kind, meta.get("namespace"), name), True
+        return self.store.update(kind, new), False
+
+
+def _gc_finalizers(finalizers: list[str], asked: str | None, default: str) -> list[str]:
+    """The object's finalizers with the garbage collector's for the policy: the one asked for,
+    else the one a finalizer already names (a second delete keeps a foreground deletion
+    foreground), else the kind's default. Orphan and foregroundDeletion exclude each other;
+    background removes both."""
+    policy = asked or (ORPHAN if ORPHAN_FINALIZER in finalizers else FOREGROUND if FOREGROUND_FINALIZER in finalizers
+                       else default)
+    kept = [f for f in finalizers if f not in (ORPHAN_FINALIZER, FOREGROUND_FINALIZER)]
+    if policy == ORPHAN:
+        kept.append(ORPHAN_FINALIZER)
+    elif policy == FOREGROUND:
+        kept.append(FOREGROUND_FINALIZER)
+    return kept

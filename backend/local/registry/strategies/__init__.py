@@ -1,0 +1,37 @@
+"""Each kind's strategy (strategy.py): the table the generic registry looks a kind's rules up in."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from backend.local.registry.kinds import Kinds
+from backend.local.registry.strategies.batch import JobSetStrategy, JobStrategy
+from backend.local.registry.strategies.core import NamespaceStrategy, NodeStrategy, SecretStrategy
+from backend.local.registry.strategies.pods import PodStrategy
+from backend.local.registry.strategies.rayjobs import RayJobStrategy
+from backend.local.registry.strategies.storage import ClaimStrategy, SnapshotContentStrategy, SnapshotStrategy
+from backend.local.registry.strategies.trainer import RuntimeStrategy, TrainJobStrategy
+from backend.local.registry.strategy import Strategy
+
+
+def strategies(kinds: Kinds, check_state_root: Callable[[], None] = lambda: None,
+               clock: Callable[[], float] = time.time) -> dict[str, Strategy]:
+    """Kind name -> its strategy; the kinds not named follow the plain rules. `check_state_root`
+    refuses (InvalidResource) a state root too long for what a RayJob's Ray needs."""
+    named = kinds.named
+    return {
+        "Namespace": NamespaceStrategy(),
+        "Secret": SecretStrategy(),
+        "Node": NodeStrategy(),
+        "Pod": PodStrategy(clock),
+        "Job": JobStrategy(),
+        "JobSet": JobSetStrategy(),
+        "TrainJob": TrainJobStrategy(named("TrainJob")),
+        "TrainingRuntime": RuntimeStrategy(named("TrainingRuntime")),
+        "ClusterTrainingRuntime": RuntimeStrategy(named("ClusterTrainingRuntime")),
+        "RayJob": RayJobStrategy(named("RayJob"), check_state_root),
+        "PersistentVolumeClaim": ClaimStrategy(named("PersistentVolumeClaim")),
+        "VolumeSnapshot": SnapshotStrategy(named("VolumeSnapshot")),
+        "VolumeSnapshotContent": SnapshotContentStrategy(),
+    }

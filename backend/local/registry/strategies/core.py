@@ -1,0 +1,85 @@
+"""The strategies of the core kinds that are not pods: Namespace, Secret, Node.
+
+- Namespace (pkg/registry/core/namespace): created Active with the `kubernetes` finalizer and
+  the kubernetes.io/metadata.name label; its name an RFC 1123 label; spec.finalizers change only
+  through /finalize. A delete leaves it Terminating until the namespace controller has emptied
+  it and removed that finalizer. The namespaces a cluster cannot lose are refused as the
+  NamespaceLifecycle plugin refuses them, and kubeflow-system, which holds this cluster's own
+  controller.
+- Secret: stringData is write-only, merged into data; type defaults to Opaque, then is fixed.
+- Node: its kubelet registers it with its status (capacity, conditions) already set.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+
+from backend.local.registry.status import forbidden, invalid
+from backend.local.registry.strategy import Obj, Reader, Strategy
+
+# NamespaceLifecycle's immortal namespaces, and the one this cluster's controller lives in.
+UNDELETABLE = ("default", "kube-system", "kube-public")
+TRAINER_NAMESPACE = "kubeflow-system"
+NAMESPACE_FINALIZER = "kubernetes"
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class NamespaceStrategy(Strategy):
+    def prepare_for_create(self, obj: Obj, reader: Reader) -> None:
+        spec = obj.setdefault("spec", {})
+        if NAMESPACE_FINALIZER not in (spec.get("finalizers") or []):
+            spec["finalizers"] = [*(spec.get("finalizers") or []), NAMESPACE_FINALIZER]
+        obj["status"] = {"phase": "Active"}
+        obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+
+    def validate(self, obj: Obj, reader: Reader) -> list[str]:
+        name = obj["metadata"]["name"]
+        if len(name) > 63 or not _LABEL.match(name):
+            raise invalid("Namespace", name, [("metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 '
+                          "label must consist of lower case alphanumeric characters or '-', and must start and end "
+                          "with an alphanumeric character" + (" (must be no more than 63 characters)"
+                                                              if len(name) > 63 else ""))])
+        return []
+
+    def prepare_for_update(self, obj: Obj, old: Obj) -> None:
+        obj.setdefault("spec", {})["finalizers"] = list((old.get("spec") or {}).get("finalizers") or [])
+        obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+
+    def before_delete(self, obj: Obj, reader: Reader) -> None:
+        name = obj["metadata"]["name"]
+        if name in UNDELETABLE:
+            raise forbidden(f'namespaces "{name}" is forbidden: this namespace may not be deleted')
+        if name == TRAINER_NAMESPACE:
+            raise forbidden(f'namespaces "{name}" is forbidden: it holds the embedded cluster\'s own controller '
+                            "(kfcockpit cluster down stops it)")
+
+    def deleting(self, obj: Obj) -> None:
+        obj.setdefault("status", {})["phase"] = "Terminating"
+
+    def removable(self, obj: Obj) -> bool:
+        return not (obj.get("spec") or {}).get("finalizers")
+
+
+class SecretStrategy(Strategy):
+    def prepare_for_create(self, obj: Obj, reader: Reader) -> None:
+        obj["type"] = obj.get("type") or "Opaque"
+        self._merge_string_data(obj)
+
+    def prepare_for_update(self, obj: Obj, old: Obj) -> None:
+        obj["type"] = obj.get("type") or old.get("type") or "Opaque"
+        self._merge_string_data(obj)
+
+    def validate_update(self, obj: Obj, old: Obj, reader: Reader) -> list[str]:
+        if obj["type"] != old.get("type", "Opaque"):
+            raise invalid("Secret", obj["metadata"]["name"], [("type", "Invalid value: field is immutable")])
+        return []
+
+    @staticmethod
+    def _merge_string_data(obj: Obj) -> None:
+        for key, value in (obj.pop("stringData", None) or {}).items():
+            obj.setdefault("data", {})[key] = base64.b64encode(str(value).encode()).decode()
+
+
+class NodeStrategy(Strategy):
+    keep_status_on_create = True

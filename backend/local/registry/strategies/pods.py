@@ -1,0 +1,161 @@
+"""The Pod strategy (kubernetes pkg/registry/core/pod/strategy.go), and what this cluster's
+kubelet can run.
+
+- create: core/v1 defaults (restartPolicy Always, a 30 s grace period, the default scheduler,
+  the DefaultTolerationSeconds plugin's not-ready/unreachable tolerations, container
+  terminationMessage defaults), status Pending with its QoS class. A pod the embedded kubelet
+  could never run is refused (422) rather than left Pending forever: exactly one container, a
+  command or args (images are not pulled), and volumes of the kinds it mounts.
+- update: the spec is fixed but for images, activeDeadlineSeconds and added tolerations, as
+  upstream; spec.nodeName is set once, by the binding subresource (the scheduler's), which also
+  marks the pod PodScheduled.
+- delete: graceful as upstream: the request's grace, else terminationGracePeriodSeconds; at once
+  for a pod not yet bound or already finished. The pod of this cluster's own controller is not
+  deletable while it is that process (the one that serves the API).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from typing import Callable
+
+from backend.local.registry import admission
+from backend.local.registry.generic import rfc3339
+from backend.local.registry.status import ApiError, conflict, forbidden, invalid
+from backend.local.registry.strategy import Obj, Reader, Strategy
+
+CONTROLLER_POD_ANNOTATION = "kfcockpit.io/controller-pid"  # on the controller's own pod: not deletable
+# A pod's ask to run its command exactly (torchrun) rather than forked warm (node/podspec.py).
+WARM_ANNOTATION = "kfcockpit.io/warm-start"
+DEFAULT_GRACE = 30
+_TOLERATION_SECONDS = 300  # the DefaultTolerationSeconds admission plugin's default
+_MOUNTED = ("persistentVolumeClaim", "configMap", "secret", "emptyDir")
+_MUTABLE = ("activeDeadlineSeconds", "tolerations")
+_IMMUTABLE_MESSAGE = ("Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+                      "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
+                      "additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set "
+                      "to 1 if it was previously negative)")
+
+
+def unrunnable(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
+    """What the embedded kubelet cannot run, as (field, message) for a 422."""
+    problems = []
+    containers = spec.get("containers") or []
+    if len(containers) != 1:
+        problems.append((f"{path}.containers", f"Unsupported value: {len(containers)} containers: the embedded "
+                                               "cluster runs pods of exactly one container"))
+    elif not (containers[0].get("command") or containers[0].get("args")):
+        problems.append((f"{path}.containers[0].command", "Required value: images are not pulled here, so the pod "
+                                                          "needs a command (or args) to run on this machine"))
+    for field in ("initContainers", "ephemeralContainers"):
+        if spec.get(field):
+            problems.append((f"{path}.{field}", "Unsupported value: not run by the embedded cluster"))
+    for i, volume in enumerate(spec.get("volumes") or []):
+        if not any(k in volume for k in _MOUNTED):
+            problems.append((f"{path}.volumes[{i}]", "Unsupported value: the embedded cluster mounts "
+                                                     "persistentVolumeClaim, configMap, secret and emptyDir volumes"))
+    return problems
+
+
+def default_spec(spec: Obj) -> None:
+    """core/v1 defaults of a pod spec (a pod's, or a Job's pod template's)."""
+    for key, value in (("restartPolicy", "Always"), ("terminationGracePeriodSeconds", DEFAULT_GRACE),
+                       ("schedulerName", "default-scheduler"), ("serviceAccountName", "default"),
+                       ("dnsPolicy", "ClusterFirst"), ("enableServiceLinks", True), ("priority", 0)):
+        spec.setdefault(key, value)
+    for container in spec.get("containers") or []:
+        container.setdefault("terminationMessagePath", "/dev/termination-log")
+        container.setdefault("terminationMessagePolicy", "File")
+        image = container.get("image") or ""
+        container.setdefault("imagePullPolicy", "Always" if image.endswith(":latest") or ":" not in image
+                             else "IfNotPresent")
+        container.setdefault("resources", {})
+
+
+def _default_tolerations(spec: Obj) -> None:
+    tolerations = spec.setdefault("tolerations", [])
+    for taint in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        if not any(t.get("key") == taint for t in tolerations):
+            tolerations.append({"key": taint, "operator": "Exists", "effect": "NoExecute",
+                                "tolerationSeconds": _TOLERATION_SECONDS})
+
+
+def qos(spec: Obj) -> str:
+    resources = [c.get("resources") or {} for c in spec.get("containers") or []]
+    if not any(r.get("requests") or r.get("limits") for r in resources):
+        return "BestEffort"
+    guaranteed = all(r.get("limits") and (r.get("requests") or r["limits"]) == r["limits"] for r in resources)
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _without_mutable(spec: Obj) -> Obj:
+    spec = {k: v for k, v in copy.deepcopy(spec).items() if k not in _MUTABLE}
+    for container in spec.get("containers") or []:
+        container.pop("image", None)
+    return spec
+
+
+class PodStrategy(Strategy):
+    def __init__(self, clock: Callable[[], float] = time.time):
+        self.clock = clock
+
+    def prepare_for_create(self, obj: Obj, reader: Reader) -> None:
+        spec = obj.setdefault("spec", {})
+        default_spec(spec)
+        _default_tolerations(spec)
+        obj["status"] = {"phase": "Pending", "qosClass": qos(spec)}
+
+    def validate(self, obj: Obj, reader: Reader) -> list[str]:
+        spec = obj["spec"]
+        problems = unrunnable(spec)
+        if spec.get("restartPolicy") not in ("Always", "OnFailure", "Never"):
+            problems.append(("spec.restartPolicy", f"Unsupported value: {spec.get('restartPolicy')!r}: supported "
+                                                   'values: "Always", "OnFailure", "Never"'))
+        if problems:
+            raise invalid("Pod", obj["metadata"]["name"], problems)
+        limited = any(((c.get("resources") or {}).get("limits") or {}).get("memory") for c in spec["containers"])
+        return [admission.LIMITS_WARNING] if limited else []
+
+    def prepare_for_update(self, obj: Obj, old: Obj) -> None:
+        spec = obj.setdefault("spec", {})
+        default_spec(spec)
+        if (old.get("spec") or {}).get("nodeName"):
+            spec.setdefault("nodeName", old["spec"]["nodeName"])
+
+    def validate_update(self, obj: Obj, old: Obj, reader: Reader) -> list[str]:
+        if _without_mutable(obj["spec"]) != _without_mutable(old.get("spec") or {}):
+            raise invalid("Pod", obj["metadata"]["name"], [("spec", _IMMUTABLE_MESSAGE)])
+        return []
+
+    def update_subresource(self, subresource: str, body: Obj, old: Obj) -> Obj:
+        """pods/binding: the scheduler's decision (registry/core/pod/storage BindingREST)."""
+        if subresource != "binding":
+            return super().update_subresource(subresource, body, old)
+        name = old["metadata"]["name"]
+        node = (body.get("target") or {}).get("name")
+        if not node:
+            raise invalid("Binding", name, [("target.name", "Required value")])
+        if old["metadata"].get("deletionTimestamp"):
+            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is '
+                                            "being deleted, cannot be assigned to a host")
+        if (old.get("spec") or {}).get("nodeName"):
+            raise conflict("pods/binding", name, f'pod {name} is already assigned to node "{old["spec"]["nodeName"]}"')
+        old["spec"]["nodeName"] = node
+        status = old.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        status["conditions"] = [{"type": "PodScheduled", "status": "True",
+                                 "lastTransitionTime": rfc3339(self.clock())}, *conditions]
+        return old
+
+    def before_delete(self, obj: Obj, reader: Reader) -> None:
+        if (obj["metadata"].get("annotations") or {}).get(CONTROLLER_POD_ANNOTATION) == str(os.getpid()):
+            raise forbidden(f'pods "{obj["metadata"]["name"]}" is forbidden: it is the embedded cluster\'s controller '
+                            "process (kfcockpit cluster down stops it)")
+
+    def graceful_delete(self, obj: Obj, grace: int | None) -> int:
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+            return 0  # nothing runs it, or nothing is left running: it goes at once
+        return grace if grace is not None else int(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE))

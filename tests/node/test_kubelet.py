@@ -1,0 +1,231 @@
+"""A kubelet in-process against a real registry, running real (small) processes: the pod
+lifecycle as the kubelet lives it (pkg/kubelet: pod workers, restartPolicy and CrashLoopBackOff,
+graceful deletion, activeDeadlineSeconds, CreateContainerConfigError), the pod's environment and
+mounts, the node's network for rendezvous ports, the pids bound, a restart of the kubelet."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from backend.local.node.kubelet import Kubelet
+from backend.local.node.limits import PodCgroups
+from backend.local.node.network import Network
+from backend.local.registry.events import Events
+from backend.processes import Children
+from tests.controlplane import eventually, gone, plane, until
+
+PY = sys.executable
+
+
+@asynccontextmanager
+async def kubelet(tmp_path: Path, client, pids_limit: int = 256, network: Network | None = None,
+                  memory_max: int = 0):
+    import asyncio
+
+    children = Children()
+    children.install()
+    name = hashlib.sha1(str(tmp_path).encode()).hexdigest()[:12]  # noqa: S324 - a name, not a secret
+    cgroups = PodCgroups.find(f"test-{name}", memory_max)
+    node = Kubelet(client, "node-1", tmp_path / "cluster", lambda ns, claim: tmp_path / "volumes" / ns / claim,
+                   {"cpu": "2", "memory": "4Gi", "pods": "110"}, children, network or Network(), cgroups,
+                   Events(client, host="test").recorder("kubelet"), pids_limit)
+    task = asyncio.create_task(node.run())
+    try:
+        await eventually(client, lambda: client.get("Node", None, "node-1"))
+        yield node
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        children.uninstall()
+        cgroups.close()
+
+
+def _pod(client, name: str, command: list[str], restart: str = "Never", **spec) -> dict:
+    containers = [{"name": "main", "image": "x", "command": command, **spec.pop("container", {})}]
+    client.create("Pod", {"metadata": {"name": name, "namespace": "default", **spec.pop("metadata", {})},
+                          "spec": {"restartPolicy": restart, "containers": containers, **spec}})
+    return client.bind("default", name, "node-1")
+
+
+def _phase(*phases: str):
+    return lambda pod: pod is not None and pod["status"].get("phase") in phases
+
+
+def _state(pod: dict) -> dict:
+    """The container's status (an empty one before the kubelet first reported it)."""
+    return (pod["status"].get("containerStatuses") or [{"state": {}, "restartCount": None}])[0]
+
+
+async def _log(node: Kubelet, name: str, **options) -> str:
+    pod = node.client.get("Pod", "default", name)
+    return b"".join([chunk async for chunk in node.logs(pod, options)]).decode()
+
+
+async def _printed(node: Kubelet, name: str, text: str) -> None:
+    """Return once the pod's log holds `text` (following it, as `kubectl logs -f`)."""
+    pod = node.client.get("Pod", "default", name)
+    async for chunk in node.logs(pod, {"follow": "true"}):
+        if text.encode() in chunk:
+            return
+    raise AssertionError(f"{name} ended without printing {text!r}")
+
+
+async def test_a_pod_runs_to_completion_and_its_log_is_served(tmp_path):
+    client = plane()
+    async with kubelet(tmp_path, client) as node:
+        _pod(client, "hello", [PY, "-c", "print('hello from a pod')"])
+        done = await until(client, "Pod", "default", "hello", _phase("Succeeded"))
+        terminated = _state(done)["state"]["terminated"]
+        assert (terminated["exitCode"], terminated["reason"]) == (0, "Completed")
+        assert [c["type"] for c in done["status"]["conditions"]][0] == "PodScheduled"  # the scheduler's kept
+        assert done["metadata"]["labels"]["kfcockpit.io/launch"] == "exec"
+        assert await _log(node, "hello") == "hello from a pod\n"
+        reasons = [e["reason"] for e in client.list("Event", "default")]
+        assert reasons == ["Created", "Started"]
+
+
+async def test_on_failure_restarts_at_once_then_backs_off(tmp_path):
+    client = plane()
+    async with kubelet(tmp_path, client):
+        _pod(client, "crash", [PY, "-c", "raise SystemExit(3)"], restart="OnFailure")
+        waiting = await until(client, "Pod", "default", "crash",
+                              lambda p: "waiting" in _state(p)["state"] and _state(p)["restartCount"] == 1)
+        state = _state(waiting)
+        assert state["state"]["waiting"]["reason"] == "CrashLoopBackOff" and waiting["status"]["phase"] == "Running"
+        assert state["lastState"]["terminated"]["exitCode"] == 3
+        assert "BackOff" in [e["reason"] for e in client.list("Event", "default")]
+
+
+async def test_graceful_deletion_is_sigterm_then_the_pod_goes(tmp_path):
+    client = plane()
+    script = ("import signal, sys, time\n"
+              "signal.signal(signal.SIGTERM, lambda *_: (print('got SIGTERM', flush=True), sys.exit(0)))\n"
+              "print('up', flush=True)\ntime.sleep(600)")
+    async with kubelet(tmp_path, client) as node:
+        _pod(client, "sleeper", [PY, "-c", script])
+        await until(client, "Pod", "default", "sleeper", _phase("Running"))
+        await _printed(node, "sleeper", "up")  # its SIGTERM handler is set
+        kept = client.delete("Pod", "default", "sleeper")
+        assert kept["metadata"]["deletionGracePeriodSeconds"] == 30
+        await until(client, "Pod", "default", "sleeper", gone)
+        assert "Killing" in [e["reason"] for e in client.list("Event", "default")]
+        assert node.workers == {}
+
+
+async def test_a_container_that_ignores_sigterm_is_killed_after_its_grace(tmp_path):
+    client = plane()
+    script = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "print('up', flush=True)\ntime.sleep(600)")
+    async with kubelet(tmp_path, client) as node:
+        _pod(client, "stubborn", [PY, "-c", script], terminationGracePeriodSeconds=1)
+        await until(client, "Pod", "default", "stubborn", _phase("Running"))
+        await _printed(node, "stubborn", "up")
+        client.delete("Pod", "default", "stubborn")
+        await until(client, "Pod", "default", "stubborn", gone)
+
+
+async def test_environment_references_and_mounts(tmp_path):
+    client = plane()
+    (tmp_path / "volumes" / "default" / "data").mkdir(parents=True)
+    (tmp_path / "volumes" / "default" / "data" / "f").write_text("on the volume")
+    script = ("import os, sys\n"
+              "print(os.environ['FROM_CM'], os.environ['POD'], os.environ['INDEX'], os.environ['BOTH'])\n"
+              "print(open(sys.argv[1] + '/f').read(), open(sys.argv[2]).read())")
+    async with kubelet(tmp_path, client) as node:
+        _pod(client, "env", [PY, "-c", script, "/data", "/etc/conf/key"], metadata={"annotations": {"idx": "7"}},
+             volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                      {"name": "conf", "configMap": {"name": "settings"}}],
+             container={"env": [{"name": "FROM_CM",
+                                 "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "key"}}},
+                                {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                                {"name": "INDEX", "valueFrom": {"fieldRef": {
+                                    "fieldPath": "metadata.annotations['idx']"}}},
+                                {"name": "BOTH", "value": "$(POD)-$(INDEX)"}],
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"},
+                                         {"name": "conf", "mountPath": "/etc/conf"}]})
+        waiting = await until(client, "Pod", "default", "env", lambda p: "waiting" in _state(p)["state"])
+        assert _state(waiting)["state"]["waiting"]["reason"] == "CreateContainerConfigError"
+        assert "configmap 'settings' not found" in _state(waiting)["state"]["waiting"]["message"]
+        client.create("ConfigMap", {"metadata": {"name": "settings", "namespace": "default"}, "data": {"key": "v"}})
+        await until(client, "Pod", "default", "env", _phase("Succeeded"))
+        assert await _log(node, "env") == "v env 7 env-7\non the volume v\n"
+
+
+async def test_a_group_meets_on_a_port_of_its_own_new_for_each_attempt(tmp_path):
+    client = plane()
+    network = Network()
+    script = "import os; print(os.environ['PET_MASTER_ADDR'], os.environ['PET_MASTER_PORT'])"
+
+    def member(name: str, attempt: str) -> None:
+        _pod(client, name, [PY, "-c", script], metadata={"labels": {"jobset.sigs.k8s.io/restart-attempt": attempt}},
+             container={"env": [{"name": "PET_MASTER_ADDR", "value": "job-node-0-0.job"},
+                                {"name": "PET_MASTER_PORT", "value": "29500"}]})
+
+    async with kubelet(tmp_path, client, network=network) as node:
+        for name, attempt in (("a0", "0"), ("b0", "0"), ("a1", "1")):
+            member(name, attempt)
+        for name in ("a0", "b0", "a1"):
+            await until(client, "Pod", "default", name, _phase("Succeeded"))
+        seen = {name: (await _log(node, name)).split() for name in ("a0", "b0", "a1")}
+    assert seen["a0"] == seen["b0"] and seen["a0"][0] == "127.0.0.1"
+    assert seen["a1"][1] != seen["a0"][1] and int(seen["a0"][1]) != 29500
+
+
+async def test_active_deadline_fails_the_pod(tmp_path):
+    client = plane()
+    async with kubelet(tmp_path, client):
+        _pod(client, "slow", [PY, "-c", "import time; time.sleep(600)"], activeDeadlineSeconds=1)
+        failed = await until(client, "Pod", "default", "slow", _phase("Failed"))
+        assert failed["status"]["reason"] == "DeadlineExceeded"
+
+
+async def test_a_pod_bounded_by_its_pids_limit_fails_and_says_why(tmp_path):
+    if PodCgroups.find("probe").base is None:
+        pytest.skip("no writable pids cgroup on this machine")
+    client = plane()
+    script = ("import os, time\nchildren = []\n"
+              "for _ in range(1000):\n    pid = os.fork()\n    if pid == 0:\n        time.sleep(60); os._exit(0)\n"
+              "    children.append(pid)\n")
+    async with kubelet(tmp_path, client, pids_limit=20):
+        _pod(client, "forker", [PY, "-c", script])
+        failed = await until(client, "Pod", "default", "forker", _phase("Failed"))
+        assert "limit of 20 processes" in _state(failed)["state"]["terminated"]["message"]
+
+
+async def test_the_nodes_pods_together_hold_no_more_than_its_allocatable_memory(tmp_path):
+    """--enforce-node-allocatable=pods: the pods' cgroup is limited to the node's allocatable
+    memory, so a pod that keeps allocating is killed by the kernel inside it (SIGKILL, 137) and
+    neither this process nor the rest of the machine is touched."""
+    client = plane()
+    script = ("import sys\nheld = []\n"
+              "for i in range(64):\n    held.append(bytearray(b'\\x01') * (32 << 20))\n"
+              "    print('held', (i + 1) * 32, 'MiB', flush=True)\n")
+    async with kubelet(tmp_path, client, memory_max=128 << 20) as node:
+        if node.cgroups.memory is None:
+            pytest.skip("no writable memory cgroup on this machine")
+        _pod(client, "hog", [PY, "-c", script])
+        failed = await until(client, "Pod", "default", "hog", _phase("Failed"))
+        assert _state(failed)["state"]["terminated"]["exitCode"] == 137
+        held = [int(line.split()[1]) for line in (await _log(node, "hog")).splitlines() if line.startswith("held")]
+        assert held and max(held) <= 128
+
+
+async def test_pods_left_by_a_previous_kubelet_end_as_their_restart_policy_says(tmp_path):
+    client = plane()
+    async with kubelet(tmp_path, client):
+        _pod(client, "never", [PY, "-c", "import time; time.sleep(600)"])
+        _pod(client, "again", [PY, "-c", "import time; time.sleep(600)"], restart="OnFailure")
+        for name in ("never", "again"):
+            await until(client, "Pod", "default", name, _phase("Running"))
+    # the kubelet stopped, and its processes with it
+    async with kubelet(tmp_path, client):
+        lost = await until(client, "Pod", "default", "never", _phase("Failed"))
+        assert "lost" in _state(lost)["state"]["terminated"]["message"]
+        again = await until(client, "Pod", "default", "again",
+                            lambda p: _state(p)["restartCount"] == 1 and "running" in _state(p)["state"])
+        assert _state(again)["lastState"]["terminated"]["exitCode"] == 137
