@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -289,16 +290,16 @@ def run_child(args) -> None:
         def on_ready(self) -> None:
             self.run_worker(run_synthetic(self, args) if args.child == "synthetic" else run_cluster(self, args))
 
-    home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="kfc-scale-"))
-    app = Scaled(Launch.of(Settings(home=home), CockpitConfig()))
-    if args.child == "synthetic":
-        cluster = SyntheticCluster(args.ranks)
+    with tempfile.TemporaryDirectory(prefix="kfc-scale-") as own:  # the lesson's state, for the synthetic one
+        app = Scaled(Launch.of(Settings(home=Path(args.home or own)), CockpitConfig()))
+        if args.child == "synthetic":
+            cluster = SyntheticCluster(args.ranks)
 
-        async def open_cluster() -> None:
-            app.session.cluster = cluster
+            async def open_cluster() -> None:
+                app.session.cluster = cluster
 
-        app.session.open_cluster = open_cluster
-    app.run()
+            app.session.open_cluster = open_cluster
+        app.run()
 
 
 # ------------------------------------------------------------------ the parent
@@ -348,6 +349,7 @@ def main() -> int:
                 from backend.local.embedded import Embedded
 
                 asyncio.run(Embedded(Path(home)).down())
+                shutil.rmtree(home, ignore_errors=True)
         verdicts += judge(subject, results, sizes)
     for verdict in verdicts:
         print(verdict)
