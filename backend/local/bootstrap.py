@@ -1,5 +1,7 @@
 """What every embedded cluster has before anyone applies anything: the system namespaces, the
-default StorageClass, VolumeSnapshotClass and ServiceAccount, the controller's own pod (as the
+StorageClasses (the default `standard`: a node's volumes, bound where their first pod runs, as
+kind's; `nfs-csi`: ReadWriteMany volumes every node mounts; `csi-hostpath-sc` for the pipeline),
+a VolumeSnapshotClass per driver, the default ServiceAccount, the controller's own pod (as the
 Trainer's controller-manager, which a preflight looks for), and, once on the first start, what
 installing the Trainer gives (`manifests/embedded/`, `manifests/runtime.yaml`). Written through the
 in-process client like anything else, so they are what a client would have made.
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from backend.local.controllers.volumes import DRIVER
+from backend.local.controllers.volumes import DRIVER, SHARED_DRIVER
 from backend.local.node.kubelet import MIRROR_ANNOTATION
 from backend.local.registry.client import Client
 from backend.local.registry.strategies.core import TRAINER_NAMESPACE
@@ -27,6 +29,9 @@ STORAGE_CLASS = "standard"
 # csi-driver-host-path class): the same volumes here, not the default.
 PIPELINE_STORAGE_CLASS = "csi-hostpath-sc"
 SNAPSHOT_CLASS = "kfcockpit-snapclass"
+# ReadWriteMany volumes for a job whose workers run on several nodes: the class csi-driver-nfs's
+# example names, so manifests/volume.yaml is one file for kind (install.sh nfs) and here.
+SHARED_STORAGE_CLASS, SHARED_SNAPSHOT_CLASS = "nfs-csi", "csi-nfs-snapclass"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # The labels of the Trainer's controller-manager Deployment's pods (kubeflow/trainer
 # manifests/base/manager/manager.yaml), by which `kubectl get pods -l` and preflights find it.
@@ -42,16 +47,20 @@ def ensure(client: Client, node: str, first_start: bool) -> str:
     if not client.list("StorageClass"):
         client.create("StorageClass", {
             "metadata": {"name": STORAGE_CLASS, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
-            "provisioner": DRIVER, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"})
+            "provisioner": DRIVER, "reclaimPolicy": "Delete", "volumeBindingMode": "WaitForFirstConsumer"})
+    if client.peek("StorageClass", None, SHARED_STORAGE_CLASS) is None:
+        client.create("StorageClass", {
+            "metadata": {"name": SHARED_STORAGE_CLASS}, "provisioner": SHARED_DRIVER, "reclaimPolicy": "Delete",
+            "volumeBindingMode": "Immediate", "allowVolumeExpansion": True})
     if client.peek("StorageClass", None, PIPELINE_STORAGE_CLASS) is None:
         client.create("StorageClass", {
             "metadata": {"name": PIPELINE_STORAGE_CLASS}, "provisioner": DRIVER, "reclaimPolicy": "Delete",
             "volumeBindingMode": "Immediate", "allowVolumeExpansion": True})
-    if not client.list("VolumeSnapshotClass"):
-        client.create("VolumeSnapshotClass", {
-            "metadata": {"name": SNAPSHOT_CLASS,
-                         "annotations": {"snapshot.storage.kubernetes.io/is-default-class": "true"}},
-            "driver": DRIVER, "deletionPolicy": "Delete"})
+    for name, driver in ((SNAPSHOT_CLASS, DRIVER), (SHARED_SNAPSHOT_CLASS, SHARED_DRIVER)):
+        if not any(c.get("driver") == driver for c in client.list("VolumeSnapshotClass")):
+            client.create("VolumeSnapshotClass", {
+                "metadata": {"name": name, "annotations": {"snapshot.storage.kubernetes.io/is-default-class": "true"}},
+                "driver": driver, "deletionPolicy": "Delete"})
     if client.peek("ServiceAccount", "default", "default") is None:
         client.create("ServiceAccount", {"metadata": {"name": "default", "namespace": "default"}})
     if first_start:
@@ -88,7 +97,9 @@ def _controller_pod(client: Client, node: str) -> str:
                      "annotations": {CONTROLLER_POD_ANNOTATION: str(pid), MIRROR_ANNOTATION: str(pid)}},
         "spec": {"containers": [{"name": "manager", "image": "kfcockpit.io/embedded-controller:local",
                                  "command": ["python", "-m", "backend.local.controller"]}],
-                 "nodeName": node, "restartPolicy": "Always"}})
+                 "nodeName": node, "restartPolicy": "Always",
+                 # The control plane outlives any node: never evicted from the one it is shown on.
+                 "tolerations": [{"operator": "Exists"}]}})
     container = {"name": "manager", "image": "kfcockpit.io/embedded-controller:local", "imageID": "",
                  "ready": True, "started": True, "restartCount": 0, "state": {"running": {"startedAt": now}},
                  "containerID": f"process://{pid}"}

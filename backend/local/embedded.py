@@ -12,15 +12,15 @@ Start-up is the controller client's (flock, no polling); a cluster stopped on pu
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from backend.cluster import Capabilities
 from backend.errors import Unavailable
+from backend.local import shape as shapes
 from backend.local.client import ControllerClient
 from backend.local.layout import Layout
 from backend.settings import Settings
@@ -89,17 +89,24 @@ class Embedded:
         self.start()
         return self.server()
 
-    def size_node(self, cpus: str | None, memory: str | None, max_pods: int | None = None) -> bool:
-        """The node's CPUs and memory (Kubernetes quantities) and the pods it holds (the kubelet's
-        --max-pods) from the next start on; True when a controller runs now (it keeps its size
-        until then)."""
-        from backend.quantity import quantity
+    def shape(self) -> shapes.Shape:
+        """The cluster's shape: as chosen, else the lesson's (shape.py)."""
+        return shapes.load(self.layout.shape_file)
 
-        chosen = {"cpu": quantity(cpus) if cpus else None, "memory": quantity(memory) if memory else None,
-                  "pods": max_pods}
-        self.layout.root.mkdir(parents=True, exist_ok=True)
-        self.layout.node_file.write_text(json.dumps(chosen))
-        return self.client.controller_pid() is not None
+    def reshape(self, **changes) -> bool:
+        """The shape with these changes (shape.Shape's fields) from the next start on: checked
+        first (InvalidResource, nothing written); True when a controller runs now (it keeps its
+        shape until then)."""
+        changed = replace(self.shape(), **changes).check()
+        shapes.save(self.layout.shape_file, changed)
+        return self.client.answers()
+
+    async def fail_node(self, name: str) -> str:
+        """The machine of one node is lost: every process on it ends at once (fleet.py)."""
+        return (await self.client.call("node-fail", start=False, node=name))["message"]
+
+    async def restore_node(self, name: str) -> str:
+        return (await self.client.call("node-restore", start=False, node=name))["message"]
 
     def mount(self, claim: str, namespace: str = "default") -> Path:
         """Where a kfp.local task (a process here, which kfp.local gives no mounts) finds the

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from aiohttp import web
 
-from backend.local.apiserver import discovery, openapi, schemas
+from backend.local.apiserver import discovery, eviction, openapi, schemas
 from backend.local.registry.generic import Registry
 from backend.local.registry.status import (
     ApiError,
@@ -37,8 +37,8 @@ from backend.local.apiserver.wire import MAX_BODY, Target, flag, json_response, 
 
 log = logging.getLogger("kfcockpit.apiserver")
 
-_UNSERVED_SUBRESOURCES = ("exec", "attach", "portforward", "proxy", "eviction", "binding", "ephemeralcontainers",
-                          "resize", "scale")
+_UNSERVED_SUBRESOURCES = ("exec", "attach", "portforward", "proxy", "binding", "ephemeralcontainers", "resize",
+                          "scale")
 
 
 class ApiServer(Verbs, Streams):
@@ -160,6 +160,8 @@ class ApiServer(Verbs, Streams):
             return self._metrics(request, target)
         if target.subresource == "log":
             return await self._log(request, target)
+        if target.subresource == "eviction":
+            return await eviction.serve(self.objects, request, target)
         if method == "GET":
             if target.name is None:
                 if flag(query.get("watch")):
