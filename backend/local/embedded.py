@@ -153,6 +153,7 @@ class Embedded:
                         "pods start from a process with torch imported" if ready else
                         "warm workers start with the first runtime or job (kfcockpit cluster up starts them now)"),
                 fix="" if not problems else f"see {self.layout.controller_log}"))
+            checks.append(self._nodes_check(status))
         else:
             stopped = self.layout.stopped.exists()
             checks.append(Check(name="controller", ok=False, fix="kfcockpit cluster up",
@@ -163,6 +164,20 @@ class Embedded:
                             detail="hard-linked snapshots supported" if not problem else f"cannot hard-link: {problem}",
                             fix="" if not problem else "put KFCOCKPIT_HOME on a local filesystem"))
         return checks
+
+    @staticmethod
+    def _nodes_check(status: dict):
+        """The nodes, the failed ones named, and whether their GPUs are simulated (pods train on CPU)."""
+        from backend.models import Check
+
+        nodes, failed = status.get("nodes") or [], status.get("failed_nodes") or []
+        detail = f"{len(nodes)} node(s): {', '.join(nodes)}"
+        if failed:
+            detail += f"; failed: {', '.join(failed)}"
+        if status.get("simulated_gpus"):
+            detail += "; nvidia.com/gpu simulated (no such GPUs here): GPU pods train on CPU"
+        return Check(name="nodes", ok=not failed, detail=detail,
+                     fix="" if not failed else " && ".join(f"kfcockpit node restore {n}" for n in failed))
 
     def _hard_link_problem(self) -> str:
         self.layout.create()

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from backend.local.node.devices import machine_gpus
 from tests.local.conftest import cli, kubectl
 
 
@@ -42,6 +43,12 @@ def test_three_gpu_nodes_place_gpu_pods_apart_with_their_devices_and_a_fourth_wa
         assert status["capacity"]["nvidia.com/gpu"] == status["allocatable"]["nvidia.com/gpu"] == "2"
         assert {"cpu", "memory", "pods"} <= set(status["allocatable"])
         assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True"
+
+    status = cli(home, "cluster", "status", "-o", "json")
+    nodes_check = next(c for c in json.loads(status.stdout) if c["name"] == "nodes")
+    assert nodes_check["detail"].startswith("3 node(s): kfcockpit-worker, kfcockpit-worker2, kfcockpit-worker3")
+    if len(machine_gpus()) < 6:  # fewer GPUs than asked for: the cockpit says they are simulated
+        assert nodes_check["detail"].endswith("; nvidia.com/gpu simulated (no such GPUs here): GPU pods train on CPU")
 
     manifest = tmp_path / "pods.json"
     manifest.write_text("\n---\n".join(json.dumps(_gpu_pod(f"gpu-{i}", 2)) for i in range(3)))

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import platform
-import socket
 import time
 
 from backend.local.node.network import ADDRESS
@@ -53,7 +52,7 @@ class Heartbeat:
         status = {"capacity": dict(self.capacity), "allocatable": dict(self.allocatable),
                   "conditions": self._conditions(),
                   "addresses": [{"type": "InternalIP", "address": ADDRESS},
-                                {"type": "Hostname", "address": socket.gethostname()}],
+                                {"type": "Hostname", "address": self.name}],  # as kind's nodes
                   "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
                   "nodeInfo": {"kubeletVersion": VERSION, "osImage": platform.platform(),
                                "kernelVersion": uname.release, "operatingSystem": "linux",
