@@ -39,8 +39,10 @@ TRAINER_MANAGER_LABELS = {"app.kubernetes.io/name": "trainer", "app.kubernetes.i
                           "app.kubernetes.io/part-of": "kubeflow"}
 
 
-def ensure(client: Client, node: str, first_start: bool) -> str:
-    """Create what is missing; returns the name of this start's controller pod."""
+def ensure(client: Client, nodes: list[str], first_start: bool) -> str:
+    """Create what is missing, drop the pods of nodes this start has no machine for; returns the name of
+    this start's controller pod (shown on the first node)."""
+    forget_nodes(client, nodes)
     for name in SYSTEM_NAMESPACES:
         if client.peek("Namespace", None, name) is None:
             client.create("Namespace", {"metadata": {"name": name}})
@@ -66,7 +68,29 @@ def ensure(client: Client, node: str, first_start: bool) -> str:
     if first_start:
         for path in INSTALLED:
             install(client, path)
-    return _controller_pod(client, node)
+    return _controller_pod(client, nodes[0])
+
+
+def forget_nodes(client: Client, kept: list[str]) -> None:
+    """The pods of an earlier start bound to a node this one has no machine for (`cluster up
+    --nodes` fewer, or a state root from before nodes had kind's names) go, as the pod GC does
+    with pods bound to a node that does not exist (gcOrphaned: Failed, DisruptionTarget
+    DeletionByPodGC, deleted at once), so their Jobs fail and start again on the nodes there are.
+    (Nodes are not kept on disk: each start's kubelets register theirs.)"""
+    now = client.now()
+
+    def orphaned(live: dict) -> None:
+        status = live.setdefault("status", {})
+        if status.get("phase") not in ("Succeeded", "Failed"):
+            status["phase"] = "Failed"
+        status.setdefault("conditions", []).append({
+            "type": "DisruptionTarget", "status": "True", "reason": "DeletionByPodGC",
+            "message": "PodGC: node no longer exists", "lastTransitionTime": now})
+
+    for pod in client.list("Pod", match=lambda p: (p.get("spec") or {}).get("nodeName") not in (None, "", *kept)):
+        meta = pod["metadata"]
+        client.mutate("Pod", meta["namespace"], meta["name"], orphaned, status=True)
+        client.delete("Pod", meta["namespace"], meta["name"], grace=0)
 
 
 def install(client: Client, path: Path) -> None:

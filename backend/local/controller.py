@@ -121,7 +121,7 @@ class ControlPlane:
         self.store.load()
         migrate(self.layout, self.store)
         self.layout.create()
-        bootstrap.ensure(self.client, self.fleet.names[0], first_start)
+        bootstrap.ensure(self.client, self.fleet.names, first_start)
         self.store.listeners.append(self._stored)
         self.zygotes = ZygotePool(self.layout.root, sys.stderr.fileno(), self.children.exit_of,
                                   self.fleet.worker_exited)

@@ -82,3 +82,26 @@ def test_three_gpu_nodes_place_gpu_pods_apart_with_their_devices_and_a_fourth_wa
     assert deleted.returncode == 0, deleted.stderr
     placed = kubectl(home, "wait", "pod/gpu-more", "--for=condition=Ready", "--timeout=120s")
     assert placed.returncode == 0, placed.stderr
+
+
+def test_a_node_the_next_start_has_no_machine_for_goes_with_its_pods(home, tmp_path):
+    """`cluster up --nodes 3`, a pod on the third node, then `--nodes 2`: the third node is not
+    registered again and its pod goes (the pod GC's gcOrphaned: Failed, DisruptionTarget
+    DeletionByPodGC)."""
+    try:
+        assert cli(home, "cluster", "up", "--nodes", "3").returncode == 0
+        manifest = tmp_path / "pod.json"
+        pod = _gpu_pod("on-third", 0)
+        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "kfcockpit-worker3"}
+        pod["spec"]["containers"][0]["resources"] = {}
+        manifest.write_text(json.dumps(pod))
+        assert kubectl(home, "apply", "-f", str(manifest)).returncode == 0
+        assert kubectl(home, "wait", "pod/on-third", "--for=condition=Ready", "--timeout=60s").returncode == 0
+        assert cli(home, "cluster", "down").returncode == 0
+        assert cli(home, "cluster", "up", "--nodes", "2").returncode == 0
+        names = kubectl(home, "get", "nodes", "-o", "name").stdout.split()
+        assert names == ["node/kfcockpit-worker", "node/kfcockpit-worker2"]
+        gone = kubectl(home, "wait", "pod/on-third", "--for=delete", "--timeout=60s")
+        assert gone.returncode == 0, gone.stderr
+    finally:
+        cli(home, "cluster", "down")
