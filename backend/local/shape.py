@@ -97,8 +97,9 @@ LESSON = Shape(nodes=2, gpus_per_node=AUTO, node_monitor_grace_period=4.0, defau
                default_unreachable_toleration_seconds=2, forceful_termination_grace_period=1.0)
 
 
-def duration(text: str) -> float:
-    """A Go duration as the components' flags take it ("40s", "1m30s", "500ms"), or plain seconds."""
+def duration(text: str, flag: str = "") -> float:
+    """A Go duration as the components' flags take it ("40s", "1m30s", "500ms"), or plain seconds;
+    `flag` names where it came from in the one line a bad one gets."""
     value = str(text).strip()
     try:
         return float(value)
@@ -106,7 +107,7 @@ def duration(text: str) -> float:
         pass
     parts = _DURATION_PART.findall(value)
     if not parts or "".join(n + u for n, u in parts) != value:
-        raise InvalidResource(f"{text!r} is not a duration (e.g. 40s, 1m30s, 500ms)")
+        raise InvalidResource(f"{flag + ' ' if flag else ''}{text!r} is not a duration (e.g. 40s, 1m30s, 500ms)")
     return sum(float(n) * _UNITS[u] for n, u in parts)
 
 

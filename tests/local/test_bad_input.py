@@ -38,7 +38,8 @@ def _cases(tmp_path):
         (["cluster", "up", "--nodes", "0"], "--nodes 0: a cluster needs at least one node"),
         (["cluster", "up", "--gpus-per-node", "-1"], "--gpus-per-node -1: a node has 0 or more GPUs"),
         (["cluster", "up", "--gpus-per-node", "many"], "--gpus-per-node 'many': a number of GPUs, or auto"),
-        (["cluster", "up", "--node-monitor-grace-period", "soon"], "'soon' is not a duration"),
+        (["cluster", "up", "--node-monitor-grace-period", "soon"],
+         "--node-monitor-grace-period 'soon' is not a duration"),
         (["node", "fail", "no-such-node"], "node 'no-such-node' not found (the nodes: kfcockpit-worker, "
                                            "kfcockpit-worker2)"),
         (["node", "restore", "kfcockpit-worker"], "node kfcockpit-worker is running (it has not failed)"),

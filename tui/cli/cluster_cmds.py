@@ -66,6 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="kube-apiserver's: how long pods stay on an unreachable node (upstream 300; the lesson's 2)")
     up.add_argument("--default-not-ready-toleration-seconds", type=int, metavar="S",
                     help="kube-apiserver's: how long pods stay on a not-ready node (upstream 300; the lesson's 2)")
+    up.add_argument("--forceful-termination-grace-period", metavar="DURATION",
+                    help="Kueue's failure recovery: a pod stuck Terminating on an unreachable node is failed and "
+                         "removed this long after its deletion time (upstream 1m; the lesson's 1s)")
     up.set_defaults(handler=cmd_up)
     add_command(actions, "down", help="stop the controller and every pod").set_defaults(handler=cmd_down)
     add_command(actions, "kubeconfig", help="start the cluster if needed and print its kubeconfig's path",
@@ -155,6 +158,9 @@ async def cmd_up(args: argparse.Namespace) -> int:
         print("the cluster's new shape applies at the next start: kfcockpit cluster down && kfcockpit cluster up")
     status = await cluster.up()
     print(f"local cluster running: controller pid {status['pid']}, state root {status['home']}")
+    if status.get("nodes"):
+        simulated = " (nvidia.com/gpu simulated: GPU pods train on CPU)" if status.get("simulated_gpus") else ""
+        print(f"nodes: {', '.join(status['nodes'])}{simulated}; node lifecycle: {status.get('timings', '')}")
     print(f"kubectl: export KUBECONFIG={cluster.kubeconfig}")
     return 0
 
@@ -169,8 +175,9 @@ def _shape_changes(args: argparse.Namespace) -> dict:
                "default_not_ready_toleration_seconds": args.default_not_ready_toleration_seconds}
     if args.gpus_per_node is not None:
         changes["gpus_per_node"] = shape.gpus(args.gpus_per_node)
-    if args.node_monitor_grace_period is not None:
-        changes["node_monitor_grace_period"] = shape.duration(args.node_monitor_grace_period)
+    for flag in ("node_monitor_grace_period", "forceful_termination_grace_period"):
+        if getattr(args, flag) is not None:
+            changes[flag] = shape.duration(getattr(args, flag), "--" + flag.replace("_", "-"))
     return {k: v for k, v in changes.items() if v is not None}
 
 
