@@ -19,7 +19,7 @@ def line(rank: int, at: float, text: str) -> LogLine:
     return LogLine.parsed(name(rank), rank, T0 + at, text)
 
 
-async def test_a_hung_rank_is_named_in_the_job_bar_and_the_timeline_and_R_restarts_its_group(home):
+async def test_a_hung_rank_is_named_in_the_job_bar_and_the_timeline_and_a_key_restarts_its_group(home):
     app, cluster, now = scripted_app(home)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen
