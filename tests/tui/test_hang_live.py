@@ -1,8 +1,9 @@
 """A hung group in the cockpit: the followed job's rank 1 stops inside a step while rank 0 waits on
 it, both pods Running (what kubectl shows as healthy). Fed through the screen's real watches from a
 scripted cluster, the job bar and the failure timeline say which rank stopped, at which step and
-for how long against its usual step; R restarts the group (every running pod of its newest
-attempt deleted, asked first). Hang detection itself is tests/backend/test_hangs.py."""
+for how long against its usual step; F freezes and thaws a pod (where the cluster can), R
+restarts the group (every running pod of its newest attempt deleted, asked first). Hang detection
+itself is tests/backend/test_hangs.py."""
 
 from __future__ import annotations
 
@@ -37,6 +38,13 @@ async def test_a_hung_rank_is_named_in_the_job_bar_and_the_timeline_and_a_key_re
         now[0] = T0 + 21.5
         await wait_until(screen, lambda: len(screen.pods_table.pods) == 2, "both pods in the table")
         assert screen.job_bar.hang is None  # stepping: no hang yet
+        # F on rank 1's row freezes it (the scripted cluster records the ask), F again thaws it
+        table = screen.pods_table
+        table.move_cursor(row=table.get_row_index(name(1)))
+        await pilot.press("F")
+        await wait_until(screen, lambda: cluster.frozen == [(name(1), True)], "rank 1's pod frozen")
+        await pilot.press("F")
+        await wait_until(screen, lambda: cluster.frozen[-1] == (name(1), False), "rank 1's pod thawed")
         now[0] = T0 + 35.0  # 14 s after rank 1's last step: over the 10 s floor (10 x a 1 s step)
         await wait_until(screen, lambda: screen.job_bar.hang is not None, "the hang called")
         bar = screen.job_bar.render().plain

@@ -1,7 +1,8 @@
 """What the learner does to a pod: kill it (the fault the lesson is about: only a running pod the
-learner can see, asked first unless the preferences say not to), restart a whole group (a hung one:
-every running pod of its newest attempt deleted, always asked first), read its lines alone, or go
-to a rank of a group too large for a row per pod."""
+learner can see, asked first unless the preferences say not to), freeze and thaw it (a hang to
+practise on, where the cluster can), restart a whole group (a hung one: every running pod of its
+newest attempt deleted, always asked first), read its lines alone, or go to a rank of a group too
+large for a row per pod."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ from tui.screens.cockpit.part import Part
 
 
 class PodActions(Part):
+    def __init__(self, screen) -> None:
+        super().__init__(screen)
+        self.frozen: set[str] = set()  # the pods this cockpit froze: F on one thaws it
+
     def ask_kill(self) -> None:
         screen = self.screen
         panels, table = screen.panels, screen.pods_table
@@ -37,6 +42,32 @@ class PodActions(Part):
         cluster = self.screen.session.cluster
         if await self.call(f"kill {pod}", cluster.kill_pod(pod), ok=True) is not None:
             self.notify(f"killed {pod}: watch the group restart and resume", title="fault injected")
+
+    def toggle_freeze(self) -> None:
+        screen = self.screen
+        cluster = screen.session.cluster
+        if cluster is not None and not cluster.capabilities.freezes_pods:
+            self.notify(f"{cluster.capabilities.description} cannot freeze a pod; the hang detector works "
+                        "the same on a real hang", severity="warning")
+            return
+        pod = screen.pods_table.selected_pod
+        if pod is None or screen.pods_table.is_history(pod) or not screen.panels.is_shown("pods"):
+            screen.panels.show("pods")
+            self.notify("no running pod selected: pick one in the pods panel, then F", severity="warning")
+            return
+        frozen = pod not in self.frozen
+        self.run(self._freeze(pod, frozen), group="freeze")
+
+    async def _freeze(self, pod: str, frozen: bool) -> None:
+        cluster = self.screen.session.cluster
+        verb = "freeze" if frozen else "thaw"
+        if await self.call(f"{verb} {pod}", cluster.freeze_pod(pod, frozen), ok=True) is None:
+            return
+        (self.frozen.add if frozen else self.frozen.discard)(pod)
+        self.changed("frozen")
+        self.notify(f"froze {pod}: its rank stops, the others wait; the hang is called once the silence "
+                    "outlasts the rule (F again thaws it, R restarts the group)" if frozen
+                    else f"thawed {pod}: its group goes on", title="fault injected" if frozen else "pods")
 
     def ask_restart_group(self) -> None:
         screen = self.screen
@@ -73,6 +104,7 @@ class PodActions(Part):
 
         if await self.call("restart the group", asyncio.gather(*(delete(pod) for pod in pods)), ok=True):
             self.notify(f"deleted {len(pods)} pods: watch the group come back", title="group restarted")
+            self.changed("restarted")
 
     def show_logs(self, pod: str | None) -> None:
         """The logs panel, with only `pod`'s lines when one is given."""

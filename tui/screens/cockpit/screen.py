@@ -289,6 +289,9 @@ class CockpitScreen(Screen):
     def action_kill_pod(self) -> None:
         self.pod_actions.ask_kill()
 
+    def action_freeze_pod(self) -> None:
+        self.pod_actions.toggle_freeze()
+
     def action_restart_group(self) -> None:
         self.pod_actions.ask_restart_group()
 
