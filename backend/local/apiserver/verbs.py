@@ -9,7 +9,6 @@ and errors are server.py's.
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any
 
 from aiohttp import web
@@ -24,12 +23,12 @@ from backend.local.apiserver.wire import (
     read_body,
     wants_table,
 )
-from backend.local.registry.generic import Registry, generated_name
+from backend.local.registry.generic import Registry
 from backend.local.registry.kinds import Kind
-from backend.local.registry.status import ApiError, bad_request, invalid, not_found
+from backend.local.registry.status import ApiError, bad_request, not_found
 from backend.local.registry.store import Store
 
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_NAMESPACE_MISMATCH = "the namespace of the provided object does not match the namespace sent on the request"
 
 
 class Verbs:
@@ -55,7 +54,10 @@ class Verbs:
             response.headers.add("Warning", f'299 - "{warning}"')
         return response
 
-    def _check_object(self, target: Target, obj: Any) -> dict[str, Any]:
+    @staticmethod
+    def _check_object(target: Target, obj: Any) -> dict[str, Any]:
+        """The body as the object the URL names (rest.EnsureObjectNamespaceMatchesRequestNamespace,
+        handlers' checkName); what its metadata must be is the registry's (objectmeta.py)."""
         kind = target.kind
         if not isinstance(obj, dict):
             raise bad_request(f"the request body must be a {kind.kind} object")
@@ -64,26 +66,19 @@ class Verbs:
             raise bad_request(f"the API version in the data ({api_version}) or kind ({kind_name}) does not match "
                               f"the expected {kind.api_version} {kind.kind}")
         meta = obj.get("metadata")
+        if meta is None:
+            meta = obj["metadata"] = {}
         if not isinstance(meta, dict):
-            raise validation_error(kind, "", "metadata", "Required value")
-        name = meta.get("name") or target.name
-        if not name and meta.get("generateName"):
-            name = generated_name(meta["generateName"])
-        if not name:
-            raise validation_error(kind, "", "metadata.name", "Required value: name or generateName is required")
-        if len(name) > 253 or not _NAME.match(name):
-            raise validation_error(kind, name, "metadata.name",
-                                   f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower '
-                                   "case alphanumeric characters, '-' or '.', and must start and end with an "
-                                   "alphanumeric character")
+            raise bad_request(f"metadata must be an object ({kind.kind} in version \"{kind.version}\" cannot be "
+                              "handled)")
+        name = meta.get("name")
         if target.name is not None and name != target.name:
-            raise bad_request(f"the name of the object ({name}) does not match the name on the URL ({target.name})")
-        meta["name"] = name
+            raise bad_request(f"the name of the object ({name or ''}) does not match the name on the URL "
+                              f"({target.name})")
         if kind.namespaced:
             namespace = meta.get("namespace") or target.namespace or "default"
             if target.namespace is not None and namespace != target.namespace:
-                raise bad_request(f"the namespace of the provided object ({namespace}) does not match the namespace "
-                                  f"sent on the request ({target.namespace})")
+                raise bad_request(_NAMESPACE_MISMATCH)
             meta["namespace"] = namespace
         else:
             meta.pop("namespace", None)
@@ -126,13 +121,21 @@ class Verbs:
         patched = patch.apply_patch(copy.deepcopy(live), content_type, body)
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise bad_request("the patch leaves no object")
-        patched["metadata"]["name"], patched["apiVersion"], patched["kind"] = (
-            target.name, target.kind.api_version, target.kind.kind)
-        if target.kind.namespaced:
-            patched["metadata"]["namespace"] = live["metadata"]["namespace"]
-        expect = patched["metadata"].get("resourceVersion")
-        expect = expect if expect != live["metadata"]["resourceVersion"] else None
-        return self._write(request, target, patched, expect, warnings)
+        kind, meta = target.kind, patched["metadata"]
+        if meta.get("name") != target.name:
+            raise bad_request(f"the name of the object ({meta.get('name') or ''}) does not match the name on the URL "
+                              f"({target.name})")
+        if kind.namespaced and meta.get("namespace", live["metadata"]["namespace"]) != target.namespace:
+            raise bad_request(_NAMESPACE_MISMATCH)
+        patched["apiVersion"], patched["kind"] = kind.api_version, kind.kind
+        if kind.namespaced:
+            meta["namespace"] = target.namespace
+        expect = meta.get("resourceVersion")
+        if expect is not None and not isinstance(expect, str):
+            raise bad_request("metadata.resourceVersion must be a string")
+        stored, more = self.objects.update(kind, patched, expect, target.subresource,
+                                           dry_run=request.query.get("dryRun") == "All", uid_precondition=False)
+        return self._respond(request, kind, stored, 200, warnings + more)
 
     async def _delete(self, request: web.Request, target: Target) -> web.Response:
         options = await delete_options(request)
@@ -164,6 +167,3 @@ class Verbs:
                                    (options.get("preconditions") or {}).get("uid"),
                                    dry_run=options.get("dryRun") == ["All"] or request.query.get("dryRun") == "All")
 
-
-def validation_error(kind: Kind, name: str, field: str, message: str) -> ApiError:
-    return invalid(kind.kind, name, [(field, message)], kind.group)

@@ -9,7 +9,10 @@
 - update: the main resource never changes status, /status changes only status, /finalize only a
   Namespace's spec.finalizers; an object being deleted may lose finalizers but gain none. An
   object being deleted that has nothing left holding it (finalizers, grace, its strategy's own
-  reason) goes when the update that freed it is stored.
+  reason) goes when the update that freed it is stored. A custom resource's update names the
+  resourceVersion it read (CRDs' AllowUnconditionalUpdate is false); an update naming another uid
+  fails its precondition (409), a patch that changes it is invalid (objectmeta.py).
+- every create and update: metadata as objectmeta.py checks it.
 - delete: the strategy may refuse it or give it a grace period (pods); the propagation policy
   becomes the garbage collector's finalizer (orphan, foregroundDeletion), as
   `deletionFinalizersForGarbageCollection` does; an object held by finalizers or grace is only
@@ -26,7 +29,8 @@ import time
 import uuid
 from typing import Callable
 
-from backend.local.registry import crds
+from backend.local.registry import crds, objectmeta
+from backend.local.registry.crds import fielderrors as fe
 from backend.local.registry.kinds import Kind, Kinds
 from backend.local.registry.status import ApiError, conflict, forbidden, invalid, not_found
 from backend.local.registry.store import Store
@@ -105,6 +109,7 @@ class Registry:
             obj.pop("status", None)
         warnings = crds.admit(kind.kind, "CREATE", obj, None, self._lookup, rfc3339(self.clock()))
         strategy.prepare_for_create(obj, self)
+        objectmeta.check_create(kind, obj, strategy.name_problems)
         warnings += strategy.validate(obj, self)
         if dry_run:
             return obj, warnings
@@ -122,9 +127,18 @@ class Registry:
     # ------------------------------------------------------------------ update
 
     def update(self, kind: Kind, obj: Obj, expect_rv: str | None = None, subresource: str | None = None,
-               dry_run: bool = False) -> tuple[Obj, list[str]]:
+               dry_run: bool = False, uid_precondition: bool = True) -> tuple[Obj, list[str]]:
+        """Replace an object (or its subresource); `expect_rv`: the version the writer read. An
+        update's uid is a precondition (a PUT's, as upstream's UpdatedObjectInfo makes it); a
+        patch's is a field that may not change (`uid_precondition=False`)."""
         meta = obj.get("metadata") or {}
         old = self.store.get(kind, meta.get("namespace") if kind.namespaced else None, meta.get("name", ""))
+        if uid_precondition and meta.get("uid") and meta["uid"] != old["metadata"].get("uid"):
+            raise conflict(kind.plural, old["metadata"]["name"], f"Precondition failed: UID in precondition: "
+                           f"{meta['uid']}, UID in object meta: {old['metadata'].get('uid')}", kind.group)
+        if not expect_rv and subresource in (None, "status") and crds.schema(kind.kind) is not None:
+            raise fe.invalid(f"{kind.plural}.{kind.group}", old["metadata"]["name"], [
+                fe.invalid_value("metadata.resourceVersion", fe.GoJSON("0x0"), "must be specified for an update")])
         strategy = self.strategy(kind)
         if subresource == "status":
             new = {**copy.deepcopy(old), "status": copy.deepcopy(obj.get("status"))}
@@ -138,17 +152,20 @@ class Registry:
         else:
             new = copy.deepcopy(obj)
             new["apiVersion"], new["kind"] = kind.api_version, kind.kind
+            new_meta = new.setdefault("metadata", {})
+            new_meta["uid"] = new_meta.get("uid") or old["metadata"].get("uid")
             if "status" in kind.subresources:
                 new.pop("status", None)
                 if "status" in old:
                     new["status"] = copy.deepcopy(old["status"])
             for system in ("deletionTimestamp", "deletionGracePeriodSeconds"):
-                new["metadata"].pop(system, None)
+                new_meta.pop(system, None)
                 if system in old["metadata"]:
-                    new["metadata"][system] = old["metadata"][system]
+                    new_meta[system] = old["metadata"][system]
             self._check_finalizers(kind, new, old)
             warnings = crds.admit(kind.kind, "UPDATE", new, old, self._lookup, rfc3339(self.clock()))
             strategy.prepare_for_update(new, old)
+            objectmeta.check_update(kind, new, old, strategy.name_problems)
             warnings += strategy.validate_update(new, old, self)
         if dry_run:
             return new, warnings
