@@ -16,6 +16,7 @@ JSON_PATCH = "application/json-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 APPLY = "application/apply-patch+yaml"
 TYPES = [JSON_PATCH, MERGE, STRATEGIC, APPLY]
+MAX_OPERATIONS = 10000  # maxJSONPatchOperations
 
 def _pointer(path: str) -> list[str]:
     if path == "":
@@ -109,8 +110,13 @@ def apply_patch(live: dict[str, Any], content_type: str, body: Any) -> dict[str,
     if content_type == MERGE:
         return merge_patch(live, body)
     if content_type == JSON_PATCH:
+        if isinstance(body, list) and len(body) > MAX_OPERATIONS:
+            raise ApiError(413, "RequestEntityTooLarge", f"The allowed maximum operations in a JSON patch is "
+                                                         f"{MAX_OPERATIONS}, got {len(body)}")
         return json_patch(live, body)
     if content_type in (STRATEGIC, APPLY):
+        if not isinstance(body, dict):
+            raise bad_request("strategic merge patch: the body must be an object")
         # Server-side apply merges the applied configuration into the live object. Fields a
         # manager applied before and dropped now are kept (no managedFields bookkeeping).
         return strategic_merge(live, body)

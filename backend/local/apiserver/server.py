@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from aiohttp import web
 
-from backend.local.apiserver import discovery, openapi, schemas
+from backend.local.apiserver import discovery, openapi, options, schemas
 from backend.local.registry.generic import Registry
 from backend.local.registry.status import (
     ApiError,
@@ -33,7 +33,7 @@ from backend.local.registry.status import (
 )
 from backend.local.apiserver.streams import Nodes, Streams
 from backend.local.apiserver.verbs import Verbs
-from backend.local.apiserver.wire import MAX_BODY, Target, flag, json_response, matcher
+from backend.local.apiserver.wire import MAX_BODY, Target, json_response, matcher, parse_bool
 
 log = logging.getLogger("kfcockpit.apiserver")
 
@@ -154,7 +154,7 @@ class ApiServer(Verbs, Streams):
     async def _serve(self, request: web.Request, target: Target) -> web.StreamResponse:
         method, query = request.method, request.query
         if target.kind.group == "metrics.k8s.io":
-            if method != "GET" or flag(query.get("watch")):
+            if method != "GET" or parse_bool(query, "watch"):
                 raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {target.kind.plural}."
                                                         "metrics.k8s.io (get and list only)")
             return self._metrics(request, target)
@@ -162,8 +162,9 @@ class ApiServer(Verbs, Streams):
             return await self._log(request, target)
         if method == "GET":
             if target.name is None:
-                if flag(query.get("watch")):
-                    return await self._watch(request, target)
+                listing = options.list_options(request)
+                if listing.watch:
+                    return await self._watch(request, target, listing)
                 return self._list(request, target)
             return self._respond(request, target.kind, self.store.get(target.kind, target.namespace, target.name))
         if method == "POST" and target.name is None:

@@ -14,10 +14,10 @@ from typing import Any, AsyncIterator, Callable, Protocol
 
 from aiohttp import web
 
-from backend.local.apiserver import tables
+from backend.local.apiserver import options, tables
 from backend.local.registry.status import ApiError
 from backend.local.registry.store import Store
-from backend.local.apiserver.wire import Target, flag, matcher, wants_table
+from backend.local.apiserver.wire import Target, matcher, wants_table
 from backend.local.registry.kinds import Kind
 
 BOOKMARK_SECONDS = 5.0
@@ -40,14 +40,15 @@ class Streams:
     open_streams: int
     streams_changed: Callable[[int], None]
 
-    async def _watch(self, request: web.Request, target: Target) -> web.StreamResponse:
+    async def _watch(self, request: web.Request, target: Target,
+                     listing: options.ListOptions) -> web.StreamResponse:
         query = request.query
         match = matcher(request, target.kind)
-        since = query.get("resourceVersion")
-        initial = flag(query.get("sendInitialEvents"))
-        watch, backlog = self.store.watch(target.kind, target.namespace, match, "0" if initial else since)
-        timeout = float(query.get("timeoutSeconds") or 1800)
-        bookmarks = flag(query.get("allowWatchBookmarks"))
+        initial = listing.send_initial_events
+        watch, backlog = self.store.watch(target.kind, target.namespace, match,
+                                          "0" if initial else listing.resource_version or None)
+        timeout = 1800 if not listing.timeout else max(0, listing.timeout)
+        bookmarks = listing.bookmarks
         as_table = wants_table(request)
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()

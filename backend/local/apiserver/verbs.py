@@ -1,6 +1,7 @@
 """The verbs on stored objects: list, get, create, update (and /status, /finalize), patch, delete
-one object or a collection. What every write goes through, in kube-apiserver's order: the body
-read and checked against the URL (kind, name, namespace), fieldValidation, then the generic
+one object or a collection. What every write goes through, in kube-apiserver's order: the query
+options (options.py), the body read and checked against the URL (kind, name, namespace),
+fieldValidation, then the generic
 registry (registry/generic.py: the kind's strategy, admission, dryRun, the store). A write returns
 once stored; what it sets off is the controllers'. Watches and logs are streams.py's; routing
 and errors are server.py's.
@@ -13,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from backend.local.apiserver import patch, schemas, tables, validation
+from backend.local.apiserver import options, patch, schemas, tables, validation
 from backend.local.apiserver.wire import (
     Replay,
     Target,
@@ -85,26 +86,25 @@ class Verbs:
         return obj
 
     async def _create(self, request: web.Request, target: Target) -> web.Response:
+        asked = options.write_options(request, "CreateOptions")
         obj = self._check_object(target, await read_body(request))
         await schemas.ready()
-        warnings = validation.check(target.kind, obj, request.query.get("fieldValidation", ""))
-        stored, more = self.objects.create(target.kind, obj, dry_run=request.query.get("dryRun") == "All")
+        warnings = validation.check(target.kind, obj, asked.field_validation)
+        stored, more = self.objects.create(target.kind, obj, dry_run=asked.dry_run)
         return self._respond(request, target.kind, stored, 201, warnings + more)
 
     async def _update(self, request: web.Request, target: Target) -> web.Response:
+        asked = options.write_options(request, "UpdateOptions")
         obj = self._check_object(target, await read_body(request))
         await schemas.ready()
-        warnings = validation.check(target.kind, obj, request.query.get("fieldValidation", ""))
-        return self._write(request, target, obj, obj["metadata"].get("resourceVersion"), warnings)
-
-    def _write(self, request: web.Request, target: Target, obj: dict[str, Any], expect_rv: str | None,
-               warnings: list[str]) -> web.Response:
-        stored, more = self.objects.update(target.kind, obj, expect_rv, target.subresource,
-                                           dry_run=request.query.get("dryRun") == "All")
+        warnings = validation.check(target.kind, obj, asked.field_validation)
+        stored, more = self.objects.update(target.kind, obj, obj["metadata"].get("resourceVersion"),
+                                           target.subresource, dry_run=asked.dry_run)
         return self._respond(request, target.kind, stored, 200, warnings + more)
 
     async def _patch(self, request: web.Request, target: Target) -> web.Response:
         content_type = request.content_type
+        asked = options.write_options(request, "PatchOptions", content_type)
         body = await read_body(request)
         live = self.store.find(target.kind, target.namespace, target.name)
         if live is None:
@@ -117,7 +117,7 @@ class Verbs:
         await schemas.ready()
         if content_type in (patch.APPLY, patch.STRATEGIC, patch.MERGE) and isinstance(body, dict):
             warnings = validation.check(target.kind, {**live, **body} if content_type != patch.APPLY else body,
-                                        request.query.get("fieldValidation", ""))
+                                        asked.field_validation)
         patched = patch.apply_patch(copy.deepcopy(live), content_type, body)
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise bad_request("the patch leaves no object")
@@ -133,37 +133,36 @@ class Verbs:
         expect = meta.get("resourceVersion")
         if expect is not None and not isinstance(expect, str):
             raise bad_request("metadata.resourceVersion must be a string")
-        stored, more = self.objects.update(kind, patched, expect, target.subresource,
-                                           dry_run=request.query.get("dryRun") == "All", uid_precondition=False)
+        stored, more = self.objects.update(kind, patched, expect, target.subresource, dry_run=asked.dry_run,
+                                           uid_precondition=False)
         return self._respond(request, kind, stored, 200, warnings + more)
 
     async def _delete(self, request: web.Request, target: Target) -> web.Response:
-        options = await delete_options(request)
-        obj, _gone = self._delete_one(target.kind, target.namespace, target.name, options, request)
+        asked = options.delete_options(await delete_options(request))
+        obj, _gone = self._delete_one(target.kind, target.namespace, target.name, asked)
         return json_response(obj)
 
     async def _delete_collection(self, request: web.Request, target: Target) -> web.Response:
         items = self.store.list(target.kind, target.namespace, matcher(request, target.kind))
-        options = await delete_options(request)
+        asked = options.delete_options(await delete_options(request))
         deleted = []
         for obj in items:
             try:
                 deleted.append(self._delete_one(target.kind, obj["metadata"].get("namespace"),
-                                                obj["metadata"]["name"], options, request)[0])
+                                                obj["metadata"]["name"], asked)[0])
             except ApiError as exc:
                 if exc.code != 404:  # gone meanwhile (its owner's deletion took it): nothing to say
                     raise
         return json_response({"kind": f"{target.kind.kind}List", "apiVersion": target.kind.api_version,
                               "metadata": {"resourceVersion": str(self.store.rv)}, "items": deleted})
 
-    def _delete_one(self, kind: Kind, namespace: str | None, name: str, options: dict[str, Any],
-                    request: web.Request) -> tuple[dict[str, Any], bool]:
+    def _delete_one(self, kind: Kind, namespace: str | None, name: str,
+                    asked: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """DeleteOptions as the generic registry takes them: gracePeriodSeconds, propagationPolicy
         (or the older orphanDependents), preconditions.uid, dryRun."""
-        propagation = options.get("propagationPolicy")
-        if propagation is None and options.get("orphanDependents") is not None:
-            propagation = "Orphan" if options["orphanDependents"] else "Background"
-        return self.objects.delete(kind, namespace, name, options.get("gracePeriodSeconds"), propagation,
-                                   (options.get("preconditions") or {}).get("uid"),
-                                   dry_run=options.get("dryRun") == ["All"] or request.query.get("dryRun") == "All")
+        propagation = asked.get("propagationPolicy")
+        if propagation is None and asked.get("orphanDependents") is not None:
+            propagation = "Orphan" if asked["orphanDependents"] else "Background"
+        return self.objects.delete(kind, namespace, name, asked.get("gracePeriodSeconds"), propagation,
+                                   (asked.get("preconditions") or {}).get("uid"), dry_run=bool(asked.get("dryRun")))
 
