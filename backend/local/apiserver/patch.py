@@ -1,6 +1,6 @@
-"""The PATCH bodies an API server takes: JSON merge (RFC 7386), JSON patch (RFC 6902), strategic
-merge (lists merged by their patchMergeKey, `$patch` directives), and server-side apply's
-configuration, which is merged like a strategic patch (see `apply`).
+"""The PATCH bodies an API server takes: JSON merge (RFC 7386), JSON patch (RFC 6902) and strategic
+merge (lists merged by their patchMergeKey, `$patch` directives); server-side apply's
+configuration is the registry's (generic.py `apply`, managed_fields.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ STRATEGIC = "application/strategic-merge-patch+json"
 APPLY = "application/apply-patch+yaml"
 TYPES = [JSON_PATCH, MERGE, STRATEGIC, APPLY]
 MAX_OPERATIONS = 10000  # maxJSONPatchOperations
+
 
 def _pointer(path: str) -> list[str]:
     if path == "":
@@ -105,8 +106,8 @@ def _remove(doc: Any, parts: list[str]) -> Any:
     return doc
 
 
-def apply_patch(live: dict[str, Any], content_type: str, body: Any) -> dict[str, Any]:
-    """The object after a PATCH of the given type (body already decoded)."""
+def apply_patch(live: dict[str, Any], content_type: str, body: Any) -> Any:
+    """The object after a JSON, merge or strategic PATCH (body already decoded)."""
     if content_type == MERGE:
         return merge_patch(live, body)
     if content_type == JSON_PATCH:
@@ -114,11 +115,9 @@ def apply_patch(live: dict[str, Any], content_type: str, body: Any) -> dict[str,
             raise ApiError(413, "RequestEntityTooLarge", f"The allowed maximum operations in a JSON patch is "
                                                          f"{MAX_OPERATIONS}, got {len(body)}")
         return json_patch(live, body)
-    if content_type in (STRATEGIC, APPLY):
+    if content_type == STRATEGIC:
         if not isinstance(body, dict):
             raise bad_request("strategic merge patch: the body must be an object")
-        # Server-side apply merges the applied configuration into the live object. Fields a
-        # manager applied before and dropped now are kept (no managedFields bookkeeping).
         return strategic_merge(live, body)
     raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - "
                    f"accepted media types include: {', '.join(TYPES)}")

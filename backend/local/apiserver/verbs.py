@@ -1,10 +1,10 @@
 """The verbs on stored objects: list, get, create, update (and /status, /finalize), patch, delete
 one object or a collection. What every write goes through, in kube-apiserver's order: the query
 options (options.py), the body read and checked against the URL (kind, name, namespace),
-fieldValidation, then the generic
-registry (registry/generic.py: the kind's strategy, admission, dryRun, the store). A write returns
-once stored; what it sets off is the controllers'. Watches and logs are streams.py's; routing
-and errors are server.py's.
+fieldValidation, then the generic registry (registry/generic.py: the kind's strategy,
+admission, metadata, managedFields, dryRun, the store). A write returns once stored; what it
+sets off is the controllers'. Watches and logs are streams.py's; routing and errors are
+server.py's.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from aiohttp import web
 
 from backend.local.apiserver import options, patch, schemas, tables, validation
 from backend.local.apiserver.wire import (
-    Replay,
     Target,
     delete_options,
     json_response,
@@ -90,7 +89,7 @@ class Verbs:
         obj = self._check_object(target, await read_body(request))
         await schemas.ready()
         warnings = validation.check(target.kind, obj, asked.field_validation)
-        stored, more = self.objects.create(target.kind, obj, dry_run=asked.dry_run)
+        stored, more = self.objects.create(target.kind, obj, dry_run=asked.dry_run, manager=asked.manager)
         return self._respond(request, target.kind, stored, 201, warnings + more)
 
     async def _update(self, request: web.Request, target: Target) -> web.Response:
@@ -99,29 +98,26 @@ class Verbs:
         await schemas.ready()
         warnings = validation.check(target.kind, obj, asked.field_validation)
         stored, more = self.objects.update(target.kind, obj, obj["metadata"].get("resourceVersion"),
-                                           target.subresource, dry_run=asked.dry_run)
+                                           target.subresource, dry_run=asked.dry_run, manager=asked.manager)
         return self._respond(request, target.kind, stored, 200, warnings + more)
 
     async def _patch(self, request: web.Request, target: Target) -> web.Response:
-        content_type = request.content_type
+        kind, content_type = target.kind, request.content_type
         asked = options.write_options(request, "PatchOptions", content_type)
         body = await read_body(request)
-        live = self.store.find(target.kind, target.namespace, target.name)
-        if live is None:
-            if content_type != patch.APPLY:
-                raise not_found(target.kind.plural, target.name, target.kind.group)
-            return await self._create(Replay(request, body), target)
-        if content_type == patch.APPLY:
-            self._check_object(target, body)
-        warnings = []
         await schemas.ready()
-        if content_type in (patch.APPLY, patch.STRATEGIC, patch.MERGE) and isinstance(body, dict):
-            warnings = validation.check(target.kind, {**live, **body} if content_type != patch.APPLY else body,
-                                        asked.field_validation)
+        if content_type == patch.APPLY:
+            return self._apply(request, target, body, asked)
+        live = self.store.find(kind, target.namespace, target.name)
+        if live is None:
+            raise not_found(kind.plural, target.name, kind.group)
+        warnings = []
+        if content_type in (patch.STRATEGIC, patch.MERGE) and isinstance(body, dict):
+            warnings = validation.check(kind, {**live, **body}, asked.field_validation)
         patched = patch.apply_patch(copy.deepcopy(live), content_type, body)
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise bad_request("the patch leaves no object")
-        kind, meta = target.kind, patched["metadata"]
+        meta = patched["metadata"]
         if meta.get("name") != target.name:
             raise bad_request(f"the name of the object ({meta.get('name') or ''}) does not match the name on the URL "
                               f"({target.name})")
@@ -134,8 +130,23 @@ class Verbs:
         if expect is not None and not isinstance(expect, str):
             raise bad_request("metadata.resourceVersion must be a string")
         stored, more = self.objects.update(kind, patched, expect, target.subresource, dry_run=asked.dry_run,
-                                           uid_precondition=False)
+                                           manager=asked.manager, uid_precondition=False)
         return self._respond(request, kind, stored, 200, warnings + more)
+
+    def _apply(self, request: web.Request, target: Target, config: Any, asked: options.WriteOptions) -> web.Response:
+        """Server-side apply (patch type application/apply-patch+yaml): the registry's `apply`."""
+        kind = target.kind
+        if not isinstance(config, dict):
+            raise bad_request(f"error decoding YAML: the applied configuration must be a {kind.kind} object")
+        if not isinstance(config.get("metadata", {}), dict):
+            raise bad_request("error decoding YAML: metadata must be an object")
+        meta = config.get("metadata") or {}
+        if kind.namespaced and meta.get("namespace") not in (None, "", target.namespace):
+            raise bad_request(_NAMESPACE_MISMATCH)
+        warnings = validation.check(kind, config, asked.field_validation)
+        obj, more, created = self.objects.apply(kind, target.namespace, target.name or "", config, asked.manager,
+                                                asked.force, target.subresource, asked.dry_run)
+        return self._respond(request, kind, obj, 201 if created else 200, warnings + more)
 
     async def _delete(self, request: web.Request, target: Target) -> web.Response:
         asked = options.delete_options(await delete_options(request))

@@ -114,17 +114,6 @@ async def delete_options(request: web.Request) -> dict[str, Any]:
     return options
 
 
-class Replay:
-    """A request whose body was already read (server-side apply creating the object)."""
-
-    def __init__(self, request: web.Request, body: Any):
-        self._request, self._body = request, body
-        self.query, self.headers, self.content_type = request.query, request.headers, "application/json"
-
-    async def read(self) -> bytes:
-        return json.dumps(self._body).encode()
-
-
 def parse_bool(query: Any, name: str) -> bool | None:
     """strconv.ParseBool of a query parameter; None when absent."""
     value = query.get(name)

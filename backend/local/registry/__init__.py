@@ -6,6 +6,9 @@
     status.py     ApiError: errors as metav1.Status
     strategy.py   what a write of one kind means (Strategy); strategies/ has one per kind
     generic.py    every create, update and delete through its kind's strategy, deletion as upstream
+    objectmeta.py every write's metadata validated as apimachinery's objectmeta.go
+    managed_fields.py  managedFields on every write, server-side apply and its conflicts, over
+                  fieldpath.py (field sets, compare, merge) and fieldshapes.py (each kind's shape)
     admission.py  the embedded cluster's own admission checks the strategies apply
     crds/         upstream's admission of custom resources: CRD schemas, CEL rules, webhooks
     merge.py      strategic and JSON merge, for patches and controllers' applies

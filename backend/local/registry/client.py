@@ -3,7 +3,9 @@ theirs upstream. The generic registry by kind name, so every write goes through 
 strategies (defaults, validation, deletion) as a request to the API server does.
 
 Reads return copies (the store's objects are shared and never change in place); writes take the
-object to store. `mutate` is a read-modify-write: the process is single-threaded, so a change
+object to store, and their managedFields name the client's `manager` (what client-go's user
+agent or a field manager names upstream: kube-controller-manager, kubelet...). `mutate` is a
+read-modify-write: the process is single-threaded, so a change
 made without awaiting between the read and the write never conflicts.
 """
 
@@ -22,9 +24,12 @@ def is_not_found(exc: ApiError) -> bool:
     return exc.code == 404
 
 
+MANAGER = "kfcockpit-controller"
+
+
 class Client:
-    def __init__(self, registry: Registry):
-        self.registry = registry
+    def __init__(self, registry: Registry, manager: str = MANAGER):
+        self.registry, self.manager = registry, manager
 
     @property
     def store(self):
@@ -75,19 +80,21 @@ class Client:
     # ------------------------------------------------------------------ writes
 
     def create(self, kind: str, obj: Obj) -> Obj:
-        return copy.deepcopy(self.registry.create(self._kind(kind), obj)[0])
+        return copy.deepcopy(self.registry.create(self._kind(kind), obj, manager=self.manager)[0])
 
     def update(self, kind: str, obj: Obj) -> Obj:
         """Replace the object; its metadata.resourceVersion, when given, must still be current."""
-        return copy.deepcopy(self.registry.update(self._kind(kind), obj, obj["metadata"].get("resourceVersion"))[0])
+        return copy.deepcopy(self.registry.update(self._kind(kind), obj, obj["metadata"].get("resourceVersion"),
+                                                  manager=self.manager)[0])
 
     def update_status(self, kind: str, obj: Obj) -> Obj:
         return copy.deepcopy(self.registry.update(self._kind(kind), obj, obj["metadata"].get("resourceVersion"),
-                                                  subresource="status")[0])
+                                                  subresource="status", manager=self.manager)[0])
 
     def finalize(self, kind: str, obj: Obj) -> Obj:
         """A Namespace's /finalize: its spec.finalizers as `obj` has them."""
-        return copy.deepcopy(self.registry.update(self._kind(kind), obj, subresource="finalize")[0])
+        return copy.deepcopy(self.registry.update(self._kind(kind), obj, subresource="finalize",
+                                                  manager=self.manager)[0])
 
     def bind(self, namespace: str, name: str, node: str) -> Obj:
         """pods/binding: the pod assigned to `node` (the scheduler's write)."""
