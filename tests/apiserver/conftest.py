@@ -50,6 +50,7 @@ class Api:
 async def api():
     client_plane = plane()
     server = ApiServer(client_plane.registry, NoNodes(), TOKEN)
+    server.fresh_timeout = 0.2
     client = TestClient(TestServer(server.app))
     await client.start_server()
     try:

@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 from aiohttp import web
 
-from backend.local.apiserver import discovery, openapi, options, schemas
+from backend.local.apiserver import discovery, freshness, openapi, options, schemas
+from backend.local.apiserver.paging import Pager
 from backend.local.registry.generic import Registry
 from backend.local.registry.status import (
     ApiError,
@@ -50,6 +51,8 @@ class ApiServer(Verbs, Streams):
         self.kinds, self.store = objects.kinds, objects.store
         self.streams_changed = streams_changed
         self.open_streams = 0  # watches and log follows being served
+        self.pager = Pager(self.store)
+        self.fresh_timeout = freshness.BLOCK_SECONDS  # how long a read waits for a future resourceVersion
         self.app = web.Application(client_max_size=MAX_BODY, middlewares=[self._errors, self._authenticate])
         self.app.router.add_route("*", "/{tail:.*}", self._route)
 
@@ -165,7 +168,7 @@ class ApiServer(Verbs, Streams):
                 listing = options.list_options(request)
                 if listing.watch:
                     return await self._watch(request, target, listing)
-                return self._list(request, target)
+                return await self._list(request, target, listing)
             return self._respond(request, target.kind, self.store.get(target.kind, target.namespace, target.name))
         if method == "POST" and target.name is None:
             return await self._create(request, target)

@@ -3,8 +3,8 @@ one object or a collection. What every write goes through, in kube-apiserver's o
 options (options.py), the body read and checked against the URL (kind, name, namespace),
 fieldValidation, then the generic registry (registry/generic.py: the kind's strategy,
 admission, metadata, managedFields, dryRun, the store). A write returns once stored; what it
-sets off is the controllers'. Watches and logs are streams.py's; routing and errors are
-server.py's.
+sets off is the controllers'. Lists come in pages (paging.py); watches and logs are
+streams.py's; routing and errors are server.py's.
 """
 
 from __future__ import annotations
@@ -14,36 +14,54 @@ from typing import Any
 
 from aiohttp import web
 
-from backend.local.apiserver import options, patch, schemas, tables, validation
+from backend.local.apiserver import freshness, options, patch, schemas, tables, validation
+from backend.local.apiserver.paging import Pager
 from backend.local.apiserver.wire import (
     Target,
     delete_options,
     json_response,
     matcher,
     read_body,
+    resource_name,
     wants_table,
 )
 from backend.local.registry.generic import Registry
 from backend.local.registry.kinds import Kind
-from backend.local.registry.status import ApiError, bad_request, not_found
+from backend.local.registry.status import ApiError, bad_request, gone, not_found
 from backend.local.registry.store import Store
 
 _NAMESPACE_MISMATCH = "the namespace of the provided object does not match the namespace sent on the request"
 
 
 class Verbs:
-    """ApiServer's verbs (a part of it): they use its generic registry and store."""
+    """ApiServer's verbs (a part of it): they use its generic registry, store and pager."""
 
     objects: Registry
     store: Store
+    pager: Pager
+    fresh_timeout: float
 
-    def _list(self, request: web.Request, target: Target) -> web.Response:
-        items = self.store.list(target.kind, target.namespace, matcher(request, target.kind))
-        rv = str(self.store.rv)
+    async def _list(self, request: web.Request, target: Target, listing: options.ListOptions) -> web.Response:
+        kind = target.kind
+        rv = options.check_resource_version(listing.resource_version, resource_name(kind))
+        if rv is not None and rv > self.store.rv:
+            await freshness.until_fresh(self.store, rv, self.fresh_timeout)
+        if listing.match == "Exact" and rv is not None and rv != self.store.rv:
+            raise gone("The resourceVersion for the provided list is too old.")
+        query = request.query
+        page = self.pager.page(kind, target.namespace, matcher(request, kind), listing.limit, listing.continue_token,
+                               filtered=bool(query.get("labelSelector") or query.get("fieldSelector")))
+        meta: dict[str, Any] = {"resourceVersion": str(page.rv)}
+        if page.token:
+            meta["continue"] = page.token
+        if page.remaining is not None:
+            meta["remainingItemCount"] = page.remaining
         if wants_table(request):
-            return json_response(tables.table(target.kind, items, rv, request.query.get("includeObject", "Metadata")))
-        return json_response({"kind": f"{target.kind.kind}List", "apiVersion": target.kind.api_version,
-                              "metadata": {"resourceVersion": rv}, "items": items})
+            body = tables.table(kind, page.items, str(page.rv), query.get("includeObject", "Metadata"))
+            body["metadata"] = meta
+            return json_response(body)
+        return json_response({"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta,
+                              "items": page.items})
 
     def _respond(self, request: web.Request, kind: Kind, obj: dict[str, Any], code: int = 200,
                  warnings: list[str] | None = None) -> web.Response:
