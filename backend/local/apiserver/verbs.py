@@ -69,7 +69,7 @@ class Verbs:
                             request.query.get("includeObject", "Metadata")) if wants_table(request) else obj
         response = json_response(body, code)
         for warning in warnings or []:
-            response.headers.add("Warning", f'299 - "{warning}"')
+            response.headers.add("Warning", warning_header(warning))
         return response
 
     @staticmethod
@@ -107,6 +107,7 @@ class Verbs:
         obj = self._check_object(target, await read_body(request))
         await schemas.ready()
         warnings = validation.check(target.kind, obj, asked.field_validation)
+        validation.drop_unknown(target.kind, obj)
         stored, more = self.objects.create(target.kind, obj, dry_run=asked.dry_run, manager=asked.manager)
         return self._respond(request, target.kind, stored, 201, warnings + more)
 
@@ -115,12 +116,14 @@ class Verbs:
         obj = self._check_object(target, await read_body(request))
         await schemas.ready()
         warnings = validation.check(target.kind, obj, asked.field_validation)
+        validation.drop_unknown(target.kind, obj)
         stored, more = self.objects.update(target.kind, obj, obj["metadata"].get("resourceVersion"),
                                            target.subresource, dry_run=asked.dry_run, manager=asked.manager)
         return self._respond(request, target.kind, stored, 200, warnings + more)
 
     async def _patch(self, request: web.Request, target: Target) -> web.Response:
         kind, content_type = target.kind, request.content_type
+        patch.check_type(kind, content_type)
         asked = options.write_options(request, "PatchOptions", content_type)
         body = await read_body(request)
         await schemas.ready()
@@ -135,6 +138,7 @@ class Verbs:
         patched = patch.apply_patch(copy.deepcopy(live), content_type, body)
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise bad_request("the patch leaves no object")
+        validation.drop_unknown(kind, patched)
         meta = patched["metadata"]
         if meta.get("name") != target.name:
             raise bad_request(f"the name of the object ({meta.get('name') or ''}) does not match the name on the URL "
@@ -162,6 +166,7 @@ class Verbs:
         if kind.namespaced and meta.get("namespace") not in (None, "", target.namespace):
             raise bad_request(_NAMESPACE_MISMATCH)
         warnings = validation.check(kind, config, asked.field_validation)
+        validation.drop_unknown(kind, config)
         obj, more, created = self.objects.apply(kind, target.namespace, target.name or "", config, asked.manager,
                                                 asked.force, target.subresource, asked.dry_run)
         return self._respond(request, kind, obj, 201 if created else 200, warnings + more)
@@ -195,3 +200,9 @@ class Verbs:
         return self.objects.delete(kind, namespace, name, asked.get("gracePeriodSeconds"), propagation,
                                    (asked.get("preconditions") or {}).get("uid"), dry_run=bool(asked.get("dryRun")))
 
+
+def warning_header(text: str) -> str:
+    """A Warning header as apimachinery's net.NewWarningHeader writes it: code 299, agent "-",
+    the text a quoted-string (`"` and `\\` escaped; kubectl drops a header that is not one)."""
+    quoted = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'299 - "{quoted}"'
