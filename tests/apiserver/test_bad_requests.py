@@ -51,8 +51,12 @@ async def test_query_parameters_that_do_not_parse_are_400(api, query, message):
     ("resourceVersionMatch=Exact", "resourceVersionMatch"),
     ("resourceVersion=1&resourceVersionMatch=Sometimes", "resourceVersionMatch"),
     ("sendInitialEvents=true", "sendInitialEvents"),
+    ("watch=1&resourceVersionMatch=NotOlderThan", "resourceVersionMatch"),
+    ("watch=1&sendInitialEvents=true", "resourceVersionMatch"),
+    ("watch=1&sendInitialEvents=true&resourceVersionMatch=Exact", "resourceVersionMatch"),
 ])
 async def test_list_options_the_validation_refuses_are_422(api, query, field):
+    """internalversion/validation ValidateListOptions and validateWatchOptions (WatchList on)."""
     code, body, _ = await api.call("GET", f"{CONFIGMAPS}?{query}")
     assert code == 422 and body["details"]["kind"] == "ListOptions", body
     assert body["details"]["causes"][0]["field"] == field
@@ -85,3 +89,14 @@ async def test_a_json_patch_over_the_operation_limit_is_413(api):
     code, body, _ = await api.call("PATCH", f"{CONFIGMAPS}/cm", json.dumps(ops),
                                    content_type="application/json-patch+json")
     assert (code, body["reason"]) == (413, "RequestEntityTooLarge"), body
+
+
+async def test_a_watch_list_is_served(api):
+    """A watch-list (client-go's WatchListClient): its initial events, then the bookmark that
+    ends them."""
+    await api.call("POST", CONFIGMAPS, {**CM, "metadata": {"name": "cm"}})
+    code, events, _ = await api.call("GET", f"{CONFIGMAPS}?watch=1&sendInitialEvents=true&allowWatchBookmarks=true"
+                                            "&resourceVersionMatch=NotOlderThan&timeoutSeconds=1")
+    assert code == 200, events
+    assert [e["type"] for e in events][:2] == ["ADDED", "BOOKMARK"], events
+    assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}

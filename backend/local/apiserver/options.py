@@ -103,7 +103,10 @@ class ListOptions:
     match: str  # resourceVersionMatch
     timeout: int | None  # timeoutSeconds
     bookmarks: bool
-    send_initial_events: bool
+    send_initial_events: bool | None  # None: not sent
+
+
+NOT_OLDER_THAN = "NotOlderThan"
 
 
 def list_options(request: web.Request) -> ListOptions:
@@ -112,11 +115,38 @@ def list_options(request: web.Request) -> ListOptions:
                         continue_token=query.get("continue", ""), resource_version=query.get("resourceVersion", ""),
                         match=query.get("resourceVersionMatch", ""), timeout=parse_int(query, "timeoutSeconds"),
                         bookmarks=bool(parse_bool(query, "allowWatchBookmarks")),
-                        send_initial_events=bool(parse_bool(query, "sendInitialEvents")))
+                        send_initial_events=parse_bool(query, "sendInitialEvents"))
+    errors = _watch_errors(found) if found.watch else _list_errors(found)
+    if errors:
+        raise fe.invalid("ListOptions.meta.k8s.io", "", errors)
+    if found.continue_token and found.resource_version:
+        raise bad_request("specifying resource version is not allowed when using continue")
+    return found
+
+
+def _watch_errors(found: ListOptions) -> list[fe.FieldError]:
+    """validateWatchOptions, with the WatchList feature on (as kube-apiserver v1.36 has it): a
+    watch-list names sendInitialEvents together with resourceVersionMatch NotOlderThan."""
     errors = []
-    if found.match and found.watch:
-        errors.append(fe.forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden for watch"))
-    elif found.match:
+    if found.send_initial_events is not None and found.match != NOT_OLDER_THAN:
+        errors.append(fe.forbidden("resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch "
+                                                           f"to {NOT_OLDER_THAN}"))
+    if found.match:
+        if found.send_initial_events is None:
+            errors.append(fe.forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless "
+                                                               "sendInitialEvents is provided"))
+        if found.match != NOT_OLDER_THAN:
+            errors.append(fe.not_supported("resourceVersionMatch", found.match, [NOT_OLDER_THAN]))
+        if found.continue_token:
+            errors.append(fe.forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is "
+                                                               "provided"))
+    return errors
+
+
+def _list_errors(found: ListOptions) -> list[fe.FieldError]:
+    """ValidateListOptions for a list."""
+    errors = []
+    if found.match:
         if not found.resource_version:
             errors.append(fe.forbidden("resourceVersionMatch",
                                        "resourceVersionMatch is forbidden unless resourceVersion is provided"))
@@ -128,13 +158,9 @@ def list_options(request: web.Request) -> ListOptions:
         if found.match == "Exact" and found.resource_version == "0":
             errors.append(fe.forbidden("resourceVersionMatch",
                                        'resourceVersionMatch "exact" is forbidden for resourceVersion "0"'))
-    if found.send_initial_events and not found.watch:
+    if found.send_initial_events is not None:
         errors.append(fe.forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"))
-    if errors:
-        raise fe.invalid("ListOptions.meta.k8s.io", "", errors)
-    if found.continue_token and found.resource_version:
-        raise bad_request("specifying resource version is not allowed when using continue")
-    return found
+    return errors
 
 
 def check_resource_version(text: str, resource: str) -> int | None:

@@ -49,7 +49,7 @@ class Streams:
         query = request.query
         match = matcher(request, target.kind)
         since = options.check_resource_version(listing.resource_version, resource_name(target.kind))
-        initial = listing.send_initial_events
+        initial = bool(listing.send_initial_events)
         failure: ApiError | None = None
         watch, backlog = None, []
         try:
