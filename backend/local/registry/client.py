@@ -11,13 +11,13 @@ made without awaiting between the read and the write never conflicts.
 
 from __future__ import annotations
 
-import copy
 from typing import Callable
 
 from backend.local.registry.generic import Registry, rfc3339
 from backend.local.registry.status import ApiError
 from backend.local.registry.store import Event, Watch
 from backend.local.registry.strategy import Obj
+from backend.local.registry.values import copied
 
 
 def is_not_found(exc: ApiError) -> bool:
@@ -50,7 +50,7 @@ class Client:
 
     def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         found = self.registry.find(kind, namespace, name)
-        return copy.deepcopy(found) if found is not None else None
+        return copied(found) if found is not None else None
 
     def list(self, kind: str, namespace: str | None = None, labels: dict[str, str] | None = None,
              match: Callable[[Obj], bool] | None = None) -> list[Obj]:
@@ -58,7 +58,7 @@ class Client:
             have = obj["metadata"].get("labels") or {}
             return all(have.get(k) == v for k, v in (labels or {}).items()) and (match is None or match(obj))
 
-        return [copy.deepcopy(o) for o in self.store.list(self._kind(kind), namespace, wanted)]
+        return [copied(o) for o in self.store.list(self._kind(kind), namespace, wanted)]
 
     def peek(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         """The stored object itself, to read and never change (no copy: cheap for checks)."""
@@ -66,7 +66,7 @@ class Client:
 
     def dependents(self, uid: str) -> list[tuple[str, Obj]]:
         """(kind, object) of everything whose ownerReferences name `uid`."""
-        return [(self.kinds.by_key(k).kind, copy.deepcopy(o)) for k, o in self.store.dependents(uid)]
+        return [(self.kinds.by_key(k).kind, copied(o)) for k, o in self.store.dependents(uid)]
 
     def watch(self, kind: str, namespace: str | None = None, match: Callable[[Obj], bool] | None = None,
               since: str | None = None) -> tuple[Watch, list[Event]]:
@@ -80,26 +80,26 @@ class Client:
     # ------------------------------------------------------------------ writes
 
     def create(self, kind: str, obj: Obj) -> Obj:
-        return copy.deepcopy(self.registry.create(self._kind(kind), obj, manager=self.manager)[0])
+        return copied(self.registry.create(self._kind(kind), obj, manager=self.manager)[0])
 
     def update(self, kind: str, obj: Obj) -> Obj:
         """Replace the object; its metadata.resourceVersion, when given, must still be current."""
-        return copy.deepcopy(self.registry.update(self._kind(kind), obj, obj["metadata"].get("resourceVersion"),
+        return copied(self.registry.update(self._kind(kind), obj, obj["metadata"].get("resourceVersion"),
                                                   manager=self.manager)[0])
 
     def update_status(self, kind: str, obj: Obj) -> Obj:
-        return copy.deepcopy(self.registry.update(self._kind(kind), obj, obj["metadata"].get("resourceVersion"),
+        return copied(self.registry.update(self._kind(kind), obj, obj["metadata"].get("resourceVersion"),
                                                   subresource="status", manager=self.manager)[0])
 
     def finalize(self, kind: str, obj: Obj) -> Obj:
         """A Namespace's /finalize: its spec.finalizers as `obj` has them."""
-        return copy.deepcopy(self.registry.update(self._kind(kind), obj, subresource="finalize",
+        return copied(self.registry.update(self._kind(kind), obj, subresource="finalize",
                                                   manager=self.manager)[0])
 
     def bind(self, namespace: str, name: str, node: str) -> Obj:
         """pods/binding: the pod assigned to `node` (the scheduler's write)."""
         body = {"metadata": {"name": name, "namespace": namespace}, "target": {"kind": "Node", "name": node}}
-        return copy.deepcopy(self.registry.update(self._kind("Pod"), body, subresource="binding")[0])
+        return copied(self.registry.update(self._kind("Pod"), body, subresource="binding")[0])
 
     def mutate(self, kind: str, namespace: str | None, name: str, change: Callable[[Obj], object],
                status: bool = False) -> Obj | None:
@@ -122,4 +122,4 @@ class Client:
             if is_not_found(exc):
                 return None
             raise
-        return None if gone else copy.deepcopy(obj)
+        return None if gone else copied(obj)

@@ -136,6 +136,10 @@ def _leaf(old: Any, new: Any, path: Path, found: Comparison) -> None:
 
 
 def _compare(old: Any, new: Any, shape: Shape, path: Path, found: Comparison) -> None:
+    if type(old) is type(new) and type(old) in (dict, list) and old == new:
+        # an unchanged subtree (most of an object on most writes), skipped at C speed; Python's
+        # equality takes 1 and true, or 1 and 1.0, as equal where a leaf's comparison would not
+        return
     present = [v for v in (old, new) if v is not MISSING]
     if len(present) == 2 and type(old) is not type(new) and not (old is None or new is None):
         _leaf(old, new, path, found)

@@ -24,7 +24,6 @@ A write returns once stored: nothing here waits for, or runs, a controller.
 
 from __future__ import annotations
 
-import copy
 import secrets
 import time
 import uuid
@@ -46,6 +45,7 @@ from backend.local.registry.strategy import (
     Obj,
     Strategy,
 )
+from backend.local.registry.values import copied
 
 _SYSTEM_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                   "generation")
@@ -98,7 +98,7 @@ class Registry:
 
     def _create(self, kind: Kind, obj: Obj, dry_run: bool, writer: Writer | None) -> tuple[Obj, list[str]]:
         """writer None: obj's managedFields are already what they must be (an apply)."""
-        obj = copy.deepcopy(obj)
+        obj = copied(obj)
         obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
         meta = obj.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
@@ -159,23 +159,23 @@ class Registry:
                 dry_run: bool, writer: Writer | None) -> tuple[Obj, list[str]]:
         strategy = self.strategy(kind)
         if subresource == "status":
-            new = {**copy.deepcopy(old), "status": copy.deepcopy(obj.get("status"))}
+            new = {**copied(old), "status": copied(obj.get("status"))}
             warnings = strategy.validate_status_update(new, old, self)
         elif subresource == "finalize":
-            new = copy.deepcopy(old)
+            new = copied(old)
             new.setdefault("spec", {})["finalizers"] = list((obj.get("spec") or {}).get("finalizers") or [])
             warnings = []
         elif subresource is not None:
-            new, warnings, writer = strategy.update_subresource(subresource, obj, copy.deepcopy(old)), [], None
+            new, warnings, writer = strategy.update_subresource(subresource, obj, copied(old)), [], None
         else:
-            new = copy.deepcopy(obj)
+            new = copied(obj)
             new["apiVersion"], new["kind"] = kind.api_version, kind.kind
             new_meta = new.setdefault("metadata", {})
             new_meta["uid"] = new_meta.get("uid") or old["metadata"].get("uid")
             if "status" in kind.subresources:
                 new.pop("status", None)
                 if "status" in old:
-                    new["status"] = copy.deepcopy(old["status"])
+                    new["status"] = copied(old["status"])
             for system in ("deletionTimestamp", "deletionGracePeriodSeconds"):
                 new_meta.pop(system, None)
                 if system in old["metadata"]:
@@ -188,7 +188,7 @@ class Registry:
         if writer is not None:
             managed_fields.record_update(root_shape(kind.kind), old, new, writer, rfc3339(self.clock()))
         elif "managedFields" in (obj.get("metadata") or {}):  # an apply's, already computed
-            new["metadata"]["managedFields"] = copy.deepcopy(obj["metadata"]["managedFields"])
+            new["metadata"]["managedFields"] = copied(obj["metadata"]["managedFields"])
         if dry_run:
             return new, warnings
         stored = self.store.update(kind, new, expect_rv)
@@ -256,7 +256,7 @@ class Registry:
                                            'supported values: "Orphan", "Background", "Foreground"')
         if dry_run:
             return obj, False
-        new = copy.deepcopy(obj)
+        new = copied(obj)
         new_meta = new["metadata"]
         finalizers = _gc_finalizers(new_meta.get("finalizers") or [], propagation, strategy.default_propagation)
         seconds = max(0, strategy.graceful_delete(obj, grace))

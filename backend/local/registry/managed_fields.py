@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 from backend.local.registry.fieldpath import (
     Comparison,
+    Element,
     Path,
     compare,
     ensure_named,
@@ -41,6 +42,7 @@ from backend.local.registry.fieldpath import (
 )
 from backend.local.registry.fieldshapes import Shape
 from backend.local.registry.status import ApiError, bad_request
+from backend.local.registry.values import copied
 
 APPLY, UPDATE = "Apply", "Update"
 MAX_UPDATERS = 10  # DefaultMaxUpdateManagers
@@ -52,14 +54,33 @@ _STRIPPED = {(("f", "apiVersion"),), (("f", "kind"),), (("f", "metadata"),)} | {
 Key = tuple[str, str, str, str]  # manager, operation, apiVersion ("" for Apply), subresource
 
 
-@dataclass
 class Entry:
-    manager: str
-    operation: str
-    api_version: str
-    subresource: str
-    time: str | None
-    fields: set[Path]
+    """One managedFields entry. Its field set is decoded from the stored FieldsV1 only when a
+    write may touch it, and encoded again only when it changed: most writes (a status update)
+    touch one manager's fields, and every other entry stays as stored."""
+
+    def __init__(self, manager: str, operation: str, api_version: str, subresource: str, time: str | None,
+                 fields: set[Path] | None, raw: dict[str, Any] | None = None):
+        self.manager, self.operation, self.api_version, self.subresource, self.time = (
+            manager, operation, api_version, subresource, time)
+        self._fields, self.raw = fields, raw  # raw: the FieldsV1 the fields are, while unchanged
+
+    @property
+    def fields(self) -> set[Path]:
+        if self._fields is None:
+            self._fields = from_fields_v1(self.raw or {})
+        return self._fields
+
+    @fields.setter
+    def fields(self, paths: set[Path]) -> None:
+        self._fields, self.raw = paths, None
+
+    def may_hold(self, tops: set[Element]) -> bool:
+        """Whether the entry may own a path under one of these top-level fields (without
+        decoding it when it is still the stored FieldsV1)."""
+        if self._fields is not None or self.raw is None:
+            return True
+        return any(f"{kind}:{name}" in self.raw for kind, name in tops)
 
     @property
     def key(self) -> Key:
@@ -97,8 +118,11 @@ def decode(entries: Any) -> Managed:
             raise ValueError("apiVersion must not be empty")
         if raw.get("fieldsType") != "FieldsV1":
             raise ValueError(f"missing or invalid fieldsType in managed fields entry {i}")
+        fields_v1 = raw.get("fieldsV1") or {}
+        if not isinstance(fields_v1, dict):
+            raise ValueError(f"invalid fieldsV1 in managed fields entry {i}")
         entry = Entry(str(raw.get("manager") or ""), raw["operation"], raw["apiVersion"],
-                      str(raw.get("subresource") or ""), raw.get("time"), from_fields_v1(raw.get("fieldsV1") or {}))
+                      str(raw.get("subresource") or ""), raw.get("time"), None, fields_v1)
         found[entry.key] = entry
     return found
 
@@ -112,7 +136,7 @@ def encode(managed: Managed) -> list[dict[str, Any]] | None:
         if entry.time:
             raw["time"] = entry.time
         raw["fieldsType"] = "FieldsV1"
-        raw["fieldsV1"] = to_fields_v1(entry.fields)
+        raw["fieldsV1"] = entry.raw if entry.raw is not None else to_fields_v1(entry.fields)
         if entry.subresource:
             raw["subresource"] = entry.subresource
         out.append(raw)
@@ -146,6 +170,17 @@ def _body(obj: dict[str, Any] | None) -> dict[str, Any]:
     return {**obj, "metadata": meta}
 
 
+def _ownable(body: dict[str, Any], writer: Writer) -> dict[str, Any]:
+    """The part of an object a write here may own (Writer.owns): /status's only its status, the
+    main resource's of a kind with a status subresource all but its status. Comparing only that
+    part finds what comparing the whole and filtering would, without walking the rest."""
+    if writer.subresource == "status":
+        return {"status": body["status"]} if "status" in body else {}
+    if writer.status_apart:
+        return {k: v for k, v in body.items() if k != "status"}
+    return body
+
+
 def _filtered(found: Comparison, writer: Writer) -> Comparison:
     keep: Callable[[set[Path]], set[Path]] = lambda paths: {p for p in paths if writer.owns(p)}  # noqa: E731
     return Comparison(keep(found.added), keep(found.modified), keep(found.removed))
@@ -173,14 +208,16 @@ def _starting(old: dict[str, Any] | None, new: dict[str, Any], writer: Writer) -
 def _take(managed: Managed, found: Comparison, writer_key: Key | None, force: bool) -> None:
     """Updater.update: others lose what this write changed (a conflict unless forced) and what it
     removed; entries left empty go."""
-    changed = found.changed()
-    conflicts = {k: e.fields & changed for k, e in managed.items() if k != writer_key and e.fields & changed}
+    changed, touched = found.changed(), found.changed() | found.removed
+    tops = {path[0] for path in touched}
+    others = {k: e for k, e in managed.items() if k != writer_key and e.may_hold(tops)}
+    conflicts = {k: e.fields & changed for k, e in others.items() if e.fields & changed}
     if conflicts and not force:
         raise conflict_error([(managed[k], paths) for k, paths in conflicts.items()])
-    for key, entry in managed.items():
-        if key != writer_key:
-            entry.fields -= changed | found.removed
-    for key in [k for k, e in managed.items() if not e.fields]:
+    for entry in others.values():
+        if entry.fields & touched:
+            entry.fields = entry.fields - touched
+    for key in [k for k, e in managed.items() if not (e.raw if e._fields is None else e._fields)]:
         del managed[key]
 
 
@@ -210,14 +247,24 @@ def empty_live(new: dict[str, Any], typed: bool) -> dict[str, Any]:
 def record_update(shape: Shape, old: dict[str, Any] | None, new: dict[str, Any], writer: Writer, now: str,
                   live_shell: dict[str, Any] | None = None) -> None:
     """Set new's managedFields for an Update by `writer` (old: the stored object, None on create)."""
+    before = _body(old) if old is not None else (live_shell or {})
+    found = _filtered(compare(_ownable(before, writer), _ownable(_body(new), writer), shape), writer)
+    given = new.get("metadata", {}).get("managedFields")
+    if old is not None and not (found.changed() or found.removed) and (writer.subresource or given is None):
+        # nothing this write may own changed: the stored entries stand (a controller's no-op write)
+        stored = old["metadata"].get("managedFields")
+        new["metadata"].pop("managedFields", None)
+        if stored:
+            new["metadata"]["managedFields"] = copied(stored)
+        return
     managed = _starting(old, new, writer)
-    found = _filtered(compare(_body(old) if old is not None else (live_shell or {}), _body(new), shape), writer)
     _take(managed, found, None, force=True)
     changed = found.changed()
     if changed:
         key = Entry(writer.manager, UPDATE, writer.api_version, writer.subresource, now, set()).key
         entry = managed.get(key) or Entry(writer.manager, UPDATE, writer.api_version, writer.subresource, now, set())
-        entry.fields |= changed
+        if not changed <= entry.fields:  # else its FieldsV1 stands as stored
+            entry.fields = entry.fields | changed
         entry.time = now
         managed[key] = entry
     _cap(managed)
