@@ -93,3 +93,14 @@ async def test_unknown_fields_of_a_core_kind_are_warned_of_and_dropped(api):
     assert headers.getall("Warning") == ['299 - "unknown field \\"bogus\\""']
     code, body, _ = await api.call("PATCH", f"{CONFIGMAPS}/cm", {"bogus": 2}, content_type=MERGE)
     assert code == 200 and "bogus" not in body and "f:bogus" not in json.dumps(body["metadata"]["managedFields"])
+
+
+async def test_a_json_patch_adding_an_unknown_field_is_warned_of_and_dropped(api):
+    await api.call("POST", CONFIGMAPS, {**CM, "metadata": {"name": "cm"}})
+    code, body, headers = await api.call("PATCH", f"{CONFIGMAPS}/cm", [{"op": "add", "path": "/bogus", "value": 1}],
+                                         content_type=JSON_PATCH)
+    assert code == 200 and "bogus" not in body, body
+    assert headers.getall("Warning") == ['299 - "unknown field \\"bogus\\""']
+    code, body, _ = await api.call("PATCH", f"{CONFIGMAPS}/cm?fieldValidation=Strict",
+                                   [{"op": "add", "path": "/bogus", "value": 1}], content_type=JSON_PATCH)
+    assert code == 400 and 'strict decoding error: unknown field "bogus"' in body["message"], body

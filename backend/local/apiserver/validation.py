@@ -48,9 +48,12 @@ def unknown_fields(obj: Any, kind_name: str) -> list[str]:
     return found
 
 
-def drop_unknown(kind: Kind, obj: dict[str, Any]) -> None:
+def drop_unknown(kind: Kind, obj: dict[str, Any], warned: list[str], mode: str) -> None:
     """Remove from a core kind's object the fields its schema lacks, as decoding the body into
-    the kind's Go type drops them (a custom resource's are pruned by its admission)."""
+    the kind's Go type drops them (a custom resource's are pruned by its admission). `warned`:
+    what `check` found in `mode`; nothing to remove when it looked and found nothing."""
+    if not warned and mode != "Ignore":
+        return
     doc = schema(kind.kind) if crds.schema(kind.kind) is None else None
     if doc is not None:
         _walk(obj, doc, doc.get("$defs", {}), "", [], drop=True)

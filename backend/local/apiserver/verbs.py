@@ -9,7 +9,6 @@ streams.py's; routing and errors are server.py's.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from aiohttp import web
@@ -29,6 +28,7 @@ from backend.local.registry.generic import Registry
 from backend.local.registry.kinds import Kind
 from backend.local.registry.status import ApiError, bad_request, gone, not_found
 from backend.local.registry.store import Store
+from backend.local.registry.values import copied
 
 _NAMESPACE_MISMATCH = "the namespace of the provided object does not match the namespace sent on the request"
 
@@ -107,7 +107,7 @@ class Verbs:
         obj = self._check_object(target, await read_body(request))
         await schemas.ready()
         warnings = validation.check(target.kind, obj, asked.field_validation)
-        validation.drop_unknown(target.kind, obj)
+        validation.drop_unknown(target.kind, obj, warnings, asked.field_validation)
         stored, more = self.objects.create(target.kind, obj, dry_run=asked.dry_run, manager=asked.manager)
         return self._respond(request, target.kind, stored, 201, warnings + more)
 
@@ -116,7 +116,7 @@ class Verbs:
         obj = self._check_object(target, await read_body(request))
         await schemas.ready()
         warnings = validation.check(target.kind, obj, asked.field_validation)
-        validation.drop_unknown(target.kind, obj)
+        validation.drop_unknown(target.kind, obj, warnings, asked.field_validation)
         stored, more = self.objects.update(target.kind, obj, obj["metadata"].get("resourceVersion"),
                                            target.subresource, dry_run=asked.dry_run, manager=asked.manager)
         return self._respond(request, target.kind, stored, 200, warnings + more)
@@ -132,13 +132,11 @@ class Verbs:
         live = self.store.find(kind, target.namespace, target.name)
         if live is None:
             raise not_found(kind.plural, target.name, kind.group)
-        warnings = []
-        if content_type in (patch.STRATEGIC, patch.MERGE) and isinstance(body, dict):
-            warnings = validation.check(kind, {**live, **body}, asked.field_validation)
-        patched = patch.apply_patch(copy.deepcopy(live), content_type, body)
+        patched = patch.apply_patch(copied(live), content_type, body)
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise bad_request("the patch leaves no object")
-        validation.drop_unknown(kind, patched)
+        warnings = validation.check(kind, patched, asked.field_validation)
+        validation.drop_unknown(kind, patched, warnings, asked.field_validation)
         meta = patched["metadata"]
         if meta.get("name") != target.name:
             raise bad_request(f"the name of the object ({meta.get('name') or ''}) does not match the name on the URL "
@@ -166,7 +164,7 @@ class Verbs:
         if kind.namespaced and meta.get("namespace") not in (None, "", target.namespace):
             raise bad_request(_NAMESPACE_MISMATCH)
         warnings = validation.check(kind, config, asked.field_validation)
-        validation.drop_unknown(kind, config)
+        validation.drop_unknown(kind, config, warnings, asked.field_validation)
         obj, more, created = self.objects.apply(kind, target.namespace, target.name or "", config, asked.manager,
                                                 asked.force, target.subresource, asked.dry_run)
         return self._respond(request, kind, obj, 201 if created else 200, warnings + more)

@@ -2,6 +2,7 @@
 
     kinds.py      the kinds stored and served (group, version, plural, scope, columns)
     store.py      objects keyed (kind, namespace, name), resourceVersions, history, watches, disk
+    values.py     copies of stored objects (JSON values), faster than copy.deepcopy
     revision.py   the resourceVersion counter, persisted in reserved blocks (as etcd's revision)
     status.py     ApiError: errors as metav1.Status
     strategy.py   what a write of one kind means (Strategy); strategies/ has one per kind
