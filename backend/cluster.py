@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator, Awaitable, Callable, Literal, Protocol, runtime_checkable
+from typing import AsyncIterator, Awaitable, Callable, Collection, Literal, Protocol, runtime_checkable
 
 from backend.errors import ClusterError, InvalidResource, NotFound, Timeout, Unavailable  # noqa: F401 (re-exported)
 from backend.models import (
@@ -23,6 +23,7 @@ from backend.models import (
     Checkpoint,
     JobPhase,
     JobSummary,
+    LogFocus,
     LogLine,
     Pod,
     PodEvent,
@@ -99,25 +100,35 @@ class Cluster(Protocol):
     async def list_pods(self, job: str | None = None) -> list[Pod]: ...
 
     def watch_pods(self, job: str | None = None) -> AsyncIterator[PodEvent]:
-        """List-then-watch: first an ADDED event per existing pod, then every change as it
-        happens (phase, restart attempt, last step/loss), until the caller stops iterating.
-        Replacement pods of a restarted group arrive as ADDED. Never a polling loop over the
-        platform: the API server's watch."""
+        """List-then-watch: first an ADDED event per existing pod, then every change of a pod's
+        state as it happens (phase, restart attempt, how it ended), until the caller stops
+        iterating; one stream however many pods (what they print is `stream_logs`'). Replacement
+        pods of a restarted group arrive as ADDED. Never a polling loop: the API server's watch."""
         ...
 
     def watch_jobs(self) -> AsyncIterator[JobSummary]:
         """Each job's summary now, then again whenever its phase or restart attempt changes."""
         ...
 
-    def stream_logs(self, job: str, follow: bool = True) -> AsyncIterator[list[LogLine]]:
+    def stream_logs(self, job: str, follow: bool = True,
+                    focus: LogFocus | None = None) -> AsyncIterator[list[LogLine]]:
         """All workers' lines of a job from the start, merged, in batches; with `follow`, keeps
-        going and picks up replacement pods (like stern) until the job finishes."""
+        going and picks up replacement pods (like stern) until the job finishes. With a `focus`
+        (followed), only the pods of the ranks it wants, changed as the caller changes it, and
+        open until the caller stops reading (backend/models/focus.py)."""
         ...
 
-    async def pod_usage(self, job: str | None = None) -> dict[str, PodUsage] | None:
-        """CPU and memory of a job's pods now, by pod name, from metrics.k8s.io (`kubectl top
-        pod`); None when the cluster serves no metrics (no metrics-server). Not watchable: callers
-        read it again every few seconds, as kubectl top and k9s do."""
+    async def last_lines(self, job: str, ranks: Collection[int], count: int = 2) -> list[LogLine]:
+        """The last `count` lines each of these ranks printed (its newest pod's), read once: what
+        ranks whose logs are not followed said last (which rank of a hung group stopped)."""
+        ...
+
+    async def pod_usage(self, job: str | None = None,
+                        ranks: Collection[int] | None = None) -> dict[str, PodUsage] | None:
+        """CPU and memory of a job's pods now (of `ranks` only, when given), by pod name, from
+        metrics.k8s.io (`kubectl top pod`); None when the cluster serves no metrics (no
+        metrics-server). Not watchable: callers read it again every few seconds, as kubectl top
+        and k9s do."""
         ...
 
     async def kill_pod(self, name: str) -> None:

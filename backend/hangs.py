@@ -11,6 +11,11 @@ never below a floor that covers checkpoint saves), and a pod of the group still 
 hangs. Which rank stopped: one that is behind the others' step, else one that went silent while
 the others print `event=waiting` (the training loop's heartbeat while a step overruns: a frozen
 process prints nothing, a rank blocked in a collective on it says so), else every rank.
+
+A rank whose pod runs but whose lines were never heard (it printed nothing, or, in the cockpit
+following 512 ranks, its log is not read) is not judged by silence: when every rank heard waits,
+the one that stopped is among those, and the hang says so (`unheard`) rather than blaming the
+ranks that wait; their last lines, once read and fed, tell which (`lines` takes them in any order).
 """
 
 from __future__ import annotations
@@ -58,14 +63,20 @@ class Hang:
     stopped: tuple[int, ...]  # ranks that stopped: behind, or silent while others wait
     waiting: tuple[int, ...]  # ranks alive, waiting on the stopped ones
     running: tuple[int, ...]  # ranks whose pod still runs
+    unheard: tuple[int, ...] = ()  # running ranks never heard from: the stopped one among them
 
     def one_line(self) -> str:
-        if self.waiting or len(self.stopped) == 1:
+        if not self.stopped and self.unheard:
+            who = f"one of {len(self.unheard)} ranks not heard from stopped"
+        elif self.waiting or (len(self.stopped) == 1 and not self.unheard):
             who = "rank " + ", ".join(map(str, self.stopped)) + " stopped"
+        elif self.unheard:
+            who = f"every rank heard from stopped ({len(self.unheard)} not heard from)"
         else:
             who = "every rank stopped"
         pods = "its pod still runs" if len(self.stopped) == 1 and self.stopped[0] in self.running \
-            else "their pods still run" if set(self.stopped) <= set(self.running) else "pods not all running"
+            else "their pods still run" if set(self.stopped + self.unheard) <= set(self.running) \
+            else "pods not all running"
         waits = f"; rank {', '.join(map(str, self.waiting))} waiting on it" if self.waiting else ""
         return (f"hang: {who} after step {self.step}, silent {self.silent:.0f}s (usual step "
                 f"{_seconds(self.usual)}, limit {self.limit:.0f}s); {pods}{waits}")
@@ -73,14 +84,15 @@ class Hang:
     def as_dict(self) -> dict:
         return {"step": self.step, "silent_seconds": self.silent, "usual_step_seconds": self.usual,
                 "limit_seconds": self.limit, "stopped_ranks": list(self.stopped),
-                "waiting_ranks": list(self.waiting), "running_ranks": list(self.running)}
+                "waiting_ranks": list(self.waiting), "running_ranks": list(self.running),
+                "unheard_ranks": list(self.unheard)}
 
 
 @dataclass
 class _Rank:
     step: int | None = None
     at: float | None = None  # its newest step line
-    heard: float | None = None  # its newest line of any kind (a heartbeat too)
+    heard: float | None = None  # its newest line that is not a step line (a heartbeat, its start)
     done: bool = False
 
 
@@ -110,9 +122,9 @@ class HangWatch:
             if event == "start":
                 if self._groups.started(line.rank, _int(fields.get("pid"))):
                     self._ranks, self._steps = {}, []
-                self._rank(line.rank).heard = line.time
+                self._heard(line.rank, line.time)
             elif event == "waiting":
-                self._rank(line.rank).heard = line.time
+                self._heard(line.rank, line.time)
             elif event == "done":
                 self._rank(line.rank).done = True
 
@@ -142,26 +154,33 @@ class HangWatch:
         behind = tuple(sorted(r for r, s in self._ranks.items() if s.step is not None and s.step < step))
         waiting = tuple(sorted(r for r, s in self._ranks.items() if s.heard is not None and s.heard > at
                                and s.step == step))
+        running = tuple(sorted(r for r, up in self._running.items() if up))
+        unheard = tuple(r for r in running if r not in self._ranks)
         if behind:
             stopped = behind
         elif waiting:
             stopped = tuple(sorted(r for r in self._ranks if r not in waiting))
         else:
             stopped = tuple(sorted(self._ranks))
-        if not stopped:  # everyone says it waits: the stuck part is outside the ranks we hear
+        if not stopped and len(unheard) == 1:  # every rank heard waits on the one never heard
+            stopped, unheard = unheard, ()
+        elif not stopped and not unheard:  # everyone says it waits: the stuck part is outside the ranks
             stopped, waiting = waiting, ()
-        running = tuple(sorted(r for r, up in self._running.items() if up))
         return Hang(step=step, silent=now - at, usual=usual, limit=limit, stopped=stopped,
-                    waiting=tuple(r for r in waiting if r not in stopped), running=running)
+                    waiting=tuple(r for r in waiting if r not in stopped), running=running,
+                    unheard=unheard if not behind else ())
 
     def _rank(self, rank: int) -> _Rank:
         return self._ranks.setdefault(rank, _Rank())
+
+    def _heard(self, rank: int, at: float) -> None:
+        state = self._rank(rank)
+        state.heard = at if state.heard is None else max(state.heard, at)
 
     def _step(self, rank: int, step: int, at: float) -> None:
         state = self._rank(rank)
         if state.step is None or step > state.step:
             state.step, state.at = step, at
-        state.heard = at if state.heard is None else max(state.heard, at)
         if not self._steps or step > self._steps[-1][0]:
             self._steps.append((step, at))
             del self._steps[:-(self.window + 1)]

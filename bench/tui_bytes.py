@@ -182,26 +182,39 @@ def run_child(args) -> None:
 def measure(subject: str, size: tuple[int, int], rate: int, args, profile_to: str | None = None,
             workers: int | None = None) -> dict:
     """Runs one child on a fresh pty; returns bytes/s and CPU of its measured window."""
+    command = [sys.executable, __file__, "--child", subject, "--rate", str(rate), "--seconds",
+               str(args.seconds), "--workers", str(workers or args.workers),
+               "--step-delay", str(args.step_delay)]
+    if profile_to:
+        command += ["--profile-to", profile_to]
+    total, report = on_pty(command, size, timeout=(300 if subject == "job" else 60) + args.seconds, what=subject)
+    if "window_lines" in report:  # a real job: the lines it printed in the window
+        lines_per_s = report["window_lines"] / report["wall"]
+    else:
+        lines_per_s = report["fed"] / (SETTLE_SECONDS + report["wall"])
+    return {"bytes_per_s": total / report["wall"], "cpu": report["cpu"] / report["wall"],
+            "lines_per_s": lines_per_s}
+
+
+def on_pty(command: list[str], size: tuple[int, int], timeout: float, what: str) -> tuple[int, dict]:
+    """Runs `command` (given `--report-fd N` after it) on a fresh pty of `size`: (the bytes it wrote
+    to the terminal between its `start` line on the report pipe and its report, the report: one
+    JSON line)."""
     master, slave = pty.openpty()
     cols, rows = size
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     report_r, report_w = os.pipe()
     env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor", PYTHONPATH=str(ROOT))
     env.pop("NO_COLOR", None)
-    command = [sys.executable, __file__, "--child", subject, "--rate", str(rate), "--seconds",
-               str(args.seconds), "--workers", str(workers or args.workers), "--report-fd", str(report_w),
-               "--step-delay", str(args.step_delay)]
-    if profile_to:
-        command += ["--profile-to", profile_to]
-    child = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env,
-                             pass_fds=(report_w,), start_new_session=True, cwd=ROOT)
+    child = subprocess.Popen([*command, "--report-fd", str(report_w)], stdin=slave, stdout=slave, stderr=slave,
+                             env=env, pass_fds=(report_w,), start_new_session=True, cwd=ROOT)
     os.close(slave)
     os.close(report_w)
     selector = selectors.DefaultSelector()
     selector.register(master, selectors.EVENT_READ, "pty")
     selector.register(report_r, selectors.EVENT_READ, "report")
     counting, total, report, pending, seen = False, 0, None, b"", b""
-    deadline = time.monotonic() + (300 if subject == "job" else 60) + args.seconds
+    deadline = time.monotonic() + timeout
     try:
         while report is None and time.monotonic() < deadline:
             for key, _ in selector.select(timeout=1.0):
@@ -230,7 +243,7 @@ def measure(subject: str, size: tuple[int, int], rate: int, args, profile_to: st
                             report = json.loads(message)
         if report is None:
             tail = re.sub(rb"\x1b\[[0-9;?<>=$]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b[=>]", b"", seen)
-            raise RuntimeError(f"{subject}: no report (exit {child.poll()}); its terminal ended with:\n"
+            raise RuntimeError(f"{what}: no report (exit {child.poll()}); its terminal ended with:\n"
                                + tail.decode(errors="replace")[-3000:])
         # Drain until the child exits (its pidfd turns readable): it must not block on a full pty
         # while tearing down.
@@ -244,12 +257,7 @@ def measure(subject: str, size: tuple[int, int], rate: int, args, profile_to: st
                 child.kill()
         os.close(master)
         os.close(report_r)
-    if "window_lines" in report:  # a real job: the lines it printed in the window
-        lines_per_s = report["window_lines"] / report["wall"]
-    else:
-        lines_per_s = report["fed"] / (SETTLE_SECONDS + report["wall"])
-    return {"bytes_per_s": total / report["wall"], "cpu": report["cpu"] / report["wall"],
-            "lines_per_s": lines_per_s}
+    return total, report
 
 
 def drain_until_exit(child: subprocess.Popen, selector: selectors.BaseSelector, seconds: float) -> None:

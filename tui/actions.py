@@ -49,6 +49,9 @@ ACTIONS: tuple[Action, ...] = (
            "resumes from its last checkpoint.", priority=True, key_display="^k"),
     Action("show_logs", "l", "Logs", "Show logs",
            "Show the merged logs of the followed job; on the pods tab, only the selected pod's."),
+    Action("go_to_rank", "g", "Rank", "Go to a rank",
+           "Of a job with more ranks than the pods panel shows: type a rank; it keeps a row in the "
+           "pods panel and its logs are read.", footer=False),
     Action("filter_logs", "slash", "Filter", "Filter logs", "Type text to keep only matching log lines.",
            key_display="/", footer_from=100),
     Action("snapshot", "s", "Snap", "Snapshot the volume",

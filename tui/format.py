@@ -134,3 +134,10 @@ def seconds(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:.1f} s" if value < 120 else age(value)
+
+
+def pod_reason(pod) -> str:
+    """How a pod ended (or why it waits): 'Killed 137', 'Error 1', 'Unschedulable'."""
+    if pod.exit_code is not None and pod.exit_code != 0:
+        return f"{pod.reason or 'exit'} {pod.exit_code}"
+    return pod.reason if pod.phase.value != "Running" else ""

@@ -9,7 +9,8 @@ streams are not ordered with each other) still lands in the right place.
 
 It also keeps the job's goodput (`backend.goodput`), fed from the same observations: every line,
 each failed pod's end as a failure (a deleted one too, as the timeline counts it), and the job's
-creation and end when the screen sees the job itself.
+creation and end when the screen sees the job itself; and whether its newest group hangs
+(`backend.hangs`: ranks that stopped stepping while their pods run), from the same lines and pods.
 
 The workers' own lines say what the platform cannot see: `event=start` (the process group formed:
 rendezvous done), `event=checkpoint_saved reason=sigterm|peer_failure` (a survivor saved on the
@@ -19,13 +20,15 @@ way down), `event=resumed from_step=N` (the checkpoint loaded) and the first `st
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Sequence
 
 from backend.goodput import Goodput
+from backend.hangs import HangWatch
 from tui.format import short_name
 
 if TYPE_CHECKING:
     from backend.goodput import GoodputReport
+    from backend.hangs import Hang
     from backend.models import JobSummary, LogLine, Pod, PodEvent
 
 FINISHED = ("Succeeded", "Failed")
@@ -117,6 +120,7 @@ class FailureTimeline:
         self.pods: dict[str, PodFacts] = {}
         self.version = 0  # bumped on every change that can alter what is shown
         self.goodput = Goodput()
+        self.hangs = HangWatch()
         self._summary: "JobSummary | None" = None
 
     def reset(self, job: str | None = None) -> None:
@@ -124,12 +128,14 @@ class FailureTimeline:
         self.pods.clear()
         self.version += 1
         self.goodput = Goodput()
+        self.hangs = HangWatch()
         self._summary = None
 
     def lines_resent(self) -> None:
         """The log stream reopened and sends the job's lines again from its start: the goodput
         is counted again from them (the failures seen stay)."""
         self.goodput = Goodput()
+        self.hangs = HangWatch()
         if self._summary is not None:
             self.job_seen(self._summary)
         for facts in self.pods.values():
@@ -155,13 +161,14 @@ class FailureTimeline:
 
     def pod_event(self, event: "PodEvent", seen_at: float) -> None:
         pod: "Pod" = event.pod
+        deleted = event.type.value == "DELETED"
+        self.hangs.pod(pod.model_copy(update={"phase": "Failed"}) if deleted and not pod.phase.finished else pod)
         facts = self._facts(pod.name)
         was_failed = facts.failed and facts.ended is not None
         before = (facts.attempt, facts.started, facts.phase, facts.ended, facts.deleted, facts.reason)
         facts.rank, facts.attempt = pod.rank, pod.restart_attempt
         facts.created = facts.created if facts.created is not None else _when(pod.created, seen_at)
         facts.started = facts.started or (_when(pod.started, seen_at) if pod.started else None)
-        deleted = event.type.value == "DELETED"
         if not deleted or pod.phase.value in FINISHED:
             facts.phase = pod.phase.value
         facts.reason = pod.reason or facts.reason
@@ -174,12 +181,13 @@ class FailureTimeline:
         if (facts.attempt, facts.started, facts.phase, facts.ended, facts.deleted, facts.reason) != before:
             self.version += 1  # a step or loss update changes nothing here: no redraw
 
-    def add_lines(self, batch: Iterable["LogLine"]) -> None:
+    def add_lines(self, batch: Sequence["LogLine"]) -> None:
         """A batch of the merged log, in order. Step lines, nearly all of them, are counted once
         per batch, not per line: the goodput takes each run of them together, and of a pod's
         step lines in a batch only its first and last can change its facts."""
         from training.logfmt import parse_line
 
+        self.hangs.lines(batch)
         goodput = self.goodput
         steps: list["LogLine"] = []  # plain step lines not yet handed to the goodput
         first: dict[str, "LogLine"] = {}  # pod → its first and last step line in this batch
@@ -228,6 +236,15 @@ class FailureTimeline:
         """The followed job's goodput up to `now` (its end, once it has ended); None when no job
         is followed."""
         return None if self.job is None else self.goodput.report(now)
+
+    def heard(self, lines: Sequence["LogLine"]) -> None:
+        """Lines read outside the merged log (the last lines of ranks whose logs are not
+        followed): for the hang detector alone; the goodput and the restarts are the log's."""
+        self.hangs.lines(lines)
+
+    def hang(self, now: float) -> "Hang | None":
+        """Whether the newest group hangs now (None: it steps, or no pod of it runs)."""
+        return None if self.job is None else self.hangs.check(now)
 
     def restarts(self) -> list[Restart]:
         by_attempt: dict[int, list[PodFacts]] = {}

@@ -10,15 +10,15 @@ volumes (`volume_ops.py`: checkpoints and metrics from a reader pod, CSI VolumeS
 
 from __future__ import annotations
 
-from typing import AsyncIterator
+from typing import AsyncIterator, Collection
 
 from backend.cluster import Capabilities
 from backend.kube import preflight as setup
 from backend.kube.connection import Connection
-from backend.kube.job_logs import stream_logs
+from backend.kube.job_logs import last_lines, stream_logs
 from backend.kube.job_ops import JobOps
 from backend.kube.logs import DEFAULT_LOG_READ_TIMEOUT
-from backend.kube.metrics import pod_usage
+from backend.kube.metrics import pod_usage, rank_selector
 from backend.kube.pod_ops import PodOps
 from backend.kube.resources import Resources
 from backend.kube.volume_ops import VolumeOps
@@ -29,6 +29,7 @@ from backend.models import (
     Checkpoint,
     JobPhase,
     JobSummary,
+    LogFocus,
     LogLine,
     Pod,
     PodEvent,
@@ -103,14 +104,22 @@ class KubeCluster:
     def watch_pods(self, job: str | None = None) -> AsyncIterator[PodEvent]:
         return self._pods.watch(job)
 
-    async def pod_usage(self, job: str | None = None) -> dict[str, PodUsage] | None:
-        return await pod_usage(self.resources, await self._pods.selectors(job))
+    async def pod_usage(self, job: str | None = None,
+                        ranks: Collection[int] | None = None) -> dict[str, PodUsage] | None:
+        selectors = await self._pods.selectors(job)
+        if ranks is not None:
+            selectors = [f"{selector},{rank_selector(ranks)}" for selector in selectors]
+        return await pod_usage(self.resources, selectors)
 
     async def kill_pod(self, name: str) -> None:
         await self._pods.kill(name)
 
-    def stream_logs(self, job: str, follow: bool = True) -> AsyncIterator[list[LogLine]]:
-        return stream_logs(self._jobs, self._pods, job, follow)
+    def stream_logs(self, job: str, follow: bool = True,
+                    focus: LogFocus | None = None) -> AsyncIterator[list[LogLine]]:
+        return stream_logs(self._jobs, self._pods, job, follow, focus)
+
+    async def last_lines(self, job: str, ranks: Collection[int], count: int = 2) -> list[LogLine]:
+        return await last_lines(self._pods, job, ranks, count)
 
     # ------------------------------------------------------------------ volumes, checkpoints, snapshots
 

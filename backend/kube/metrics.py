@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING
 
 from backend.kube.connection import MissingType
 from backend.kube.pods import parse_time
-from backend.models import PodUsage
+from backend.models import DRIVER_RANK, LABEL_RANK, PodUsage
 from backend.quantity import quantity
 
 if TYPE_CHECKING:
+    from typing import Collection
+
     from backend.kube.resources import Resources
 
 KIND = "PodMetrics"
@@ -36,6 +38,13 @@ def usage_from(raw: dict) -> PodUsage | None:
         return None
     return PodUsage(pod=meta.get("name", ""), cpu_cores=cpu, memory_bytes=memory,
                     at=parse_time(raw.get("timestamp")))
+
+
+def rank_selector(ranks: "Collection[int]") -> str:
+    """The pods of these ranks (their completion index; a RayJob driver's is "driver"): a job
+    of 512 ranks shows a few, and metrics-server samples every pod it lists."""
+    values = ",".join("driver" if rank == DRIVER_RANK else str(rank) for rank in sorted(ranks))
+    return f"{LABEL_RANK} in ({values})"
 
 
 async def pod_usage(resources: "Resources", selectors: list[str]) -> dict[str, PodUsage] | None:

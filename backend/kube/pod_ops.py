@@ -1,7 +1,8 @@
 """A job's pods as `KubeCluster` lists, watches and kills them. A TrainJob's pods carry JobSet's job
 label; a RayJob's carry KubeRay's labels, its Ray cluster's found by the cluster's name
-(rayjobs.pod_selectors). A watched pod's last step and loss come from its followed log
-(logs.LogFollowers), so the pods table moves with training without polling.
+(rayjobs.pod_selectors). A pod watch is the pods' state alone, one stream for all of a job's pods
+however many: what the workers print (their steps) is the log stream's (job_logs.py), which reads
+only the pods its caller looks at.
 """
 
 from __future__ import annotations
@@ -10,15 +11,14 @@ import asyncio
 from contextlib import aclosing
 from typing import AsyncIterator
 
-from backend.cluster import ClusterError, NotFound
+from backend.cluster import NotFound
 from backend.kube.logs import LogFollowers
 from backend.kube.pods import pod_from
 from backend.kube.rayjobs import cluster_name, pod_selectors, summarize_rayjob
 from backend.kube.resources import Resources
-from backend.kube.threads import Ended, cancel_all, drain, pump
 from backend.kube.watcher import object_key
 from backend.kube.watches import Watches
-from backend.models import LABEL_JOB, LogLine, Pod, PodEvent, PodEventType
+from backend.models import LABEL_JOB, Pod, PodEvent, PodEventType
 
 
 def _job_selector(job: str | None) -> str:
@@ -68,55 +68,14 @@ class PodOps:
         return sorted(pods, key=lambda p: (p.job, p.restart_attempt, p.rank, p.name))
 
     async def watch(self, job: str | None = None) -> AsyncIterator[PodEvent]:
-        """Pod events from the watch, plus a MODIFIED whenever a pod's last step/loss (from its
-        followed log) moves; step updates of one burst of log reads are coalesced."""
+        """Pod events from the watch (the listed pods first, as ADDED)."""
         selectors = await self.selectors(job, wait=True)
-        queue: asyncio.Queue = asyncio.Queue()
-        followers = self.followers(queue)
-        tasks = [pump(self.watches.pods(selectors), queue, "pod")]
-        pods: dict[str, Pod] = {}
-        try:
-            while True:
-                items = await drain(queue)
-                progress: dict[str, LogLine] = {}
-                for tag, item in items:
-                    if tag == "pod":
-                        if isinstance(item, Ended):
-                            raise item.error or ClusterError("the pod watch ended")
-                        if item.type == "SYNCED":
-                            continue
-                        for event in self._progress_events(pods, progress):
-                            yield event
-                        deleted = item.type == "DELETED"
-                        pod = pod_from(item.object, deleted=deleted, job=job or "")
-                        previous = pods.pop(pod.name, None) if deleted else pods.get(pod.name)
-                        if previous is not None:
-                            pod = pod.model_copy(update={"last_step": previous.last_step,
-                                                         "last_loss": previous.last_loss})
-                        if not deleted:
-                            pods[pod.name] = pod
-                            followers.start(item.object)
-                        yield PodEvent(type=PodEventType(item.type), pod=pod)
-                    elif not isinstance(item, Ended):  # log lines; a log that ends changes nothing
-                        for line in item:
-                            if line.step is not None:
-                                progress[line.pod] = line
-                for event in self._progress_events(pods, progress):
-                    yield event
-        finally:
-            await cancel_all(tasks)
-            await followers.close()
-
-    @staticmethod
-    def _progress_events(pods: dict[str, Pod], progress: dict[str, LogLine]) -> list[PodEvent]:
-        events = []
-        for name, line in progress.items():
-            pod = pods.get(name)
-            if pod is not None and (pod.last_step, pod.last_loss) != (line.step, line.loss):
-                pod = pods[name] = pod.model_copy(update={"last_step": line.step, "last_loss": line.loss})
-                events.append(PodEvent(type=PodEventType.MODIFIED, pod=pod))
-        progress.clear()
-        return events
+        async with aclosing(self.watches.pods(selectors)) as events:
+            async for item in events:
+                if item.type == "SYNCED":
+                    continue
+                deleted = item.type == "DELETED"
+                yield PodEvent(type=PodEventType(item.type), pod=pod_from(item.object, deleted=deleted, job=job or ""))
 
     async def kill(self, name: str) -> None:
         try:

@@ -65,27 +65,30 @@ from backend.raytrain.tempdir import ray_temp_dir
 
 log = logging.getLogger("kfcockpit.controller")
 
-MAX_PODS = 110  # the kubelet's default maxPods: the node's allocatable pods
+MAX_PODS = 110  # the kubelet's default maxPods (its --max-pods): the node's allocatable pods
 SYSTEM_RESERVED, MIN_SYSTEM_RESERVED = 0.25, float(1 << 30)  # of the machine's memory, kept from pods
 
 
 def node_resources(layout: Layout) -> tuple[dict[str, str], dict[str, str]]:
-    """The node's capacity (the machine's CPUs and memory, 110 pod slots) and allocatable: what
-    `cluster up --cpus/--memory` chose (node.json), else the capacity less the memory reserved
+    """The node's capacity (the machine's CPUs and memory, 110 pod slots unless `cluster up
+    --max-pods` chose, as the kubelet's flag) and allocatable: what `cluster up --cpus/--memory`
+    chose (node.json), else the capacity less the memory reserved
     for the rest of the machine (the kubelet's --system-reserved: SYSTEM_RESERVED of it, at least
     MIN_SYSTEM_RESERVED). Its pods together never hold more memory than allocatable (limits.py)."""
     cpu, memory = float(os.cpu_count() or 1), float(metrics.meminfo().get("MemTotal", 0))
     allocatable_cpu, allocatable_memory = cpu, max(0.0, memory - max(MIN_SYSTEM_RESERVED, memory * SYSTEM_RESERVED))
+    pods = MAX_PODS
     try:
         chosen = json.loads(layout.node_file.read_text())
         allocatable_cpu = float(chosen.get("cpu") or allocatable_cpu)
         allocatable_memory = float(chosen.get("memory") or allocatable_memory)
+        pods = int(chosen.get("pods") or pods)
     except (OSError, ValueError, TypeError, AttributeError):
         pass
 
     def resources(cores: float, size: float) -> dict[str, str]:
         return {"cpu": f"{int(cores)}" if cores == int(cores) else f"{int(cores * 1000)}m",
-                "memory": f"{int(size) // 1024}Ki", "pods": str(MAX_PODS), "ephemeral-storage": "0"}
+                "memory": f"{int(size) // 1024}Ki", "pods": str(pods), "ephemeral-storage": "0"}
     return resources(max(cpu, allocatable_cpu), max(memory, allocatable_memory)), \
         resources(allocatable_cpu, allocatable_memory)
 

@@ -89,12 +89,14 @@ class Embedded:
         self.start()
         return self.server()
 
-    def size_node(self, cpus: str | None, memory: str | None) -> bool:
-        """The node's CPUs and memory (Kubernetes quantities) from the next start on; True when a
-        controller runs now (it keeps its size until then)."""
+    def size_node(self, cpus: str | None, memory: str | None, max_pods: int | None = None) -> bool:
+        """The node's CPUs and memory (Kubernetes quantities) and the pods it holds (the kubelet's
+        --max-pods) from the next start on; True when a controller runs now (it keeps its size
+        until then)."""
         from backend.quantity import quantity
 
-        chosen = {"cpu": quantity(cpus) if cpus else None, "memory": quantity(memory) if memory else None}
+        chosen = {"cpu": quantity(cpus) if cpus else None, "memory": quantity(memory) if memory else None,
+                  "pods": max_pods}
         self.layout.root.mkdir(parents=True, exist_ok=True)
         self.layout.node_file.write_text(json.dumps(chosen))
         return self.client.controller_pid() is not None

@@ -6,7 +6,7 @@
 - `manifests`: YAML documents parsed into those, errors as one-line ManifestErrors.
 - `labels`: the label keys pods are found by, on both platforms.
 - `observed`: what the cockpit observes (pods, log lines, job summaries, checkpoints, snapshots,
-  checks, evidence).
+  checks, evidence). `focus`: which pods' logs a followed job's stream reads.
 
 Callers import from here (`from backend.models import TrainJob`); the modules import each other
 directly.
@@ -45,6 +45,7 @@ from backend.models.labels import (
     RAY_LABEL_ORIGINATED_NAME,
     RAY_LABEL_REPLICA_INDEX,
 )
+from backend.models.focus import MAX_FOLLOWED, LogFocus
 from backend.models.manifests import KINDS, Resource, parse_manifests, parse_resource, unknown_fields, yaml_documents
 from backend.models.observed import (
     Check,
@@ -118,4 +119,6 @@ __all__ = [
     # observed
     "Check", "Checkpoint", "Evidence", "JobPhase", "JobSummary", "LogLine", "Pod", "PodEvent", "PodEventType",
     "PodPhase", "PodUsage", "RunMetrics", "Snapshot", "VolumeInfo",
+    # focus
+    "MAX_FOLLOWED", "LogFocus",
 ]

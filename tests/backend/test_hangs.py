@@ -83,3 +83,33 @@ def test_an_older_attempts_pods_do_not_count():
     running(watch, attempt=0, phases=(PodPhase.FAILED, PodPhase.FAILED))  # seen late
     watch.lines(start(0.0) + steps(1, 5, at=1.0, every=0.5))
     assert watch.check(now=50.0) is not None
+
+
+def test_a_rank_whose_step_line_came_later_is_not_waiting_without_a_heartbeat():
+    """Ranks print one step at slightly different times: a later step line is no heartbeat, so a
+    group that stops without one is every rank stopped, not the first to print."""
+    watch = HangWatch(HangRule(multiple=5, floor=1.0))
+    running(watch)
+    watch.lines(start(0.0) + [line for s in range(1, 11) for line in (
+        LogLine.parsed("p0", 0, 1.0 + s * 0.5, f"step={s} loss=0.5 rank=0 world=2"),
+        LogLine.parsed("p1", 1, 1.1 + s * 0.5, f"step={s} loss=0.5 rank=1 world=2"))])
+    hang = watch.check(now=30.0)
+    assert hang.stopped == (0, 1) and hang.waiting == ()
+
+
+def test_ranks_never_heard_from_hold_the_one_that_stopped_until_their_last_lines_say():
+    """The cockpit following 512 ranks reads a few: when every rank it hears waits, the one that
+    stopped is among the rest, not the waiting ones; their last lines, read once, name it."""
+    watch = HangWatch(HangRule(multiple=5, floor=1.0))
+    running(watch, phases=(PodPhase.RUNNING,) * 4)
+    watch.lines(start(0.0, pids=(1,))[:1] + steps(1, 10, at=1.0, every=0.5, ranks=(0,)))
+    watch.lines([LogLine("p0", 0, 9.0, "event=waiting step=11 seconds=3.5 rank=0 world=4")])
+    hang = watch.check(now=12.0)
+    assert hang.stopped == () and hang.waiting == (0,) and hang.unheard == (1, 2, 3)
+    assert hang.one_line().startswith("hang: one of 3 ranks not heard from stopped after step 10")
+    # the others' last lines, read once (older ones after newer: any order)
+    watch.lines([LogLine("p1", 1, 9.1, "event=waiting step=11 seconds=3.6 rank=1 world=4"),
+                 LogLine.parsed("p2", 2, 5.6, "step=10 loss=0.5 rank=2 world=4"),
+                 LogLine.parsed("p3", 3, 5.4, "step=9 loss=0.5 rank=3 world=4")])
+    hang = watch.check(now=12.0)
+    assert hang.stopped == (3,) and hang.unheard == ()

@@ -152,3 +152,90 @@ async def test_logs_and_kill_of_unknown_names_are_not_found(api, cluster):
             pass
     with pytest.raises(NotFound, match="pod nope not found in namespace default"):
         await cluster.kill_pod("nope")
+
+
+def log_requests(api, pod: str) -> list:
+    return api.requests_for("GET", f"/pods/{pod}/log")
+
+
+async def test_a_focused_stream_reads_the_ranks_wanted_and_a_rank_wanted_later_from_its_last_lines(api, cluster):
+    """A 512-rank job followed with the cost of a few: a connection per rank a person looks at
+    (rank 0, the one drilled into), while every pod's state comes from the one pod watch."""
+    from backend.models import LogFocus
+
+    api.put(TRAINJOBS, train_job(JOB))
+    ranks = range(4)
+    names = {rank: f"{JOB}-node-0-{rank}-a0" for rank in ranks}
+    for rank in ranks:
+        api.put(PODS, worker_pod(JOB, rank, phase="Running"))
+        api.append_log(names[rank], *(f"step={s} loss=0.5 rank={rank} world=4" for s in range(1, 6)))
+    focus = LogFocus([0], tail=2)
+    stream = cluster.stream_logs(JOB, focus=focus)
+    try:
+        assert [(line.rank, line.step) for line in await collect(stream, 5)] == [(0, s) for s in range(1, 6)]
+        assert log_requests(api, names[1]) == log_requests(api, names[2]) == log_requests(api, names[3]) == []
+
+        # Rank 2 drilled into: its last two lines, then what it prints; rank 1 stays unread.
+        focus.want([0, 2])
+        assert texts(await collect(stream, 2)) == [(names[2], "step=4 loss=0.5 rank=2 world=4"),
+                                                   (names[2], "step=5 loss=0.5 rank=2 world=4")]
+        (request,) = log_requests(api, names[2])
+        assert request.query["tailLines"] == "2"
+        for rank in ranks:
+            api.append_log(names[rank], f"step=6 loss=0.5 rank={rank} world=4")
+        assert sorted(texts(await collect(stream, 2))) == [(names[0], "step=6 loss=0.5 rank=0 world=4"),
+                                                           (names[2], "step=6 loss=0.5 rank=2 world=4")]
+
+        # Let go, then wanted again: its last lines past what it already showed, none twice.
+        focus.want([0])
+        api.append_log(names[0], "step=7 loss=0.5 rank=0 world=4")
+        assert texts(await collect(stream, 1)) == [(names[0], "step=7 loss=0.5 rank=0 world=4")]
+        api.append_log(names[2], "step=7 loss=0.5 rank=2 world=4")  # printed while nobody reads it
+        focus.want([2, 0])
+        assert texts(await collect(stream, 1)) == [(names[2], "step=7 loss=0.5 rank=2 world=4")]
+        assert len(log_requests(api, names[2])) == 2 and log_requests(api, names[1]) == []
+
+        # A dropped stream reopens from its newest line (sinceSeconds: the client has no sinceTime).
+        api.drop_streams()
+        api.append_log(names[0], "step=8 loss=0.5 rank=0 world=4")
+        assert texts(await collect(stream, 1)) == [(names[0], "step=8 loss=0.5 rank=0 world=4")]
+        assert "sinceSeconds" in log_requests(api, names[0])[-1].query
+    finally:
+        await stream.aclose()
+
+
+async def test_a_focused_stream_of_a_finished_job_reads_a_rank_wanted_after_the_end(api, cluster):
+    """A finished 512-rank job: rank 0's log, then the failed rank's last lines when asked."""
+    from backend.models import LogFocus
+
+    running_job(api)
+    api.append_log(P0, "step=1 loss=0.5 rank=0 world=2", "event=checkpoint_saved reason=peer_failure step=1")
+    api.append_log(P1, "step=1 loss=0.5 rank=1 world=2", "Traceback (most recent call last):", "RuntimeError: boom")
+    for pod, phase in ((P0, "Succeeded"), (P1, "Failed")):
+        api.update(PODS, pod, set_phase(phase))
+        api.close_log(pod)
+    api.update(TRAINJOBS, JOB, lambda job: job.setdefault("status", {}).setdefault(
+        "conditions", []).append(condition("Failed", "JobSetFailed")))
+    focus = LogFocus([0], tail=2)
+    stream = cluster.stream_logs(JOB, focus=focus)
+    try:
+        assert [line.pod for line in await collect(stream, 2)] == [P0, P0]
+        focus.want([0, 1])
+        assert texts(await collect(stream, 2)) == [(P1, "Traceback (most recent call last):"),
+                                                   (P1, "RuntimeError: boom")]
+    finally:
+        await stream.aclose()
+
+
+async def test_the_last_lines_of_ranks_not_followed_are_read_once_from_their_newest_pods(api, cluster):
+    """A hung 512-rank group: what the ranks nobody follows said last tells which one stopped."""
+    api.put(TRAINJOBS, train_job(JOB))
+    for rank, attempt, phase in ((0, 1, "Running"), (1, 1, "Running"), (2, 0, "Failed"), (2, 1, "Running"),
+                                 (3, 1, "Pending")):
+        api.put(PODS, worker_pod(JOB, rank, attempt=attempt, phase=phase))
+        api.append_log(f"{JOB}-node-0-{rank}-a{attempt}", *(f"step={s} rank={rank}" for s in range(1, 4)))
+    lines = await cluster.last_lines(JOB, [1, 2, 3], count=2)
+    assert texts(lines) == [(f"{JOB}-node-0-1-a1", "step=2 rank=1"), (f"{JOB}-node-0-1-a1", "step=3 rank=1"),
+                            (f"{JOB}-node-0-2-a1", "step=2 rank=2"), (f"{JOB}-node-0-2-a1", "step=3 rank=2")]
+    read = api.requests_for("GET", "/log")
+    assert len(read) == 2 and all(r.query["tailLines"] == "2" and r.query["follow"] == "False" for r in read)

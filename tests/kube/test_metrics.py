@@ -33,6 +33,21 @@ async def test_usage_of_a_jobs_pods_summed_over_containers(api, cluster):
     assert listed and listed[-1].query["labelSelector"] == "jobset.sigs.k8s.io/jobset-name=lesson-ddp"
 
 
+async def test_usage_of_the_ranks_shown_only(api, cluster):
+    """A 512-rank job's pods panel shows a few ranks: only theirs are read (metrics.k8s.io
+    samples every pod it lists), by a set-based selector on the completion index."""
+    api.put(TRAINJOBS, train_job("big"))
+    pods = [worker_pod("big", rank, phase="Running") for rank in range(4)]
+    for pod in pods:
+        api.put(PODS, pod)
+        api.put(PODMETRICS, pod_metrics(pod, node={"cpu": "1", "memory": "1Gi"}))
+    usage = await cluster.pod_usage("big", ranks=[0, 2])
+    assert sorted(usage) == [pods[0]["metadata"]["name"], pods[2]["metadata"]["name"]]
+    listed = api.requests_for("GET", "apis/metrics.k8s.io/v1beta1/namespaces/default/pods")
+    assert listed[-1].query["labelSelector"] == ("jobset.sigs.k8s.io/jobset-name=big,"
+                                                 "batch.kubernetes.io/job-completion-index in (0,2)")
+
+
 async def test_a_pod_not_sampled_yet_is_absent_and_a_broken_quantity_is_unknown(api, cluster):
     api.put(TRAINJOBS, train_job("lesson-ddp"))
     rank0, rank1 = worker_pod("lesson-ddp", 0, phase="Running"), worker_pod("lesson-ddp", 1, phase="Pending")

@@ -34,6 +34,7 @@ def _cases(tmp_path):
         (["logs", "no-such-job"], "TrainJob no-such-job: not found"),
         (["get", "pods"], "use kubectl get"),
         (["cluster", "up", "--cpus", "0"], "'0' is not a resource quantity (must be more than 0)"),
+        (["cluster", "up", "--max-pods", "0"], "'0' is not a whole number above 0"),
     ]
 
 

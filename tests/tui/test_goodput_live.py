@@ -4,60 +4,16 @@ and a restart moves time from productive into infrastructure recovery."""
 
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 
-from backend.models import JobPhase, JobSummary, LogLine, Pod, PodEvent, PodEventType, PodPhase
-from tests.tui.conftest import make_app, wait_until
-
-JOB = "gp-job"
-T0 = 1_700_000_000.0  # the job's creation; every time below is an offset from it
+from backend.models import JobPhase, LogLine, Pod, PodEvent, PodEventType, PodPhase
+from tests.tui.conftest import wait_until
+from tests.tui.scripted import JOB, T0, ScriptedCluster, scripted_app
 
 
 def approx(seconds: float):
     return pytest.approx(seconds, abs=1e-6)
-
-
-class ScriptedCluster:
-    """The Cluster calls the cockpit makes while following a job, answered from queues the test
-    fills: one job listed, then its pod events and log batches as the test sends them."""
-
-    def __init__(self) -> None:
-        self.job = JobSummary(name=JOB, phase=JobPhase.RUNNING, num_nodes=2, max_restarts=3, created=T0)
-        self.pods: asyncio.Queue = asyncio.Queue()
-        self.logs: asyncio.Queue = asyncio.Queue()
-        self.jobs: asyncio.Queue = asyncio.Queue()
-
-    async def list_jobs(self):
-        return [self.job]
-
-    async def get_job(self, name: str):
-        return self.job
-
-    async def watch_jobs(self):
-        while True:
-            yield await self.jobs.get()
-
-    async def watch_pods(self, job: str):
-        while True:
-            yield await self.pods.get()
-
-    async def stream_logs(self, job: str, follow: bool = True):
-        while True:
-            yield await self.logs.get()
-
-    async def pod_usage(self, job: str):
-        return None  # no metrics-server
-
-    async def volumes(self):
-        return []
-
-    async def snapshots(self):
-        return []
-
-    async def close(self) -> None:
-        pass
 
 
 def pod(rank: int, attempt: int, phase: PodPhase = PodPhase.RUNNING, **kw) -> PodEvent:
@@ -79,20 +35,6 @@ def steps(attempt: int, first: int, last: int, at: float) -> list[LogLine]:
 def starts(attempt: int, at: float) -> list[LogLine]:
     return [line(rank, attempt, at, f"event=start rank={rank} world=2 pid={100 * attempt + rank} steps=99 "
                  f"restart={attempt}") for rank in (0, 1)]
-
-
-def scripted_app(home):
-    """The cockpit on a scripted cluster, its clock in the test's hands (`now[0]`)."""
-    now = [T0]
-    app = make_app(home, clock=lambda: now[0])
-    app.animation_level = "none"
-    cluster = ScriptedCluster()
-
-    async def open_cluster() -> None:
-        app.session.cluster = cluster
-
-    app.session.open_cluster = open_cluster
-    return app, cluster, now
 
 
 async def first_group(screen, cluster: ScriptedCluster, now: list[float]) -> None:

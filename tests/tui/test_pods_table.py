@@ -189,3 +189,33 @@ async def test_a_stepping_job_redraws_the_rows_at_a_readers_rate_and_repaints_on
         assert Counted.draws == 2 and table.get_row(first.name)[table.get_column_index("step")].plain == "50"
         # cells (one row high), never the whole table
         assert repainted and all(regions and all(r.height == 1 for r in regions) for regions in repainted), repainted
+
+
+async def test_a_group_larger_than_the_panel_shows_is_summarised_and_the_rows_name_the_ranks_read():
+    """A row per pod while they fit (the lesson's two always); more pods than the panel's rows
+    (or than logs are read for, 16) are summarised, and the ranks with a row are told."""
+    shown: list[tuple[int, ...]] = []
+
+    class Told(App):
+        def compose(self) -> ComposeResult:
+            yield PodsTable(clock=lambda: 100.0, redraw_seconds=0)
+
+        def on_pods_table_ranks_shown(self, event: PodsTable.RanksShown) -> None:
+            shown.append(event.ranks)
+
+    app = Told()
+    async with app.run_test(size=(120, 10)) as pilot:
+        table = app.query_one(PodsTable)
+        table.reset("job")
+        for rank in range(12):
+            table.apply(PodEvent(type=PodEventType.ADDED, pod=pod(f"job-node-0-{rank}-aaaaa", rank)))
+        await pilot.pause()
+        assert table.group is not None and table.group.size == 12 and table.row_count == 1
+        assert shown[-1] == (0,)
+        await pilot.resize_terminal(120, 30)  # tall enough: a row each, every rank's log read
+        await pilot.pause()
+        assert table.group is None and table.row_count == 12 and shown[-1] == tuple(range(12))
+        for rank in range(12, 20):
+            table.apply(PodEvent(type=PodEventType.ADDED, pod=pod(f"job-node-0-{rank}-aaaaa", rank)))
+        await pilot.pause()
+        assert table.group is not None and table.group.size == 20  # more logs than are read at once

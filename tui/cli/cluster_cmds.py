@@ -44,6 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--memory", type=_positive_quantity, metavar="QTY",
                     help="the node's allocatable memory, which its pods together never exceed, e.g. 8Gi "
                          "(default: this machine's, less a quarter (at least 1Gi) kept for the rest of it)")
+    up.add_argument("--max-pods", type=_positive_int, metavar="N",
+                    help="the pods the node holds, as the kubelet's --max-pods (default 110); kept for later starts")
     up.set_defaults(handler=cmd_up)
     add_command(actions, "down", help="stop the controller and every pod").set_defaults(handler=cmd_down)
     add_command(actions, "kubeconfig", help="start the cluster if needed and print its kubeconfig's path",
@@ -100,6 +102,12 @@ def _local(args: argparse.Namespace, what: str):
     return Embedded(settings.home)
 
 
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above 0")
+    return int(text)
+
+
 def _positive_quantity(text: str) -> str:
     from backend.quantity import quantity
 
@@ -113,8 +121,8 @@ def _positive_quantity(text: str) -> str:
 
 async def cmd_up(args: argparse.Namespace) -> int:
     cluster = _local(args, "up")
-    if args.cpus or args.memory:
-        if cluster.size_node(args.cpus, args.memory):
+    if args.cpus or args.memory or args.max_pods:
+        if cluster.size_node(args.cpus, args.memory, args.max_pods):
             print("the node's new size applies at the next start: kfcockpit cluster down && kfcockpit cluster up")
     status = await cluster.up()
     print(f"local cluster running: controller pid {status['pid']}, state root {status['home']}")

@@ -28,6 +28,7 @@ from tui.widgets.log_view import LogView
 from tui.widgets.loss_chart import LossChart
 from tui.widgets.message import WidgetMessage
 from tui.widgets.pods_table import PodsTable
+from tui.widgets.rank_summary import RankSummary
 from tui.widgets.step_view import StepView
 from tui.widgets.timeline_view import TimelineView
 
@@ -85,6 +86,7 @@ class Panels(Container):
         with Vertical(id="pods-panel", classes="panel") as pods:
             pods.border_title = "pods"
             pods.border_subtitle = "ctrl+k kill · enter logs"
+            yield RankSummary(id="rank-summary")
             yield PodsTable(clock=self.clock, id="pods-table")
         yield StepView(clock=self.clock, id="step-view", classes="panel")
         yield LogView(capacity=self.config.log_lines, id="log-view", classes="panel")

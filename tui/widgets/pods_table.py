@@ -1,5 +1,10 @@
 """The live pods table: one row per worker pod of the followed job, updated cell by cell from
-watch events (k9s style: the table is never rebuilt, so the cursor and scroll stay put).
+watch events (k9s style: the table is never rebuilt, so the cursor and scroll stay put); for a
+group larger than the panel shows usefully, the group summarised (tui/rank_group.py, shown above
+the table by the screen) and a row only for the ranks worth one: rank 0, those a person went to
+(`go_to`), the failed, stopped, behind and waiting. The ranks with a row are the ones whose logs
+are read (`RanksShown`, the screen's log focus): what the cockpit costs grows with what it shows,
+not with the group.
 
 The platform deletes a failed group's pods when it recreates the group (JobSet), and the watch
 says DELETED; the table keeps those rows as history, dimmed, below the live group, with how each
@@ -10,24 +15,29 @@ seconds by `show_usage` ("-" where unknown: no metrics-server, or not sampled ye
 drops its least telling columns (it never cuts a value short): the columns are chosen again when
 its width changes.
 
-The model (`pods`) takes every event at once; the rows are drawn at the rate a person reads
-(`ROWS_SECONDS`, throttle.py): a job steps fifty times a second and each step changes STEP and
-LOSS, and only the cells that changed are repainted (keyed_table.py)."""
+The model (`pods`) takes every event at once, and each rank's newest step from the lines read
+(`progress`); the rows are drawn at the rate a person reads (`ROWS_SECONDS`, throttle.py): a job
+steps fifty times a second and each step changes STEP and LOSS, and only the cells that changed
+are repainted (keyed_table.py)."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from rich.text import Text
+from textual.message import Message
 
+from backend.models import DRIVER_RANK, MAX_FOLLOWED
 from tui import format as fmt
 from tui.format import short_name
+from tui.rank_group import RankGroup, ranks_to_show, summarize
 from tui.widgets.keyed_table import KeyedTable
 from tui.widgets.throttle import Throttle
 
 if TYPE_CHECKING:
-    from backend.models import Pod, PodEvent, PodUsage
+    from backend.hangs import Hang
+    from backend.models import LogLine, Pod, PodEvent, PodUsage
 
 # (key, header, width), in the order shown.
 COLUMNS = (
@@ -51,15 +61,50 @@ DROP_ORDER = ("age", "loss", "reason", "mem", "cpu")
 GAP = 1  # cells between columns: DataTable's padding (1 each side) would cost a column at ~47
 USAGE_SECONDS = 3.0  # how often CPU and MEM are read while the table is on screen
 HISTORY_ROWS = 12  # rows of ended attempts kept below the live group (the oldest go first)
+# Of a group larger than FEW_PODS, the first pods to end in each attempt are its history (the
+# failure, and the first pods the restart tore down); the hundreds torn down after them are not.
+HISTORY_PER_ATTEMPT = 3
+FEW_PODS = 8  # a group this small always has a row per pod, whatever the panel's height
+PINNED_AT_MOST = 4  # ranks a person went to (g) that keep a row; the oldest go first
 ROWS_SECONDS = 0.5  # the rows are redrawn at most this often
 
 
 class PodsTable(KeyedTable):
-    """Rows keyed by pod name, drawn from what the watch said (`pods`, `gone`, `usage`): each
-    change recomputes the rows and KeyedTable writes only the cells that differ. Older restart
-    attempts stay visible, dimmed, below the live group."""
+    """Rows keyed by pod name, drawn from what the watch said (`pods`, `gone`, `usage`) and what
+    the logs said (`steps`): each change recomputes the rows and KeyedTable writes only the cells
+    that differ. Older restart attempts stay visible, dimmed, below the live group."""
 
     DEFAULT_CSS = "PodsTable { height: 1fr; scrollbar-size: 1 1; }"
+
+    class Grouped(Message):
+        """The group summary to show above the rows (None: the table has a row per pod)."""
+
+        def __init__(self, table: "PodsTable", group: RankGroup | None) -> None:
+            super().__init__()
+            self.table = table
+            self.group = group
+
+        @property
+        def control(self) -> "PodsTable":
+            return self.table
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, PodsTable.Grouped)
+
+    class RanksShown(Message):
+        """The ranks with a row, most telling first: the ones whose logs are worth reading."""
+
+        def __init__(self, table: "PodsTable", ranks: tuple[int, ...]) -> None:
+            super().__init__()
+            self.table = table
+            self.ranks = ranks
+
+        @property
+        def control(self) -> "PodsTable":
+            return self.table
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, PodsTable.RanksShown)
 
     def __init__(self, clock: Callable[[], float] = time.time, redraw_seconds: float = ROWS_SECONDS,
                  **kwargs) -> None:
@@ -70,7 +115,15 @@ class PodsTable(KeyedTable):
         self.gone: dict[str, None] = {}  # pods the platform deleted, oldest first: history rows
         self.latest_attempt = 0
         self.usage: dict[str, "PodUsage"] = {}  # the newest metrics.k8s.io reading, by pod
+        self.steps: dict[str, tuple[int, float | None]] = {}  # pod -> its newest (step, loss) read
+        self.pinned: list[int] = []  # ranks a person went to, newest last
+        self.hang: "Hang | None" = None  # the newest group's, from the hang detector
+        self.group: RankGroup | None = None  # shown instead of a row per pod (None: rows)
+        self.shown_ranks: tuple[int, ...] = ()
         self.shown_columns: tuple[str, ...] = ()
+        self._height = FEW_PODS  # rows the table showed when it last had a height
+        self._sizes: dict[int, int] = {}  # restart attempt -> its pods seen
+        self._ended: dict[int, int] = {}  # restart attempt -> its pods seen to end
         self._redraw = Throttle(self, redraw_seconds, self._show)
 
     def on_mount(self) -> None:
@@ -78,9 +131,13 @@ class PodsTable(KeyedTable):
         self.set_interval(1.0, self.tick)
 
     def on_resize(self) -> None:
+        if self.size.height > 1:
+            self._height = self.size.height - 1  # less the header
         wanted = columns_for(self.size.width)
         if wanted != self.shown_columns:
             self._lay_out_columns(wanted)
+        else:
+            self._redraw()  # a panel tall enough now shows a row per pod, or too short no more
 
     def _lay_out_columns(self, keys: tuple[str, ...]) -> None:
         """Rebuild with these columns (a width change, not an event: rows and cursor come back)."""
@@ -88,7 +145,7 @@ class PodsTable(KeyedTable):
         self.shown_columns = keys
         self.set_columns(tuple((key, header, width + GAP) for key, header, width in COLUMNS if key in keys))
         self._show()
-        if selected in self.pods:
+        if selected in self._rows:
             self.move_cursor(row=self.get_row_index(selected), animate=False)
 
     @property
@@ -96,10 +153,21 @@ class PodsTable(KeyedTable):
         """Worth reading metrics for: a job is followed and the table is on screen."""
         return self.job is not None and self.is_on_screen
 
+    @property
+    def usage_ranks(self) -> tuple[int, ...] | None:
+        """The ranks whose usage is worth reading: those with a row (None: every pod has one)."""
+        return self.shown_ranks if self.group is not None else None
+
     def show_usage(self, usage: "dict[str, PodUsage] | None") -> None:
         """A metrics.k8s.io reading (None: none to be had); pods it lacks show "-"."""
         self.usage = dict(usage or {})
         self._redraw()
+
+    def show_hang(self, hang: "Hang | None") -> None:
+        """The hang detector's verdict on the newest group, asked every second."""
+        if hang != self.hang:
+            self.hang = hang
+            self._redraw()
 
     @property
     def selected_pod(self) -> str | None:
@@ -119,24 +187,64 @@ class PodsTable(KeyedTable):
             self.gone.clear()
             self.latest_attempt = 0
             self.usage.clear()
+            self.steps.clear()
+            self.pinned.clear()
+            self.hang = None
+            self._sizes.clear()
+            self._ended.clear()
         self._redraw.now()
 
     def apply(self, event: "PodEvent") -> None:
         pod = event.pod
         new = pod.name not in self.pods
         if event.type.value == "DELETED":
-            self._ended(pod)
+            self._ended_pod(pod)
         elif pod.name not in self.gone:  # else a late event for a pod already deleted
+            if new:
+                self._sizes[pod.restart_attempt] = self._sizes.get(pod.restart_attempt, 0) + 1
             self.pods[pod.name] = pod
             self.latest_attempt = max(self.latest_attempt, pod.restart_attempt)  # older groups dim
         if new or event.type.value == "DELETED":
-            self._redraw.now()  # a pod came or went (a restart): seen at once, and rare
+            self._redraw.soon()  # a pod came or went (a restart): seen at once, and rare
         else:
             self._redraw()
 
-    def _ended(self, pod: "Pod") -> None:
-        """DELETED: keep the row as history, with how the pod ended."""
+    def progress(self, lines: "Iterable[LogLine]") -> None:
+        """Log lines read: each pod's newest step and loss (the rows' STEP and LOSS)."""
+        steps = self.steps
+        for line in lines:
+            if line.step is not None:
+                steps[line.pod] = (line.step, line.loss)
+        self._redraw()
+
+    def go_to(self, rank: int) -> str | None:
+        """A person asks for a rank (g): it keeps a row, so its lines are read; the cursor goes
+        to its newest pod. The pod's name, or None when the group has no such rank."""
+        pod = self._newest_of(rank)
+        if pod is None:
+            return None
+        if rank in self.pinned:
+            self.pinned.remove(rank)
+        self.pinned = [*self.pinned, rank][-PINNED_AT_MOST:]
+        self._redraw.now()
+        if pod in self._rows:
+            self.move_cursor(row=self.get_row_index(pod), animate=False)
+        return pod
+
+    def _newest_of(self, rank: int) -> str | None:
+        found = [p for p in self.pods.values() if p.rank == rank and p.name not in self.gone]
+        return max(found, key=lambda p: p.restart_attempt).name if found else None
+
+    def _ended_pod(self, pod: "Pod") -> None:
+        """DELETED: keep the row as history, with how the pod ended (of a large group, only the
+        first few of each attempt to end)."""
         if pod.name not in self.pods:
+            return
+        attempt = pod.restart_attempt
+        self._ended[attempt] = self._ended.get(attempt, 0) + 1
+        if self._sizes.get(attempt, 0) > FEW_PODS and self._ended[attempt] > HISTORY_PER_ATTEMPT:
+            del self.pods[pod.name]
+            self.steps.pop(pod.name, None)
             return
         before = self.pods[pod.name]
         update: dict = {}
@@ -151,16 +259,47 @@ class PodsTable(KeyedTable):
             oldest = next(iter(self.gone))
             del self.gone[oldest]
             del self.pods[oldest]
+            self.steps.pop(oldest, None)
 
     def tick(self) -> None:
         """Ages move with the clock, not with events."""
         self._redraw()
 
+    # ------------------------------------------------------------------ drawing
+
+    def _grouped(self) -> bool:
+        """More pods in the newest group than the panel shows usefully (or than logs are read)."""
+        live = sum(1 for p in self.pods.values() if p.restart_attempt == self.latest_attempt
+                   and p.name not in self.gone)
+        return live > min(MAX_FOLLOWED, max(FEW_PODS, self._height))
+
     def _show(self) -> None:
         if not self.shown_columns:
             return  # not laid out yet: on_mount shows what arrived by then
-        if self.sync({name: tuple(self._cells(pod).values()) for name, pod in self.pods.items()}):
+        group, names, ranks = self._what_to_show()
+        if self.sync({name: tuple(self._cells(self.pods[name]).values()) for name in names}):
             self._order()
+        if group != self.group:
+            self.group = group
+            self.post_message(self.Grouped(self, group))
+        if ranks != self.shown_ranks:
+            self.shown_ranks = ranks
+            self.post_message(self.RanksShown(self, ranks))
+
+    def _what_to_show(self) -> tuple[RankGroup | None, list[str], tuple[int, ...]]:
+        """(the summary or None, the pods with a row, the ranks whose logs are worth reading)."""
+        live = [p for p in self.pods.values() if p.name not in self.gone]
+        if not self._grouped():
+            ranks = sorted({p.rank for p in live}, key=lambda r: (r != 0, r))
+            return None, list(self.pods), tuple(ranks)
+        steps = {name: step for name, (step, _) in self.steps.items()}
+        group = summarize(self.pods, steps, self.latest_attempt, self.hang)
+        wanted = ranks_to_show(group, self.pinned)
+        if any(p.rank == DRIVER_RANK for p in live):
+            wanted = [wanted[0], DRIVER_RANK, *wanted[1:]][:MAX_FOLLOWED]
+        chosen = set(wanted)
+        names = [p.name for p in live if p.rank in chosen and p.restart_attempt == self.latest_attempt]
+        return group, names + list(self.gone), tuple(wanted)
 
     def _order(self) -> None:
         # A cursor on the top row stays on top (the newest group's rank 0); one the learner moved
@@ -170,7 +309,7 @@ class PodsTable(KeyedTable):
         self.sort("pod", "attempt", "rank",
                   key=lambda cells: (cells[0].plain in gone, -int(cells[1].plain),
                                      fmt.rank_sort_key(cells[2].plain)))
-        if selected is not None and selected in self.pods:
+        if selected is not None and selected in self._rows:
             self.move_cursor(row=self.get_row_index(selected), animate=False)
         else:
             self.move_cursor(row=0, animate=False)
@@ -185,14 +324,15 @@ class PodsTable(KeyedTable):
         phase = pod.phase.value
         now = self.clock()
         usage = self.usage.get(pod.name) if pod.phase.value == "Running" else None
+        step, loss = self.steps.get(pod.name, (pod.last_step, pod.last_loss))
         cells = {
             "pod": self._styled(short_name(pod.name, self.job), pod),
             "rank": self._styled(fmt.rank_label(pod.rank), pod),
             "attempt": self._styled(str(pod.restart_attempt), pod, "bold" if pod.restart_attempt else ""),
             "phase": self._styled(phase, pod, fmt.PHASE_STYLE.get(phase, "")),
-            "reason": self._styled(_reason(pod), pod),
-            "step": self._styled(fmt.step(pod.last_step), pod),
-            "loss": self._styled(fmt.loss(pod.last_loss), pod),
+            "reason": self._styled(fmt.pod_reason(pod), pod),
+            "step": self._styled(fmt.step(step), pod),
+            "loss": self._styled(fmt.loss(loss), pod),
             "cpu": self._styled(fmt.cpu(usage.cpu_cores if usage else None), pod),
             "mem": self._styled(fmt.memory(usage.memory_bytes if usage else None), pod),
             # kubectl's AGE: since the pod was created, finished or not ("1s" for a pod that ran a
@@ -217,10 +357,3 @@ def columns_for(width: int) -> tuple[str, ...]:
         if sum(widths[k] for k in keys) + widths[key] <= width:
             keys.add(key)
     return tuple(key for key, _, _ in COLUMNS if key in keys)
-
-
-def _reason(pod: "Pod") -> str:
-    """How a pod ended (or why it waits): 'Killed 137', 'Error 1', 'Unschedulable'."""
-    if pod.exit_code is not None and pod.exit_code != 0:
-        return f"{pod.reason or 'exit'} {pod.exit_code}"
-    return pod.reason if pod.phase.value != "Running" else ""

@@ -18,6 +18,7 @@ class Throttle:
         self.draw = draw
         self._cooling: Timer | None = None
         self._pending = False
+        self._soon = False
 
     def __call__(self) -> None:
         """Something changed: draw now, or at the end of the current cool-down (none: `seconds`
@@ -35,6 +36,18 @@ class Throttle:
         """Draw now whatever the cool-down (a reset, a new job): what is pending is drawn with it."""
         self._pending = False
         self.draw()
+
+    def soon(self) -> None:
+        """Draw once the burst of changes under way is in, whatever the cool-down: at the next
+        turn of the widget's message queue (a list of 512 pods arrives in one go; each drawn
+        at once was 512 redraws of a growing table)."""
+        if not self._soon:
+            self._soon = True
+            self.widget.call_later(self._drawn_soon)
+
+    def _drawn_soon(self) -> None:
+        self._soon = False
+        self.now()
 
     def _cooled(self) -> None:
         self._cooling = None

@@ -2,13 +2,14 @@
 protocol the `kubernetes` Python client uses, so the kube backend runs unmodified against it.
 
 What it serves, as the real API server does:
-- lists with a resourceVersion; label selectors (=, ==, !=, exists, !exists) and field selectors
+- lists with a resourceVersion; label selectors (=, ==, !=, in, exists, !exists) and field selectors
   (metadata.name, metadata.namespace);
 - watches: a chunked stream of JSON events from a resourceVersion, BOOKMARK events when the
   client allows them, 410 Gone for a version older than the last compaction (as an ERROR event,
   or as the HTTP status), the server-side timeout;
 - create (409 AlreadyExists), get, JSON merge patch, delete (grace period recorded);
-- pod logs, plain or followed (chunked, `timestamps=true`), 400 while a container has not started;
+- pod logs, plain or followed (chunked, `timestamps=true`, `tailLines`, `sinceSeconds`), 400 while a
+  container has not started;
 - API discovery of a group/version, /version, and the Pipelines healthz path.
 
 What tests can do to it: change objects (each change is an event with a new resourceVersion),

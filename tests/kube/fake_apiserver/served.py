@@ -65,10 +65,27 @@ def matches(obj: dict, ns: str, query: dict[str, str]) -> bool:
     return True
 
 
+def _terms(selector: str) -> list[str]:
+    """The comma-joined terms, a set's commas (`a in (x,y)`) kept inside it."""
+    terms, depth, current = [], 0, ""
+    for char in selector:
+        depth += (char == "(") - (char == ")")
+        if char == "," and depth == 0:
+            terms.append(current)
+            current = ""
+        else:
+            current += char
+    return [t.strip() for t in [*terms, current] if t.strip()]
+
+
 def _labels_match(selector: str, labels: dict) -> bool:
-    """=, ==, !=, exists and !exists terms, all of which must hold."""
-    for term in filter(None, (t.strip() for t in selector.split(","))):
-        if "!=" in term:
+    """=, ==, !=, in, exists and !exists terms, all of which must hold."""
+    for term in _terms(selector):
+        if " in (" in term:
+            key, values = term.split(" in (", 1)
+            if labels.get(key.strip()) not in {v.strip() for v in values.rstrip(")").split(",")}:
+                return False
+        elif "!=" in term:
             key, value = term.split("!=", 1)
             if labels.get(key) == value:
                 return False

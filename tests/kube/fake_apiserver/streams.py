@@ -1,7 +1,7 @@
 """The fake's two kinds of stream, each a chunked HTTP answer that waits on the store's Condition:
 a watch (the events after a resourceVersion, BOOKMARKs when allowed, 410 Gone from a compacted
 version, the server-side timeout) and a pod's log (plain, or followed until the container ends;
-`timestamps=true`; 400 while the container has not started). Both break mid-way when a test
+`timestamps=true`, `tailLines`, `sinceSeconds`; 400 while the container has not started). Both break mid-way when a test
 drops the streams (faults.py), and a watch open before silence_watches() says nothing more.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from tests.kube.fake_apiserver.served import PODS, SERVED, api_version, matches, query_flag, status
@@ -119,9 +120,11 @@ def serve_log(handler: "Handler", ns: str, name: str, query: dict[str, str]) -> 
     def render(lines: list[tuple[str, str]]) -> bytes:
         return b"".join(((f"{stamp} {text}" if stamps else text) + "\n").encode() for stamp, text in lines)
 
+    with api.cond:
+        sent = _first_line(log, query)
     if not follow:
         with api.cond:
-            data = render(list(log.lines))
+            data = render(log.lines[sent:])
         handler.send_response(200)
         handler.send_header("Content-Type", "text/plain")
         handler.send_header("Content-Length", str(len(data)))
@@ -129,7 +132,6 @@ def serve_log(handler: "Handler", ns: str, name: str, query: dict[str, str]) -> 
         handler.wfile.write(data)
         return
     handler.start_chunked("text/plain")
-    sent = 0
     while True:
         with api.cond:
             while (sent == len(log.lines) and not log.closed and api.generation == generation
@@ -148,3 +150,16 @@ def serve_log(handler: "Handler", ns: str, name: str, query: dict[str, str]) -> 
                 return
         except OSError:
             return
+
+
+def _first_line(log: PodLog, query: dict[str, str]) -> int:
+    """The index of the first line a request gets: those stamped within `sinceSeconds`, then the
+    last `tailLines` of them (the kubelet applies them in that order)."""
+    first = 0
+    if "sinceSeconds" in query:
+        since = time.time() - int(query["sinceSeconds"])
+        first = next((i for i, (stamp, _) in enumerate(log.lines)
+                      if datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() >= since), len(log.lines))
+    if "tailLines" in query:
+        first = max(first, len(log.lines) - int(query["tailLines"]))
+    return first

@@ -4,7 +4,13 @@ connection state those watches reveal (the job bar's connected / disconnected).
 
 The followed job's goodput (fed to the failure timeline's model with the rest) is shown in the
 job bar and the timeline at most `GOODPUT_SECONDS` apart: its time parts grow while the job runs
-even when no line arrives.
+even when no line arrives. Whether its group hangs (the same model's hang detector) is asked every
+`HANG_SECONDS`, for the pods panel.
+
+The logs read are those of the ranks the pods panel shows (its `RanksShown`: every rank of a small
+group, rank 0 and the telling ones of a large group), through the stream's `LogFocus`; every pod's
+state comes from the one pod watch. Each rank's step comes from its lines, to the pods table and
+the job bar.
 
 Every watch runs through `live.keep_open` in a worker of its own group, exclusive: following
 another job cancels the old job's pod and log watches (and the pods' usage sampling, the one
@@ -22,9 +28,10 @@ from tui.screens.cockpit.part import Part
 from tui.live import keep_open, sample
 
 if TYPE_CHECKING:
-    from backend.models import JobSummary, LogLine, Pod, PodEvent
+    from backend.models import JobSummary, LogFocus, LogLine, Pod, PodEvent
 
 GOODPUT_SECONDS = 0.5
+HANG_SECONDS = 1.0
 
 
 class Following(Part):
@@ -33,6 +40,9 @@ class Following(Part):
         self.jobs: dict[str, "JobSummary"] = {}
         self.followed: str | None = None
         self.followed_by_user = False
+        self.focus: "LogFocus | None" = None  # whose logs the followed job's stream reads
+        self._marked: dict[int, int] = {}  # restart attempt -> its failed pods marked in the logs
+        self._asked: tuple[str, int] | None = None  # (job, step) of the hang whose ranks were read
 
     # ------------------------------------------------------------------ connection
 
@@ -103,6 +113,8 @@ class Following(Part):
         screen.job_bar.followed = job
         screen.job_bar.job = self.jobs.get(job)
         screen.job_bar.show_progress(None, None, now=True)
+        self.focus = _first_focus(self.jobs.get(job))
+        self._marked = {}
         screen.panels.follow(job)
         if job in self.jobs:
             screen.timeline.model.job_seen(self.jobs[job])
@@ -148,35 +160,36 @@ class Following(Part):
         latest = table.latest_attempt
         table.apply(event)
         screen.timeline.model.pod_event(event, screen.clock())
-        pod = event.pod
         self._mark_in_logs(event, before, latest)
-        if pod.last_step is not None and pod.restart_attempt >= table.latest_attempt:
-            screen.job_bar.show_progress(pod.last_step, pod.last_loss)
-            if before is None or before.last_step != pod.last_step:
-                screen.storage.checkpoints_changed_soon()
         self.changed("pods")
 
     def sample_usage(self, job: str):
         return self.run(self._sample_usage(job), group="usage", exclusive=True)
 
     async def _sample_usage(self, job: str) -> None:
-        """The pods' CPU and memory (metrics.k8s.io is read, not watched) while the table shows."""
+        """The pods' CPU and memory (metrics.k8s.io is read, not watched) while the table shows:
+        of the ranks with a row, when the group is summarised."""
         from tui.widgets.pods_table import USAGE_SECONDS
 
         table = self.screen.pods_table
-        await sample(lambda: self.screen.session.cluster.pod_usage(job), table.show_usage,
+        await sample(lambda: self.screen.session.cluster.pod_usage(job, ranks=table.usage_ranks), table.show_usage,
                      every=USAGE_SECONDS, wanted=lambda: table.wants_usage)
 
     def _mark_in_logs(self, event: "PodEvent", before: "Pod | None", latest: int) -> None:
         """A separator in the merged logs where a worker failed and where a new group started:
-        the lines either side belong to different attempts."""
+        the lines either side belong to different attempts. Of a large group's restart, the
+        first pods to fail (the failure, the first torn down), not the hundreds after them."""
         from tui import format as fmt
+        from tui.widgets.pods_table import HISTORY_PER_ATTEMPT
 
         pod = event.pod
         log_view = self.screen.log_view
         failed = pod.phase.value == "Failed" or (event.type.value == "DELETED" and pod.phase.value != "Succeeded")
         was_failed = before is not None and before.phase.value == "Failed"
         if failed and not was_failed and before is not None:
+            marked = self._marked[pod.restart_attempt] = self._marked.get(pod.restart_attempt, 0) + 1
+            if marked > HISTORY_PER_ATTEMPT:
+                return
             why = pod.reason or ("deleted" if event.type.value == "DELETED" else "failed")
             code = f", exit {pod.exit_code}" if pod.exit_code is not None else ""
             log_view.mark(f"✘ pod {fmt.short_name(pod.name, pod.job)} (rank {fmt.rank_label(pod.rank)}, attempt "
@@ -196,8 +209,9 @@ class Following(Part):
             summary = await cluster.get_job(job)
             return summary.phase.finished
 
+        focus = self.focus
         try:
-            await keep_open(lambda: cluster.stream_logs(job, follow=True), self.log_batch, self.lost,
+            await keep_open(lambda: cluster.stream_logs(job, follow=True, focus=focus), self.log_batch, self.lost,
                             on_reopen=lambda: self._lines_resent(job), done=finished,
                             gives_up=_job_gone)
         except NotFound as exc:
@@ -207,12 +221,49 @@ class Following(Part):
         self.screen.log_view.reset(job)
         self.screen.timeline.model.lines_resent()
 
+    def focus_on(self, ranks: tuple[int, ...], grouped: bool) -> None:
+        """The ranks the pods panel shows: their logs are read (rank 0's always: it speaks for
+        the group, to the goodput and the failure timeline). A panel with a row per pod only
+        adds ranks: while its pods arrive one by one, a rank let go would be read again from
+        its last lines, not its first."""
+        if self.focus is None or not ranks:
+            return
+        self.focus.want((0, *ranks) if grouped else (0, *self.focus.ranks, *ranks))
+
     def log_batch(self, batch: list["LogLine"]) -> None:
         screen = self.screen
         screen.log_view.ingest(batch)
         screen.loss_chart.add_lines(batch)
         screen.timeline.model.add_lines(batch)
+        table = screen.pods_table
+        table.progress(batch)
+        for line in reversed(batch):  # the newest group's newest step, to the job bar
+            if line.step is not None:
+                pod = table.pods.get(line.pod)
+                if pod is None or pod.restart_attempt >= table.latest_attempt:
+                    screen.job_bar.show_progress(line.step, line.loss)
+                    screen.storage.checkpoints_changed_soon()
+                    break
         self.changed("logs")
+
+    def show_hang(self) -> None:
+        """Whether the followed job's newest group hangs, to the pods panel (on a timer). When the
+        ranks whose logs are read all wait, the one that stopped is among the others: their last
+        lines are read, once for each hang, and tell which (its row and its log follow)."""
+        screen = self.screen
+        hang = screen.timeline.model.hang(screen.clock())
+        screen.pods_table.show_hang(hang)
+        if hang is not None and hang.unheard and self.followed and self._asked != (self.followed, hang.step):
+            self._asked = (self.followed, hang.step)
+            self.run(self._hear_from(self.followed, hang.unheard), group="last-lines", exclusive=True)
+
+    async def _hear_from(self, job: str, ranks: tuple[int, ...]) -> None:
+        cluster = self.screen.session.cluster
+        lines = await self.call(f"read the last lines of {len(ranks)} ranks", cluster.last_lines(job, ranks))
+        if lines and job == self.followed:
+            self.screen.timeline.model.heard(lines)
+            self.show_hang()
+            self.changed("hang")
 
     def show_goodput(self) -> None:
         """The followed job's goodput so far, to the job bar and the timeline (on a timer)."""
@@ -222,6 +273,17 @@ class Following(Part):
             screen.job_bar.show_goodput(report)
             screen.timeline.show_goodput(report)
             self.changed("goodput")
+
+
+def _first_focus(job: "JobSummary | None") -> "LogFocus":
+    """Whose logs to read before the pods panel says which ranks it shows: every rank of a group
+    small enough for a row each (read from their first lines, not joined later from their last),
+    else rank 0."""
+    from backend.models import DRIVER_RANK, MAX_FOLLOWED, LogFocus
+
+    if job is not None and job.num_nodes <= MAX_FOLLOWED - 1:
+        return LogFocus([0, *range(1, job.num_nodes), DRIVER_RANK])
+    return LogFocus([0])
 
 
 def _job_gone(exc: BaseException) -> bool:

@@ -1,5 +1,6 @@
 """What the learner does to a pod: kill it (the fault the lesson is about: only a running pod the
-learner can see, asked first unless the preferences say not to), or read its lines alone."""
+learner can see, asked first unless the preferences say not to), read its lines alone, or go to a
+rank of a group too large for a row per pod."""
 
 from __future__ import annotations
 
@@ -41,3 +42,23 @@ class PodActions(Part):
         if pod is not None:
             self.screen.log_view.show_pod(pod)
         self.screen.panels.show("logs")
+
+    def ask_rank(self) -> None:
+        """Which rank to go to (g): its row stays in the pods panel, and its logs are read."""
+        from tui.screens.prompt import PromptScreen
+
+        def chosen(answer: str | None) -> None:
+            if answer is not None:
+                self.go_to_rank(answer)
+
+        self.screen.app.push_screen(PromptScreen("Go to rank", hint="a rank number · escape cancels"), chosen)
+
+    def go_to_rank(self, answer: str) -> None:
+        screen = self.screen
+        if not answer.isdigit():
+            self.notify(f"not a rank: {answer!r}; type its number", severity="warning")
+            return
+        if screen.pods_table.go_to(int(answer)) is None:
+            self.notify(f"no pod of rank {answer} in the followed job", severity="warning")
+            return
+        screen.panels.show("pods")

@@ -29,7 +29,7 @@ from textual.worker import Worker, WorkerState
 
 from backend.errors import USER_ERRORS, one_line
 from tui import actions
-from tui.screens.cockpit.following import GOODPUT_SECONDS, Following
+from tui.screens.cockpit.following import GOODPUT_SECONDS, HANG_SECONDS, Following
 from tui.screens.cockpit.lesson import LessonDriver
 from tui.screens.cockpit.pods import PodActions
 from tui.screens.cockpit.storage import Storage
@@ -128,6 +128,7 @@ class CockpitScreen(Screen):
         self.panels_ready = True
         self.set_interval(1.0, self.lesson.tick)
         self.set_interval(GOODPUT_SECONDS, self.following.show_goodput)
+        self.set_interval(HANG_SECONDS, self.following.show_hang)
         self.refresh_bindings()
         self.changed.publish("panels")
         self.connect()
@@ -237,6 +238,13 @@ class CockpitScreen(Screen):
         if event.control is self.pods_table:
             self.pod_actions.show_logs(event.row_key.value)
 
+    def on_pods_table_grouped(self, event: "PodsTable.Grouped") -> None:
+        self.query_one("#rank-summary").show(event.group)
+        self.changed.publish("group")
+
+    def on_pods_table_ranks_shown(self, event: "PodsTable.RanksShown") -> None:
+        self.following.focus_on(event.ranks, grouped=event.table.group is not None)
+
     def on_checkpoints_panel_volume_chosen(self, event: "CheckpointsPanel.VolumeChosen") -> None:
         self.storage.load_volume(event.volume)
 
@@ -284,6 +292,9 @@ class CockpitScreen(Screen):
     def action_show_logs(self) -> None:
         in_pods = self.panels.panel_of(self.app.focused) == "pods"
         self.pod_actions.show_logs(self.pods_table.selected_pod if in_pods else None)
+
+    def action_go_to_rank(self) -> None:
+        self.pod_actions.ask_rank()
 
     def action_filter_logs(self) -> None:
         self.panels.show("logs", focus=False)
