@@ -8,7 +8,11 @@ a field an applier applied before and dropped now is removed; an apply names its
 
 from __future__ import annotations
 
+import copy
 import json
+from pathlib import Path
+
+import yaml
 
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 APPLY = "application/apply-patch+yaml"
@@ -91,3 +95,34 @@ async def test_the_main_resource_owns_no_status(api):
     assert "f:status" not in entry["fieldsV1"]
     assert entry["fieldsV1"]["f:spec"]["f:containers"] == {
         'k:{"name":"c"}': {".": {}, "f:command": {}, "f:image": {}, "f:name": {}}}
+
+
+async def test_a_custom_resource_merges_by_its_schemas_list_keys(api):
+    """A CRD's x-kubernetes-list-type map (JobSet's replicatedJobs by name, inside Trainer's
+    TrainingRuntime template; containers and env by name through their schema): another
+    manager's item is kept, a conflict names the keyed path as structured-merge-diff prints it."""
+    runtimes = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainingruntimes"
+    runtime = yaml.safe_load((Path(__file__).resolve().parents[2] / "manifests" / "runtime.yaml").read_text())
+    code, body, _ = await api.call("PATCH", f"{runtimes}/kfcockpit-torch?fieldManager=alice", json.dumps(runtime),
+                                   content_type=APPLY)
+    assert code == 201, body
+    env = ["spec", "template", "spec", "replicatedJobs", 0, "template", "spec", "template", "spec", "containers", 0,
+           "env"]
+    other = copy.deepcopy(runtime)
+    node = other
+    for step in env[:-1]:
+        node = node[step]
+    node["env"] = [{"name": "OMP_NUM_THREADS", "value": "2"}]
+    other["spec"] = {"template": {"spec": {"replicatedJobs": other["spec"]["template"]["spec"]["replicatedJobs"]}}}
+    code, body, _ = await api.call("PATCH", f"{runtimes}/kfcockpit-torch?fieldManager=bob", json.dumps(other),
+                                   content_type=APPLY)
+    assert code == 409, body
+    assert ('.spec.template.spec.replicatedJobs[name="node"].template.spec.template.spec.containers[name="node"]'
+            '.env[name="OMP_NUM_THREADS"].value') in body["message"], body["message"]
+    code, body, _ = await api.call("PATCH", f"{runtimes}/kfcockpit-torch?fieldManager=bob&force=true",
+                                   json.dumps(other), content_type=APPLY)
+    assert code == 200, body
+    node = body
+    for step in env:
+        node = node[step]
+    assert node == [{"name": "OMP_NUM_THREADS", "value": "2"}, {"name": "PET_RDZV_CONF", "value": "timeout=60"}]
