@@ -25,6 +25,7 @@ class ScriptedCluster:
         self.focus = None
         self.tails: list = []  # what last_lines answers (the test sets it)
         self.asked: tuple[int, ...] = ()
+        self.killed: list[str] = []  # the pods kill_pod was asked to end
 
     async def list_jobs(self):
         return [self.job]
@@ -48,6 +49,9 @@ class ScriptedCluster:
     async def last_lines(self, job: str, ranks, count: int = 2):
         self.asked = tuple(ranks)
         return [line for line in self.tails if line.rank in self.asked]
+
+    async def kill_pod(self, name: str) -> None:
+        self.killed.append(name)
 
     async def pod_usage(self, job: str, ranks=None):
         return None  # no metrics-server

@@ -16,6 +16,7 @@ from tui.widgets.throttle import Throttle
 
 if TYPE_CHECKING:
     from backend.goodput import GoodputReport
+    from backend.hangs import Hang
     from backend.models import JobSummary
 
 PROGRESS_SECONDS = 0.5  # the step and loss are redrawn at most this often
@@ -35,6 +36,8 @@ class JobBar(Widget):
     progress: reactive[tuple[int | None, float | None]] = reactive((None, None))
     running_step: reactive[str | None] = reactive(None)
     running_for: reactive[float] = reactive(0.0)  # seconds the running step has taken so far
+    # The hang detector's verdict on the followed job's newest group (asked every second).
+    hang: reactive["Hang | None"] = reactive(None)
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -92,7 +95,9 @@ class JobBar(Widget):
             phase = job.phase.value
             parts += [("job", "  "), ("name", (job.name, "bold")), ("job", " "),
                       ("job", (phase, fmt.JOB_PHASE_STYLE.get(phase, ""))),
-                      ("attempt", f" attempt {job.restart_attempt}/{job.max_restarts}")]
+                      ("attempt", _attempt(job))]
+            if self.hang is not None:
+                parts.append(("hang", (f"  {self.hang.short()}", "bold $error")))
             step, loss = self.progress
             if step is not None:
                 parts.append(("step", f" step {step}"))
@@ -117,8 +122,21 @@ class JobBar(Widget):
 
 # What goes first when the line is too narrow: the time lost beside the goodput (the timeline has
 # it), the brand, the loss (the pods table and the chart show it), the platform, the goodput's
-# share, the restart budget, the step. The connection, the job and the running step always stay.
+# share, the restart budget, the step. The connection, the job, a hang and the running step always
+# stay.
 DROP_ORDER = ("badput", "brand", "loss", "platform", "goodput", "attempt", "step")
+
+
+def _attempt(job: "JobSummary") -> tuple[str, str] | str:
+    """The restart budget used (the JobSet's own count: a reset shows), and a warning once one
+    restart or none is left: the next failure ends the job."""
+    text = f" attempt {job.restart_attempt}/{job.max_restarts}"
+    left = job.max_restarts - job.restart_attempt
+    if job.phase.finished or job.max_restarts <= 0 or left > 1:
+        return text
+    if left == 1:
+        return f"{text} · last restart left", "bold $warning"
+    return f"{text} · no restart left", "bold $error"
 
 
 def _length(parts: list[tuple[str, tuple | str]]) -> int:

@@ -252,7 +252,11 @@ class Following(Part):
         lines are read, once for each hang, and tell which (its row and its log follow)."""
         screen = self.screen
         hang = screen.timeline.model.hang(screen.clock())
-        screen.pods_table.show_hang(hang)
+        if hang != screen.job_bar.hang:
+            screen.pods_table.show_hang(hang)
+            screen.job_bar.hang = hang
+            screen.timeline.show_hang(hang)
+            self.changed("hang")
         if hang is not None and hang.unheard and self.followed and self._asked != (self.followed, hang.step):
             self._asked = (self.followed, hang.step)
             self.run(self._hear_from(self.followed, hang.unheard), group="last-lines", exclusive=True)

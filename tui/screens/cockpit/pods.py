@@ -1,6 +1,7 @@
 """What the learner does to a pod: kill it (the fault the lesson is about: only a running pod the
-learner can see, asked first unless the preferences say not to), read its lines alone, or go to a
-rank of a group too large for a row per pod."""
+learner can see, asked first unless the preferences say not to), restart a whole group (a hung one:
+every running pod of its newest attempt deleted, always asked first), read its lines alone, or go
+to a rank of a group too large for a row per pod."""
 
 from __future__ import annotations
 
@@ -36,6 +37,42 @@ class PodActions(Part):
         cluster = self.screen.session.cluster
         if await self.call(f"kill {pod}", cluster.kill_pod(pod), ok=True) is not None:
             self.notify(f"killed {pod}: watch the group restart and resume", title="fault injected")
+
+    def ask_restart_group(self) -> None:
+        screen = self.screen
+        table = screen.pods_table
+        pods = sorted(name for name, pod in table.pods.items()
+                      if pod.restart_attempt == table.latest_attempt and not table.is_history(name)
+                      and not pod.phase.finished)
+        if not pods:
+            self.notify("no running group to restart: follow a running job first", severity="warning")
+            return
+        from tui.screens.confirm import ConfirmScreen
+
+        hang = screen.timeline.model.hang(screen.clock())
+        why = f"{hang.one_line()}\n\n" if hang is not None else ""
+        screen.app.push_screen(
+            ConfirmScreen(f"Restart {table.job}'s group ({len(pods)} pods)?",
+                          f"{why}Its pods are deleted; the failure policy makes a new group, which "
+                          "resumes from the newest valid checkpoint and uses one restart of the budget.",
+                          yes="Restart"),
+            lambda yes: self.run(self._restart_group(pods), group="kill") if yes else None)
+
+    async def _restart_group(self, pods: list[str]) -> None:
+        import asyncio
+
+        from backend.errors import NotFound
+
+        cluster = self.screen.session.cluster
+
+        async def delete(pod: str) -> None:
+            try:
+                await cluster.kill_pod(pod)
+            except NotFound:
+                pass  # the first deletion's restart took it already
+
+        if await self.call("restart the group", asyncio.gather(*(delete(pod) for pod in pods)), ok=True):
+            self.notify(f"deleted {len(pods)} pods: watch the group come back", title="group restarted")
 
     def show_logs(self, pod: str | None) -> None:
         """The logs panel, with only `pod`'s lines when one is given."""
