@@ -38,6 +38,10 @@ async def test_a_hung_rank_is_named_in_the_job_bar_and_the_timeline_and_a_key_re
         now[0] = T0 + 21.5
         await wait_until(screen, lambda: len(screen.pods_table.pods) == 2, "both pods in the table")
         assert screen.job_bar.hang is None  # stepping: no hang yet
+        await wait_until(screen, lambda: screen.job_bar.goodput is not None, "the goodput so far")
+        bar = screen.job_bar.render().plain
+        # progress from the start line's steps=99, the time left at the mean step (1 s)
+        assert "step 20/99 ~1m19s left" in bar, bar
         # F on rank 1's row freezes it (the scripted cluster records the ask), F again thaws it
         table = screen.pods_table
         table.move_cursor(row=table.get_row_index(name(1)))
