@@ -57,6 +57,7 @@ class Capabilities:
     settings (context, namespace, state root). `pods_here`: its pods are processes of this
     machine, so resource requests and node selection place them but isolate nothing.
     `pipelines_here`: pipelines run on this machine with kfp.local, not on a Pipelines endpoint.
+    `freezes_pods`: its kubelet stops a pod's processes on FREEZE_ANNOTATION (`freeze_pod`).
     `fresh(home)`: a clean cluster of its kind at a new state root. `volume_path(claim)`: the
     directory of a bound claim's files on this machine, in the settings' namespace (a kfp.local
     task's mount; `Cluster.wait_volume` first). `warm()`:
@@ -68,6 +69,7 @@ class Capabilities:
     record: str
     pods_here: bool = False
     pipelines_here: bool = False
+    freezes_pods: bool = False
     fresh: Callable[[Path], FreshCluster] | None = None
     volume_path: Callable[[str], Path] | None = None
     warm: Callable[[], Awaitable[None]] | None = None
@@ -134,6 +136,12 @@ class Cluster(Protocol):
     async def kill_pod(self, name: str) -> None:
         """Fault injection: the pod dies at once (SIGKILL locally, delete with grace 0 on kube).
         NotFound if there is no such running pod."""
+        ...
+
+    async def freeze_pod(self, name: str, frozen: bool) -> None:
+        """Fault injection where `capabilities.freezes_pods`: stop (or continue) every process of a
+        running pod, as a frozen machine leaves a rank (Running, silent). NotFound if there is no
+        such pod; ClusterError if it is not running or the cluster cannot freeze."""
         ...
 
     async def wait_job(self, name: str, until: frozenset[JobPhase], timeout: float) -> JobSummary:

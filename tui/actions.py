@@ -47,6 +47,13 @@ ACTIONS: tuple[Action, ...] = (
     Action("kill_pod", "ctrl+k", "Kill", "Kill the selected pod",
            "Kill the pod under the cursor in the pods panel (asks first): the group restarts and "
            "resumes from its last checkpoint.", priority=True, key_display="^k"),
+    Action("freeze_pod", "F", "Freeze", "Freeze or thaw the selected pod",
+           "On the embedded cluster: stop every process of the pod under the cursor (a hung rank to "
+           "practise on: Running, silent, its peers waiting), or continue them.", footer=False),
+    Action("restart_group", "R", "Restart", "Restart the followed job's group",
+           "Delete every running pod of the followed job's newest group (asks first): a hung group "
+           "restarts now instead of waiting out its collective timeout, and resumes from its last "
+           "checkpoint.", footer=False),
     Action("show_logs", "l", "Logs", "Show logs",
            "Show the merged logs of the followed job; on the pods tab, only the selected pod's."),
     Action("go_to_rank", "g", "Rank", "Go to a rank",

@@ -55,6 +55,7 @@ class PodFacts:
     first_step: tuple[float, int] | None = None  # the first step line
     last_step: tuple[float, int] | None = None  # the newest step line
     saves: list[tuple[float, int, str, str]] = field(default_factory=list)  # (time, step, reason, seconds)
+    last_line: str = ""  # the newest line it printed (a failed rank's last words)
 
     @property
     def failed(self) -> bool:
@@ -62,9 +63,11 @@ class PodFacts:
 
     @property
     def why(self) -> str:
+        """Why it ended, as the kubelet tells it: the reason (OOMKilled, Error, deleted) and the
+        exit code, with the signal an exit code over 128 stands for (137: SIGKILL)."""
         parts = [self.reason or ("deleted" if self.deleted else self.phase)]
         if self.exit_code is not None:
-            parts.append(f"exit {self.exit_code}")
+            parts.append(f"exit {self.exit_code}" + _signal(self.exit_code))
         return ", ".join(parts)
 
 
@@ -98,6 +101,18 @@ def _when(stamp: float | None, seen_at: float) -> float:
     if stamp is None:
         return seen_at
     return seen_at if stamp == int(stamp) and 0 <= seen_at - stamp < 1.0 else stamp
+
+
+def _signal(code: int) -> str:
+    """` (SIGKILL)` for 137: a shell's and the kubelet's way of saying a signal ended it."""
+    import signal
+
+    if code <= 128:
+        return ""
+    try:
+        return f" ({signal.Signals(code - 128).name})"
+    except ValueError:
+        return ""
 
 
 def _int(value: str | None) -> int | None:
@@ -192,8 +207,10 @@ class FailureTimeline:
         steps: list["LogLine"] = []  # plain step lines not yet handed to the goodput
         first: dict[str, "LogLine"] = {}  # pod → its first and last step line in this batch
         last: dict[str, "LogLine"] = {}
+        newest: dict[str, str] = {}  # pod → its last line in this batch
         for line in batch:
             text = line.text
+            newest[line.pod] = text
             if line.step is not None:
                 if line.pod not in last:
                     first[line.pod] = line
@@ -222,6 +239,8 @@ class FailureTimeline:
                 continue
             self.version += 1
         goodput.feed_steps(steps)
+        for pod, text in newest.items():
+            self._facts(pod).last_line = text
         for pod, line in last.items():
             facts = self.pods[pod]
             facts.rank = line.rank
@@ -269,6 +288,8 @@ class FailureTimeline:
             t0 = min([first.ended] + [at - _seconds(took) for p in old for at, _, _, took in p.saves])
             moments = [Moment(t0, f"failure seen: pod {short_name(first.name, self.job)} (rank "
                                   f"{first.rank}) {first.why}", "failure")]
+            if first.last_line:
+                moments.append(Moment(t0, f"rank {first.rank}'s last line: {first.last_line[:160]}"))
         else:  # the new group is here but the failure itself was never seen (joined late)
             t0 = min((p.created for p in new if p.created is not None), default=0.0)
             moments = [Moment(t0, "failure not seen (the cockpit joined later)", "failure")]

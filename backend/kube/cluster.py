@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import AsyncIterator, Collection
 
-from backend.cluster import Capabilities
+from backend.cluster import Capabilities, ClusterError
 from backend.kube import preflight as setup
 from backend.kube.connection import Connection
 from backend.kube.job_logs import last_lines, stream_logs
@@ -113,6 +113,12 @@ class KubeCluster:
 
     async def kill_pod(self, name: str) -> None:
         await self._pods.kill(name)
+
+    async def freeze_pod(self, name: str, frozen: bool) -> None:
+        if not self.capabilities.freezes_pods:
+            raise ClusterError(f"{self.capabilities.description} cannot freeze a pod (no kubelet here stops "
+                               "a pod's processes); the hang detector works the same on a real hang")
+        await self._pods.freeze(name, frozen)
 
     def stream_logs(self, job: str, follow: bool = True,
                     focus: LogFocus | None = None) -> AsyncIterator[list[LogLine]]:

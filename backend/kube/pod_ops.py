@@ -11,14 +11,14 @@ import asyncio
 from contextlib import aclosing
 from typing import AsyncIterator
 
-from backend.cluster import NotFound
+from backend.cluster import ClusterError, NotFound
 from backend.kube.logs import LogFollowers
 from backend.kube.pods import pod_from
 from backend.kube.rayjobs import cluster_name, pod_selectors, summarize_rayjob
 from backend.kube.resources import Resources
 from backend.kube.watcher import object_key
 from backend.kube.watches import Watches
-from backend.models import LABEL_JOB, Pod, PodEvent, PodEventType
+from backend.models import FREEZE_ANNOTATION, LABEL_JOB, Pod, PodEvent, PodEventType
 
 
 def _job_selector(job: str | None) -> str:
@@ -76,6 +76,21 @@ class PodOps:
                     continue
                 deleted = item.type == "DELETED"
                 yield PodEvent(type=PodEventType(item.type), pod=pod_from(item.object, deleted=deleted, job=job or ""))
+
+    async def freeze(self, name: str, frozen: bool) -> None:
+        """Ask the pod's kubelet to stop (or continue) its processes: FREEZE_ANNOTATION, by a
+        merge patch; only a running pod's."""
+        try:
+            raw = await self.resources.get("Pod", name)
+        except NotFound:
+            raise NotFound(f"pod {name} not found in namespace {self.resources.namespace}") from None
+        phase = (raw.get("status") or {}).get("phase", "Pending")
+        if phase != "Running" or raw["metadata"].get("deletionTimestamp"):
+            state = "being deleted" if raw["metadata"].get("deletionTimestamp") else phase
+            raise ClusterError(f"pod {name} is {state}, not running: only a running pod can be "
+                               f"{'frozen' if frozen else 'thawed'}")
+        await self.resources.patch("Pod", name, {"metadata": {"annotations": {
+            FREEZE_ANNOTATION: "true" if frozen else None}}})
 
     async def kill(self, name: str) -> None:
         try:

@@ -37,7 +37,7 @@ def capabilities(settings: Settings) -> Capabilities:
     namespace = settings.namespace or "default"
     return Capabilities(
         description=DESCRIPTION, record=f"{DESCRIPTION} (state in {settings.home})",
-        pods_here=True, pipelines_here=True,
+        pods_here=True, pipelines_here=True, freezes_pods=True,
         fresh=lambda home: Fresh(settings.model_copy(update={"home": home})),
         volume_path=lambda claim: embedded.mount(claim, namespace),
         warm=embedded.warm, checks=embedded.checks, revive=embedded.revive)

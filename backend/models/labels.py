@@ -18,3 +18,6 @@ RAY_LABEL_ORIGINATED_NAME = "ray.io/originated-from-cr-name"  # the RayJob's nam
 RAY_LABEL_ORIGINATED_CRD = "ray.io/originated-from-crd"  # "RayJob"
 # Only with the RayMultihostIndexing feature gate (common/pod.go DefaultWorkerPodTemplate).
 RAY_LABEL_REPLICA_INDEX = "ray.io/worker-group-replica-index"
+# This project's own, not upstream's: the embedded kubelet stops every process of a running pod
+# carrying it with "true" (SIGSTOP), and continues them once it is gone (`kfcockpit pod freeze`).
+FREEZE_ANNOTATION = "kfcockpit.io/frozen"

@@ -117,6 +117,73 @@ async def test_graceful_deletion_is_sigterm_then_the_pod_goes(tmp_path):
         assert node.workers == {}
 
 
+def _states(pids: list[int]) -> set[str]:
+    """The processes' states as /proc shows them (T: stopped)."""
+    found = set()
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            found.add(f.read().rsplit(")", 1)[1].split()[0])
+    return found
+
+
+async def _become(pids: list[int], state: set[str]) -> None:
+    """A signal's effect on /proc is not an event anyone can wait on: look until it shows."""
+    import asyncio
+
+    for _ in range(500):
+        if _states(pids) <= state:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"processes {pids} are {_states(pids)}, not {state}")
+
+
+async def test_a_frozen_pods_processes_stop_until_thawed_and_a_frozen_pod_still_ends_gracefully(tmp_path):
+    """kfcockpit's own (no upstream kubelet has it): FREEZE_ANNOTATION "true" stops every process
+    of the pod (a frozen node's rank: Running, silent), its removal continues them; deletion thaws
+    a frozen pod so its SIGTERM handler runs (the training core saves there)."""
+    from backend.models import FREEZE_ANNOTATION
+
+    client = plane()
+    script = ("import signal, subprocess, sys, time\n"
+              "signal.signal(signal.SIGTERM, lambda *_: (print('got SIGTERM', flush=True), sys.exit(0)))\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+              "print('up', child.pid, flush=True)\ntime.sleep(600)")
+    async with kubelet(tmp_path, client) as node:
+        _pod(client, "rank", [PY, "-c", script])
+        await until(client, "Pod", "default", "rank", _phase("Running"))
+        await _printed(node, "rank", "up")
+        child = int((await _log(node, "rank")).split()[1])
+        pids = [node.pod_pid("default", "rank"), child]
+
+        def annotate(value: str | None) -> None:
+            pod = client.get("Pod", "default", "rank")
+            annotations = pod["metadata"].setdefault("annotations", {})
+            annotations.pop(FREEZE_ANNOTATION, None)
+            annotations.update({FREEZE_ANNOTATION: value} if value is not None else {})
+            client.update("Pod", pod)
+
+        def reasons() -> list[str]:  # a repeated event is one Event counted again, as upstream's
+            return [e["reason"] for e in client.list("Event", "default") for _ in range(e.get("count") or 1)]
+
+        annotate("true")
+        await eventually(client, lambda: "Frozen" in reasons())
+        await _become(pids, {"T"})
+        assert client.get("Pod", "default", "rank")["status"]["phase"] == "Running"  # as kubectl sees it
+        annotate(None)
+        await eventually(client, lambda: "Thawed" in reasons())
+        await _become(pids, {"S", "R"})
+
+        annotate("true")
+        await eventually(client, lambda: reasons().count("Frozen") == 2)
+        await _become(pids, {"T"})
+        import asyncio
+
+        said = asyncio.create_task(_printed(node, "rank", "got SIGTERM"))  # read before the pod goes
+        client.delete("Pod", "default", "rank")
+        await asyncio.wait_for(said, 30)  # its handler ran: thawed, not killed at the grace's end
+        await until(client, "Pod", "default", "rank", gone)
+
+
 async def test_a_container_that_ignores_sigterm_is_killed_after_its_grace(tmp_path):
     client = plane()
     script = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable
 
@@ -133,6 +133,12 @@ def test_the_survivor_saved_the_interrupted_step_and_rays_teardown_waited_for_it
     # the loop's failed collective came first and there was nothing left to wait for
     holds = [(e["rank"], e["left"]) for e in _events(_recorded(measured), "shutdown_hold")]
     assert holds == [("0", "True")]
+
+
+def test_every_line_a_ray_worker_recorded_reached_the_jobs_log_stream(measured):
+    """Ray forwards a worker's lines after it prints them: a torn-down survivor's last ones (its
+    save, its hold) come after its process is gone, and its pod's log must still carry them."""
+    assert Counter(_recorded(measured)) - Counter(_streamed(measured)) == Counter()
 
 
 def test_the_run_with_a_kill_ends_bitwise_equal_to_an_uninterrupted_torchrun_run(measured, straight, state_root):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from backend.cluster import Capabilities
 from backend.models import JobPhase, JobSummary
 from tests.tui.conftest import make_app
 
@@ -25,6 +26,9 @@ class ScriptedCluster:
         self.focus = None
         self.tails: list = []  # what last_lines answers (the test sets it)
         self.asked: tuple[int, ...] = ()
+        self.killed: list[str] = []  # the pods kill_pod was asked to end
+        self.frozen: list[tuple[str, bool]] = []  # what freeze_pod was asked
+        self.capabilities = Capabilities(description="the scripted cluster", record="scripted", freezes_pods=True)
 
     async def list_jobs(self):
         return [self.job]
@@ -48,6 +52,12 @@ class ScriptedCluster:
     async def last_lines(self, job: str, ranks, count: int = 2):
         self.asked = tuple(ranks)
         return [line for line in self.tails if line.rank in self.asked]
+
+    async def kill_pod(self, name: str) -> None:
+        self.killed.append(name)
+
+    async def freeze_pod(self, name: str, frozen: bool) -> None:
+        self.frozen.append((name, frozen))
 
     async def pod_usage(self, job: str, ranks=None):
         return None  # no metrics-server

@@ -83,3 +83,27 @@ async def test_the_step_counter_is_redrawn_at_a_readers_rate_the_newest_step_las
         await asyncio.sleep(PROGRESS_SECONDS)  # the cool-down: what the test is about
         await pilot.pause()
         assert shown == [(1, 1.0), (50, 1 / 50)] and "step 50" in bar.render().plain
+
+
+async def test_a_hang_and_the_last_restart_are_said_at_80_columns():
+    from backend.hangs import Hang
+
+    app = BarApp()
+    async with app.run_test(size=(80, 3)) as pilot:
+        bar = app.query_one(JobBar)
+        busy_bar(bar)
+        bar.running_step = None
+        bar.job = JobSummary(name="lesson-ddp", phase=JobPhase.RUNNING, num_nodes=2, max_restarts=3,
+                             restart_attempt=2, created=0.0)
+        await pilot.pause()
+        shown = bar.render().plain
+        assert "attempt 2/3 · last restart left" in shown, shown  # the next failure is the last one allowed
+        bar.hang = Hang(step=40, silent=12.4, usual=0.5, limit=10.0, stopped=(1,), waiting=(0,), running=(0, 1))
+        await pilot.pause()
+        shown = bar.render().plain
+        assert cell_len(shown) <= 80 and "HUNG rank 1 at step 40: 12s silent (step 500ms)" in shown, shown
+        bar.job = bar.job.model_copy(update={"restart_attempt": 3})
+        bar.hang = None
+        await pilot.pause()
+        shown = bar.render().plain
+        assert "attempt 3/3 · no restart left" in shown and "HUNG" not in shown, shown

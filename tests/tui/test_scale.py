@@ -101,7 +101,7 @@ async def test_512_ranks_summarised_a_rank_drilled_into_a_restart_timed_and_a_ha
         await wait_until(screen, lambda: model.restarts() and model.restarts()[0].recovered, "the recovery timed")
         (restart,) = model.restarts()
         told = [m.what for m in restart.moments]
-        assert told[0] == "failure seen: pod 300-a0xyz (rank 300) Killed, exit 137"
+        assert told[0] == "failure seen: pod 300-a0xyz (rank 300) Killed, exit 137 (SIGKILL)"
         assert "group torn down (512 pods)" in told and "512 new pods running" in told
         assert "checkpoint loaded: resumed from step 20" in told and restart.steps_lost == 0
         assert restart.recovery_seconds == 33.0 - 22.5  # the kill to the first step again

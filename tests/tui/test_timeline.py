@@ -39,12 +39,15 @@ def test_a_kill_and_the_recovery_each_timed_from_the_failure():
     assert restart.attempt == 0 and restart.failed_at == 120.0
     assert restart.recovery_seconds == 3.0 and restart.steps_lost == 0
     offsets = [(round(m.at - restart.failed_at, 1), m.kind) for m in restart.moments]
-    assert offsets == [(0.0, "failure"), (0.2, "save"), (0.5, "down"), (0.8, "up"), (1.5, "up"),
-                       (2.0, "up"), (2.5, "resume"), (3.0, "step")]
+    assert offsets == [(0.0, "failure"), (0.0, "info"), (0.2, "save"), (0.5, "down"), (0.8, "up"),
+                       (1.5, "up"), (2.0, "up"), (2.5, "resume"), (3.0, "step")]
     texts = [m.what for m in restart.moments]
-    assert texts[0] == "failure seen: pod 1-old1x (rank 1) Killed, exit 137"
-    assert "saved step 12 (peer_failure, 0.05 s)" in texts[1]
-    assert texts[6] == "checkpoint loaded: resumed from step 12"
+    # why the rank died: the kubelet's reason, the exit code and the signal it stands for, and
+    # the rank's last line
+    assert texts[0] == "failure seen: pod 1-old1x (rank 1) Killed, exit 137 (SIGKILL)"
+    assert texts[1] == "rank 1's last line: step=12 loss=0.5 rank=1 world=2"
+    assert "saved step 12 (peer_failure, 0.05 s)" in texts[2]
+    assert texts[7] == "checkpoint loaded: resumed from step 12"
 
 
 def test_steps_lost_when_the_newest_checkpoint_is_older_than_the_last_step():
@@ -179,8 +182,8 @@ def test_late_pod_events_never_put_the_first_step_before_the_new_pods_and_recove
     [restart] = t.restarts()
     kinds = [m.kind for m in restart.moments]
     whats = [m.what for m in restart.moments]
-    order = ["failure seen", "rank 0 saved", "group torn down", "new pods created", "2 new pods running",
-             "rendezvous", "checkpoint loaded", "first step trained again"]
+    order = ["failure seen", "rank 1's last line", "rank 0 saved", "group torn down", "new pods created",
+             "2 new pods running", "rendezvous", "checkpoint loaded", "first step trained again"]
     assert [next(i for i, w in enumerate(whats) if w.startswith(o)) for o in order] == list(range(len(order))), whats
     assert kinds[-1] == "step" and all(a.at <= b.at for a, b in zip(restart.moments, restart.moments[1:]))
     [times] = t.goodput_report(now=125.0).restart_times

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "tui.cli.pipeline_cmds",
     "tui.cli.compare_cmds",
     "tui.cli.goodput_cmds",
+    "tui.cli.pod_cmds",
 )
 
 DESCRIPTION = """\

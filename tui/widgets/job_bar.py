@@ -1,6 +1,7 @@
 """One line at the top that every tab shares: platform, connection, the followed job's phase,
-restart attempt, latest step/loss and goodput so far (with the time lost to failures and saves
-when the line has room), and the step being run. Text plus colour, never colour alone."""
+restart attempt (warned once one is left), a hang, the latest step of all and the time left at the
+mean step, the loss, the goodput so far (with the time lost to failures and saves when the line
+has room), and the step being run. Text plus colour, never colour alone."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tui.widgets.throttle import Throttle
 
 if TYPE_CHECKING:
     from backend.goodput import GoodputReport
+    from backend.hangs import Hang
     from backend.models import JobSummary
 
 PROGRESS_SECONDS = 0.5  # the step and loss are redrawn at most this often
@@ -35,11 +37,14 @@ class JobBar(Widget):
     progress: reactive[tuple[int | None, float | None]] = reactive((None, None))
     running_step: reactive[str | None] = reactive(None)
     running_for: reactive[float] = reactive(0.0)  # seconds the running step has taken so far
+    # The hang detector's verdict on the followed job's newest group (asked every second).
+    hang: reactive["Hang | None"] = reactive(None)
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.goodput: "GoodputReport | None" = None  # the followed job's, so far
         self._progress: tuple[int | None, float | None] = (None, None)  # the newest, maybe not drawn yet
+        self.total_steps: int | None = None  # the run's --steps, from its start line: progress and ETA
         self._draw_progress = Throttle(self, PROGRESS_SECONDS, self._set_progress)
 
     def show_progress(self, step: int | None, loss: float | None, now: bool = False) -> None:
@@ -92,10 +97,17 @@ class JobBar(Widget):
             phase = job.phase.value
             parts += [("job", "  "), ("name", (job.name, "bold")), ("job", " "),
                       ("job", (phase, fmt.JOB_PHASE_STYLE.get(phase, ""))),
-                      ("attempt", f" attempt {job.restart_attempt}/{job.max_restarts}")]
+                      ("attempt", _attempt(job))]
+            if self.hang is not None:
+                parts.append(("hang", (f"  {self.hang.short()}", "bold $error")))
             step, loss = self.progress
+            total = self.total_steps
             if step is not None:
-                parts.append(("step", f" step {step}"))
+                parts.append(("step", f" step {step}/{total}" if total else f" step {step}"))
+            report = self.goodput
+            if step is not None and total and report is not None and report.step_seconds > 0 \
+                    and not job.phase.finished and total > step:
+                parts.append(("eta", (f" ~{fmt.age((total - step) * report.step_seconds)} left", "dim")))
             if loss is not None:
                 parts.append(("loss", f" loss {loss:.4f}"))
             report = self.goodput
@@ -116,9 +128,22 @@ class JobBar(Widget):
 
 
 # What goes first when the line is too narrow: the time lost beside the goodput (the timeline has
-# it), the brand, the loss (the pods table and the chart show it), the platform, the goodput's
-# share, the restart budget, the step. The connection, the job and the running step always stay.
-DROP_ORDER = ("badput", "brand", "loss", "platform", "goodput", "attempt", "step")
+# it), the brand, the loss (the pods table and the chart show it), the time left, the platform, the goodput's
+# share, the restart budget, the step. The connection, the job, a hang and the running step always
+# stay.
+DROP_ORDER = ("badput", "brand", "loss", "eta", "platform", "goodput", "attempt", "step")
+
+
+def _attempt(job: "JobSummary") -> tuple[str, str] | str:
+    """The restart budget used (the JobSet's own count: a reset shows), and a warning once one
+    restart or none is left: the next failure ends the job."""
+    text = f" attempt {job.restart_attempt}/{job.max_restarts}"
+    left = job.max_restarts - job.restart_attempt
+    if job.phase.finished or job.max_restarts <= 0 or left > 1:
+        return text
+    if left == 1:
+        return f"{text} · last restart left", "bold $warning"
+    return f"{text} · no restart left", "bold $error"
 
 
 def _length(parts: list[tuple[str, tuple | str]]) -> int:

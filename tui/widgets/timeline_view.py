@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from textual.app import ComposeResult
 
     from backend.goodput import GoodputReport
+    from backend.hangs import Hang
     from tui.timeline import Restart
 
 REDRAW_SECONDS = 0.25
@@ -116,6 +117,7 @@ class TimelineView(VerticalScroll, can_focus=True):
     TimelineView { padding: 0 1; scrollbar-size-vertical: 1; }
     TimelineView > Static { margin-bottom: 1; }
     #timeline-empty { color: $text-muted; }
+    #timeline-hang { color: $error; text-style: bold; display: none; }
     """
     BORDER_TITLE = "failure timeline"
 
@@ -126,6 +128,7 @@ class TimelineView(VerticalScroll, can_focus=True):
 
     def compose(self) -> "ComposeResult":
         yield GoodputSummary(id="goodput")
+        yield Static(id="timeline-hang")
         yield Static("no restart yet: kill a worker (ctrl+k on a pod) and watch the group recover",
                      id="timeline-empty")
 
@@ -139,6 +142,14 @@ class TimelineView(VerticalScroll, can_focus=True):
     def show_goodput(self, report: "GoodputReport | None") -> None:
         """The followed job's goodput (None: no job followed)."""
         self.query_one(GoodputSummary).show(report)
+
+    def show_hang(self, hang: "Hang | None") -> None:
+        """The newest group hangs (None: it steps): which rank stopped, at which step, for how
+        long against its usual step, and whether its pod still runs; above the restarts."""
+        shown = self.query_one("#timeline-hang", Static)
+        shown.display = hang is not None
+        if hang is not None:
+            shown.update(Content(f"⏸ {hang.one_line()}"))
 
     def redraw(self) -> None:
         if self.model.version == self._drawn:

@@ -5,10 +5,12 @@ controllers'.
 
     server.py      HTTP(S) routing, authentication, metrics.k8s.io, errors as Status; subresources
                    it does not serve (exec, scale, ...) refused by name
-    verbs.py       get, list, create, update (and /status, /finalize), patch, delete, collections
+    verbs.py       get, list, create, update (and /status, /finalize), patch, apply, delete, collections
+    options.py     the query options (Create/Update/Patch/Delete/ListOptions) decoded and validated
+    paging.py      lists in pages (limit, continue tokens); freshness.py reads from a future version
     streams.py     watches and pod logs (served by the pod's node, as kube-apiserver proxies them)
-    wire.py        bodies, query flags, JSON answers, label/field matchers
-    patch.py       JSON merge, JSON (RFC 6902) and strategic merge patches, server-side apply
+    wire.py        bodies (bounded), query flags, JSON answers, label/field matchers
+    patch.py       JSON merge, JSON (RFC 6902) and strategic merge patches (none for custom resources)
     validation.py  strict / warn / ignore field validation against each kind's schema (schemas.py)
     discovery.py   /api, /apis, /version; openapi.py the OpenAPI documents kubectl reads
     tables.py      metav1.Table rows for `kubectl get`; selectors.py label and field selectors

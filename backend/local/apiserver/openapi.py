@@ -15,7 +15,7 @@ import functools
 import hashlib
 from typing import Any
 
-from backend.local.apiserver import validation
+from backend.local.apiserver import patch, validation
 from backend.local.registry import crds
 from backend.local.registry.kinds import Kind, Kinds
 
@@ -138,9 +138,8 @@ def _paths(kinds: list[Kind]) -> dict[str, Any]:
                            "parameters": _QUERY, "requestBody": ref, "responses": {"200": ref}}
             item["patch"] = {"operationId": f"patch{kind.kind}", **ext, "x-kubernetes-action": "patch",
                              "parameters": _QUERY + [{"name": "force", "in": "query", "schema": {"type": "boolean"}}],
-                             "requestBody": {"content": {t: {"schema": {"type": "object"}} for t in (
-                                 "application/apply-patch+yaml", "application/json-patch+json",
-                                 "application/merge-patch+json", "application/strategic-merge-patch+json")}},
+                             "requestBody": {"content": {t: {"schema": {"type": "object"}}
+                                                         for t in sorted(patch.accepted(kind))}},
                              "responses": {"200": ref}}
             item["delete"] = {"operationId": f"delete{kind.kind}", **ext, "x-kubernetes-action": "delete",
                               "parameters": _QUERY[:1], "responses": {"200": ref}}

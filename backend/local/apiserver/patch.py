@@ -1,6 +1,8 @@
-"""The PATCH bodies an API server takes: JSON merge (RFC 7386), JSON patch (RFC 6902), strategic
-merge (lists merged by their patchMergeKey, `$patch` directives), and server-side apply's
-configuration, which is merged like a strategic patch (see `apply`).
+"""The PATCH bodies an API server takes: JSON merge (RFC 7386), JSON patch (RFC 6902) and strategic
+merge (lists merged by their patchMergeKey, `$patch` directives); server-side apply's
+configuration is the registry's (generic.py `apply`, managed_fields.py). A custom resource takes
+no strategic merge patch, as apiextensions-apiserver's handler lists its patch types
+(customresource_handler.go: JSON patch, merge patch, apply): 415 for one.
 """
 
 from __future__ import annotations
@@ -8,6 +10,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from backend.local.registry import crds
+from backend.local.registry.kinds import Kind
 from backend.local.registry.merge import merge_patch, strategic_merge
 from backend.local.registry.status import ApiError, bad_request
 
@@ -16,6 +20,22 @@ JSON_PATCH = "application/json-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 APPLY = "application/apply-patch+yaml"
 TYPES = [JSON_PATCH, MERGE, STRATEGIC, APPLY]
+CUSTOM_TYPES = [JSON_PATCH, MERGE, APPLY]
+MAX_OPERATIONS = 10000  # maxJSONPatchOperations
+
+
+def accepted(kind: Kind) -> list[str]:
+    """The patch types the kind takes (what its OpenAPI PATCH operation lists: kubectl apply
+    sends a strategic merge patch only where it is listed)."""
+    return CUSTOM_TYPES if crds.schema(kind.kind) is not None else TYPES
+
+
+def check_type(kind: Kind, content_type: str) -> None:
+    """415 for a patch type the kind does not take (negotiation.NewUnsupportedMediaTypeError)."""
+    if content_type not in accepted(kind):
+        raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
+                                                    f"media types include: {', '.join(accepted(kind))}")
+
 
 def _pointer(path: str) -> list[str]:
     if path == "":
@@ -104,15 +124,18 @@ def _remove(doc: Any, parts: list[str]) -> Any:
     return doc
 
 
-def apply_patch(live: dict[str, Any], content_type: str, body: Any) -> dict[str, Any]:
-    """The object after a PATCH of the given type (body already decoded)."""
+def apply_patch(live: dict[str, Any], content_type: str, body: Any) -> Any:
+    """The object after a JSON, merge or strategic PATCH (body already decoded)."""
     if content_type == MERGE:
         return merge_patch(live, body)
     if content_type == JSON_PATCH:
+        if isinstance(body, list) and len(body) > MAX_OPERATIONS:
+            raise ApiError(413, "RequestEntityTooLarge", f"The allowed maximum operations in a JSON patch is "
+                                                         f"{MAX_OPERATIONS}, got {len(body)}")
         return json_patch(live, body)
-    if content_type in (STRATEGIC, APPLY):
-        # Server-side apply merges the applied configuration into the live object. Fields a
-        # manager applied before and dropped now are kept (no managedFields bookkeeping).
+    if content_type == STRATEGIC:
+        if not isinstance(body, dict):
+            raise bad_request("strategic merge patch: the body must be an object")
         return strategic_merge(live, body)
     raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - "
                    f"accepted media types include: {', '.join(TYPES)}")

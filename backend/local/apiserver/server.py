@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 from aiohttp import web
 
-from backend.local.apiserver import discovery, eviction, openapi, schemas
+from backend.local.apiserver import discovery, eviction, freshness, openapi, options, schemas
+from backend.local.apiserver.paging import Pager
 from backend.local.registry.generic import Registry
 from backend.local.registry.status import (
     ApiError,
@@ -33,7 +34,7 @@ from backend.local.registry.status import (
 )
 from backend.local.apiserver.streams import Nodes, Streams
 from backend.local.apiserver.verbs import Verbs
-from backend.local.apiserver.wire import MAX_BODY, Target, flag, json_response, matcher
+from backend.local.apiserver.wire import MAX_BODY, Target, json_response, matcher, parse_bool
 
 log = logging.getLogger("kfcockpit.apiserver")
 
@@ -50,6 +51,8 @@ class ApiServer(Verbs, Streams):
         self.kinds, self.store = objects.kinds, objects.store
         self.streams_changed = streams_changed
         self.open_streams = 0  # watches and log follows being served
+        self.pager = Pager(self.store)
+        self.fresh_timeout = freshness.BLOCK_SECONDS  # how long a read waits for a future resourceVersion
         self.app = web.Application(client_max_size=MAX_BODY, middlewares=[self._errors, self._authenticate])
         self.app.router.add_route("*", "/{tail:.*}", self._route)
 
@@ -154,7 +157,7 @@ class ApiServer(Verbs, Streams):
     async def _serve(self, request: web.Request, target: Target) -> web.StreamResponse:
         method, query = request.method, request.query
         if target.kind.group == "metrics.k8s.io":
-            if method != "GET" or flag(query.get("watch")):
+            if method != "GET" or parse_bool(query, "watch"):
                 raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {target.kind.plural}."
                                                         "metrics.k8s.io (get and list only)")
             return self._metrics(request, target)
@@ -164,9 +167,10 @@ class ApiServer(Verbs, Streams):
             return await eviction.serve(self.objects, request, target)
         if method == "GET":
             if target.name is None:
-                if flag(query.get("watch")):
-                    return await self._watch(request, target)
-                return self._list(request, target)
+                listing = options.list_options(request)
+                if listing.watch:
+                    return await self._watch(request, target, listing)
+                return await self._list(request, target, listing)
             return self._respond(request, target.kind, self.store.get(target.kind, target.namespace, target.name))
         if method == "POST" and target.name is None:
             return await self._create(request, target)

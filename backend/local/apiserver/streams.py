@@ -14,10 +14,10 @@ from typing import Any, AsyncIterator, Callable, Protocol
 
 from aiohttp import web
 
-from backend.local.apiserver import tables
+from backend.local.apiserver import freshness, options, tables
 from backend.local.registry.status import ApiError
 from backend.local.registry.store import Store
-from backend.local.apiserver.wire import Target, flag, matcher, wants_table
+from backend.local.apiserver.wire import Target, matcher, resource_name, wants_table
 from backend.local.registry.kinds import Kind
 
 BOOKMARK_SECONDS = 5.0
@@ -37,17 +37,30 @@ class Streams:
 
     store: Store
     nodes: Nodes
+    fresh_timeout: float
     open_streams: int
     streams_changed: Callable[[int], None]
 
-    async def _watch(self, request: web.Request, target: Target) -> web.StreamResponse:
+    async def _watch(self, request: web.Request, target: Target,
+                     listing: options.ListOptions) -> web.StreamResponse:
+        """A watch as the watch cache serves it (storage/cacher/cacher.go Watch): from a version
+        it has not reached yet it first waits (freshness.py); one it no longer holds, or one it
+        did not reach in time, is the stream's one ERROR event (newErrWatcher)."""
         query = request.query
         match = matcher(request, target.kind)
-        since = query.get("resourceVersion")
-        initial = flag(query.get("sendInitialEvents"))
-        watch, backlog = self.store.watch(target.kind, target.namespace, match, "0" if initial else since)
-        timeout = float(query.get("timeoutSeconds") or 1800)
-        bookmarks = flag(query.get("allowWatchBookmarks"))
+        since = options.check_resource_version(listing.resource_version, resource_name(target.kind))
+        initial = bool(listing.send_initial_events)
+        failure: ApiError | None = None
+        watch, backlog = None, []
+        try:
+            if since is not None and since > self.store.rv and not initial:
+                await freshness.until_fresh(self.store, since, self.fresh_timeout)
+            watch, backlog = self.store.watch(target.kind, target.namespace, match,
+                                              "0" if initial else listing.resource_version)
+        except ApiError as exc:
+            failure = exc
+        timeout = 1800 if not listing.timeout else max(0, listing.timeout)
+        bookmarks = listing.bookmarks
         as_table = wants_table(request)
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()
@@ -56,7 +69,7 @@ class Streams:
 
         def encode(event_type: str, obj: dict[str, Any]) -> bytes:
             nonlocal first_table
-            if as_table and event_type != "BOOKMARK":
+            if as_table and event_type not in ("BOOKMARK", "ERROR"):
                 obj = tables.table(target.kind, [obj], obj["metadata"].get("resourceVersion", ""),
                                    query.get("includeObject", "Metadata"), headers=first_table)
                 first_table = False
@@ -69,6 +82,9 @@ class Streams:
             return encode("BOOKMARK", {"kind": target.kind.kind, "apiVersion": target.kind.api_version,
                                        "metadata": meta})
 
+        if watch is None:
+            await response.write(encode("ERROR", failure.status() if failure else {}))
+            return response
         deadline = time.monotonic() + timeout
         self._stream(+1)
         try:

@@ -48,7 +48,19 @@ def unknown_fields(obj: Any, kind_name: str) -> list[str]:
     return found
 
 
-def _walk(value: Any, node: dict[str, Any], defs: dict[str, Any], path: str, found: list[str]) -> None:
+def drop_unknown(kind: Kind, obj: dict[str, Any], warned: list[str], mode: str) -> None:
+    """Remove from a core kind's object the fields its schema lacks, as decoding the body into
+    the kind's Go type drops them (a custom resource's are pruned by its admission). `warned`:
+    what `check` found in `mode`; nothing to remove when it looked and found nothing."""
+    if not warned and mode != "Ignore":
+        return
+    doc = schema(kind.kind) if crds.schema(kind.kind) is None else None
+    if doc is not None:
+        _walk(obj, doc, doc.get("$defs", {}), "", [], drop=True)
+
+
+def _walk(value: Any, node: dict[str, Any], defs: dict[str, Any], path: str, found: list[str],
+          drop: bool = False) -> None:
     node = _resolve(node, defs)
     if isinstance(value, dict):
         properties = node.get("properties")
@@ -56,16 +68,18 @@ def _walk(value: Any, node: dict[str, Any], defs: dict[str, Any], path: str, fou
             extra = node.get("additionalProperties")
             if isinstance(extra, dict):
                 for key, item in value.items():
-                    _walk(item, extra, defs, f"{path}[{key}]", found)
+                    _walk(item, extra, defs, f"{path}[{key}]", found, drop)
             return
-        for key, item in value.items():
+        for key, item in list(value.items()):
             if key not in properties:
                 found.append(f"{path}.{key}".lstrip("."))
+                if drop:
+                    del value[key]
             else:
-                _walk(item, properties[key], defs, f"{path}.{key}", found)
+                _walk(item, properties[key], defs, f"{path}.{key}", found, drop)
     elif isinstance(value, list) and isinstance(node.get("items"), dict):
         for i, item in enumerate(value):
-            _walk(item, node["items"], defs, f"{path}[{i}]", found)
+            _walk(item, node["items"], defs, f"{path}[{i}]", found, drop)
 
 
 def check(kind: Kind, obj: dict[str, Any], mode: str) -> list[str]:

@@ -1,50 +1,67 @@
 """The verbs on stored objects: list, get, create, update (and /status, /finalize), patch, delete
-one object or a collection. What every write goes through, in kube-apiserver's order: the body
-read and checked against the URL (kind, name, namespace), fieldValidation, then the generic
-registry (registry/generic.py: the kind's strategy, admission, dryRun, the store). A write returns
-once stored; what it sets off is the controllers'. Watches and logs are streams.py's; routing
-and errors are server.py's.
+one object or a collection. What every write goes through, in kube-apiserver's order: the query
+options (options.py), the body read and checked against the URL (kind, name, namespace),
+fieldValidation, then the generic registry (registry/generic.py: the kind's strategy,
+admission, metadata, managedFields, dryRun, the store). A write returns once stored; what it
+sets off is the controllers'. Lists come in pages (paging.py); watches and logs are
+streams.py's; routing and errors are server.py's.
 """
 
 from __future__ import annotations
 
-import copy
-import re
 from typing import Any
 
 from aiohttp import web
 
-from backend.local.apiserver import patch, schemas, tables, validation
+from backend.local.apiserver import freshness, options, patch, schemas, tables, validation
+from backend.local.apiserver.paging import Pager
 from backend.local.apiserver.wire import (
-    Replay,
     Target,
     delete_options,
     json_response,
     matcher,
     read_body,
+    resource_name,
     wants_table,
 )
-from backend.local.registry.generic import Registry, generated_name
+from backend.local.registry.generic import Registry
 from backend.local.registry.kinds import Kind
-from backend.local.registry.status import ApiError, bad_request, invalid, not_found
+from backend.local.registry.status import ApiError, bad_request, gone, not_found
 from backend.local.registry.store import Store
+from backend.local.registry.values import copied
 
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_NAMESPACE_MISMATCH = "the namespace of the provided object does not match the namespace sent on the request"
 
 
 class Verbs:
-    """ApiServer's verbs (a part of it): they use its generic registry and store."""
+    """ApiServer's verbs (a part of it): they use its generic registry, store and pager."""
 
     objects: Registry
     store: Store
+    pager: Pager
+    fresh_timeout: float
 
-    def _list(self, request: web.Request, target: Target) -> web.Response:
-        items = self.store.list(target.kind, target.namespace, matcher(request, target.kind))
-        rv = str(self.store.rv)
+    async def _list(self, request: web.Request, target: Target, listing: options.ListOptions) -> web.Response:
+        kind = target.kind
+        rv = options.check_resource_version(listing.resource_version, resource_name(kind))
+        if rv is not None and rv > self.store.rv:
+            await freshness.until_fresh(self.store, rv, self.fresh_timeout)
+        if listing.match == "Exact" and rv is not None and rv != self.store.rv:
+            raise gone("The resourceVersion for the provided list is too old.")
+        query = request.query
+        page = self.pager.page(kind, target.namespace, matcher(request, kind), listing.limit, listing.continue_token,
+                               filtered=bool(query.get("labelSelector") or query.get("fieldSelector")))
+        meta: dict[str, Any] = {"resourceVersion": str(page.rv)}
+        if page.token:
+            meta["continue"] = page.token
+        if page.remaining is not None:
+            meta["remainingItemCount"] = page.remaining
         if wants_table(request):
-            return json_response(tables.table(target.kind, items, rv, request.query.get("includeObject", "Metadata")))
-        return json_response({"kind": f"{target.kind.kind}List", "apiVersion": target.kind.api_version,
-                              "metadata": {"resourceVersion": rv}, "items": items})
+            body = tables.table(kind, page.items, str(page.rv), query.get("includeObject", "Metadata"))
+            body["metadata"] = meta
+            return json_response(body)
+        return json_response({"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta,
+                              "items": page.items})
 
     def _respond(self, request: web.Request, kind: Kind, obj: dict[str, Any], code: int = 200,
                  warnings: list[str] | None = None) -> web.Response:
@@ -52,10 +69,13 @@ class Verbs:
                             request.query.get("includeObject", "Metadata")) if wants_table(request) else obj
         response = json_response(body, code)
         for warning in warnings or []:
-            response.headers.add("Warning", f'299 - "{warning}"')
+            response.headers.add("Warning", warning_header(warning))
         return response
 
-    def _check_object(self, target: Target, obj: Any) -> dict[str, Any]:
+    @staticmethod
+    def _check_object(target: Target, obj: Any) -> dict[str, Any]:
+        """The body as the object the URL names (rest.EnsureObjectNamespaceMatchesRequestNamespace,
+        handlers' checkName); what its metadata must be is the registry's (objectmeta.py)."""
         kind = target.kind
         if not isinstance(obj, dict):
             raise bad_request(f"the request body must be a {kind.kind} object")
@@ -64,106 +84,123 @@ class Verbs:
             raise bad_request(f"the API version in the data ({api_version}) or kind ({kind_name}) does not match "
                               f"the expected {kind.api_version} {kind.kind}")
         meta = obj.get("metadata")
+        if meta is None:
+            meta = obj["metadata"] = {}
         if not isinstance(meta, dict):
-            raise validation_error(kind, "", "metadata", "Required value")
-        name = meta.get("name") or target.name
-        if not name and meta.get("generateName"):
-            name = generated_name(meta["generateName"])
-        if not name:
-            raise validation_error(kind, "", "metadata.name", "Required value: name or generateName is required")
-        if len(name) > 253 or not _NAME.match(name):
-            raise validation_error(kind, name, "metadata.name",
-                                   f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower '
-                                   "case alphanumeric characters, '-' or '.', and must start and end with an "
-                                   "alphanumeric character")
+            raise bad_request(f"metadata must be an object ({kind.kind} in version \"{kind.version}\" cannot be "
+                              "handled)")
+        name = meta.get("name")
         if target.name is not None and name != target.name:
-            raise bad_request(f"the name of the object ({name}) does not match the name on the URL ({target.name})")
-        meta["name"] = name
+            raise bad_request(f"the name of the object ({name or ''}) does not match the name on the URL "
+                              f"({target.name})")
         if kind.namespaced:
             namespace = meta.get("namespace") or target.namespace or "default"
             if target.namespace is not None and namespace != target.namespace:
-                raise bad_request(f"the namespace of the provided object ({namespace}) does not match the namespace "
-                                  f"sent on the request ({target.namespace})")
+                raise bad_request(_NAMESPACE_MISMATCH)
             meta["namespace"] = namespace
         else:
             meta.pop("namespace", None)
         return obj
 
     async def _create(self, request: web.Request, target: Target) -> web.Response:
+        asked = options.write_options(request, "CreateOptions")
         obj = self._check_object(target, await read_body(request))
         await schemas.ready()
-        warnings = validation.check(target.kind, obj, request.query.get("fieldValidation", ""))
-        stored, more = self.objects.create(target.kind, obj, dry_run=request.query.get("dryRun") == "All")
+        warnings = validation.check(target.kind, obj, asked.field_validation)
+        validation.drop_unknown(target.kind, obj, warnings, asked.field_validation)
+        stored, more = self.objects.create(target.kind, obj, dry_run=asked.dry_run, manager=asked.manager)
         return self._respond(request, target.kind, stored, 201, warnings + more)
 
     async def _update(self, request: web.Request, target: Target) -> web.Response:
+        asked = options.write_options(request, "UpdateOptions")
         obj = self._check_object(target, await read_body(request))
         await schemas.ready()
-        warnings = validation.check(target.kind, obj, request.query.get("fieldValidation", ""))
-        return self._write(request, target, obj, obj["metadata"].get("resourceVersion"), warnings)
-
-    def _write(self, request: web.Request, target: Target, obj: dict[str, Any], expect_rv: str | None,
-               warnings: list[str]) -> web.Response:
-        stored, more = self.objects.update(target.kind, obj, expect_rv, target.subresource,
-                                           dry_run=request.query.get("dryRun") == "All")
+        warnings = validation.check(target.kind, obj, asked.field_validation)
+        validation.drop_unknown(target.kind, obj, warnings, asked.field_validation)
+        stored, more = self.objects.update(target.kind, obj, obj["metadata"].get("resourceVersion"),
+                                           target.subresource, dry_run=asked.dry_run, manager=asked.manager)
         return self._respond(request, target.kind, stored, 200, warnings + more)
 
     async def _patch(self, request: web.Request, target: Target) -> web.Response:
-        content_type = request.content_type
+        kind, content_type = target.kind, request.content_type
+        patch.check_type(kind, content_type)
+        asked = options.write_options(request, "PatchOptions", content_type)
         body = await read_body(request)
-        live = self.store.find(target.kind, target.namespace, target.name)
-        if live is None:
-            if content_type != patch.APPLY:
-                raise not_found(target.kind.plural, target.name, target.kind.group)
-            return await self._create(Replay(request, body), target)
-        if content_type == patch.APPLY:
-            self._check_object(target, body)
-        warnings = []
         await schemas.ready()
-        if content_type in (patch.APPLY, patch.STRATEGIC, patch.MERGE) and isinstance(body, dict):
-            warnings = validation.check(target.kind, {**live, **body} if content_type != patch.APPLY else body,
-                                        request.query.get("fieldValidation", ""))
-        patched = patch.apply_patch(copy.deepcopy(live), content_type, body)
+        if content_type == patch.APPLY:
+            return self._apply(request, target, body, asked)
+        live = self.store.find(kind, target.namespace, target.name)
+        if live is None:
+            raise not_found(kind.plural, target.name, kind.group)
+        patched = patch.apply_patch(copied(live), content_type, body)
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise bad_request("the patch leaves no object")
-        patched["metadata"]["name"], patched["apiVersion"], patched["kind"] = (
-            target.name, target.kind.api_version, target.kind.kind)
-        if target.kind.namespaced:
-            patched["metadata"]["namespace"] = live["metadata"]["namespace"]
-        expect = patched["metadata"].get("resourceVersion")
-        expect = expect if expect != live["metadata"]["resourceVersion"] else None
-        return self._write(request, target, patched, expect, warnings)
+        warnings = validation.check(kind, patched, asked.field_validation)
+        validation.drop_unknown(kind, patched, warnings, asked.field_validation)
+        meta = patched["metadata"]
+        if meta.get("name") != target.name:
+            raise bad_request(f"the name of the object ({meta.get('name') or ''}) does not match the name on the URL "
+                              f"({target.name})")
+        if kind.namespaced and meta.get("namespace", live["metadata"]["namespace"]) != target.namespace:
+            raise bad_request(_NAMESPACE_MISMATCH)
+        patched["apiVersion"], patched["kind"] = kind.api_version, kind.kind
+        if kind.namespaced:
+            meta["namespace"] = target.namespace
+        expect = meta.get("resourceVersion")
+        if expect is not None and not isinstance(expect, str):
+            raise bad_request("metadata.resourceVersion must be a string")
+        stored, more = self.objects.update(kind, patched, expect, target.subresource, dry_run=asked.dry_run,
+                                           manager=asked.manager, uid_precondition=False)
+        return self._respond(request, kind, stored, 200, warnings + more)
+
+    def _apply(self, request: web.Request, target: Target, config: Any, asked: options.WriteOptions) -> web.Response:
+        """Server-side apply (patch type application/apply-patch+yaml): the registry's `apply`."""
+        kind = target.kind
+        if not isinstance(config, dict):
+            raise bad_request(f"error decoding YAML: the applied configuration must be a {kind.kind} object")
+        if not isinstance(config.get("metadata", {}), dict):
+            raise bad_request("error decoding YAML: metadata must be an object")
+        meta = config.get("metadata") or {}
+        if kind.namespaced and meta.get("namespace") not in (None, "", target.namespace):
+            raise bad_request(_NAMESPACE_MISMATCH)
+        warnings = validation.check(kind, config, asked.field_validation)
+        validation.drop_unknown(kind, config, warnings, asked.field_validation)
+        obj, more, created = self.objects.apply(kind, target.namespace, target.name or "", config, asked.manager,
+                                                asked.force, target.subresource, asked.dry_run)
+        return self._respond(request, kind, obj, 201 if created else 200, warnings + more)
 
     async def _delete(self, request: web.Request, target: Target) -> web.Response:
-        options = await delete_options(request)
-        obj, _gone = self._delete_one(target.kind, target.namespace, target.name, options, request)
+        asked = options.delete_options(await delete_options(request))
+        obj, _gone = self._delete_one(target.kind, target.namespace, target.name, asked)
         return json_response(obj)
 
     async def _delete_collection(self, request: web.Request, target: Target) -> web.Response:
         items = self.store.list(target.kind, target.namespace, matcher(request, target.kind))
-        options = await delete_options(request)
+        asked = options.delete_options(await delete_options(request))
         deleted = []
         for obj in items:
             try:
                 deleted.append(self._delete_one(target.kind, obj["metadata"].get("namespace"),
-                                                obj["metadata"]["name"], options, request)[0])
+                                                obj["metadata"]["name"], asked)[0])
             except ApiError as exc:
                 if exc.code != 404:  # gone meanwhile (its owner's deletion took it): nothing to say
                     raise
         return json_response({"kind": f"{target.kind.kind}List", "apiVersion": target.kind.api_version,
                               "metadata": {"resourceVersion": str(self.store.rv)}, "items": deleted})
 
-    def _delete_one(self, kind: Kind, namespace: str | None, name: str, options: dict[str, Any],
-                    request: web.Request) -> tuple[dict[str, Any], bool]:
+    def _delete_one(self, kind: Kind, namespace: str | None, name: str,
+                    asked: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """DeleteOptions as the generic registry takes them: gracePeriodSeconds, propagationPolicy
         (or the older orphanDependents), preconditions.uid, dryRun."""
-        propagation = options.get("propagationPolicy")
-        if propagation is None and options.get("orphanDependents") is not None:
-            propagation = "Orphan" if options["orphanDependents"] else "Background"
-        return self.objects.delete(kind, namespace, name, options.get("gracePeriodSeconds"), propagation,
-                                   (options.get("preconditions") or {}).get("uid"),
-                                   dry_run=options.get("dryRun") == ["All"] or request.query.get("dryRun") == "All")
+        propagation = asked.get("propagationPolicy")
+        if propagation is None and asked.get("orphanDependents") is not None:
+            propagation = "Orphan" if asked["orphanDependents"] else "Background"
+        return self.objects.delete(kind, namespace, name, asked.get("gracePeriodSeconds"), propagation,
+                                   (asked.get("preconditions") or {}).get("uid"), dry_run=bool(asked.get("dryRun")))
 
 
-def validation_error(kind: Kind, name: str, field: str, message: str) -> ApiError:
-    return invalid(kind.kind, name, [(field, message)], kind.group)
+def warning_header(text: str) -> str:
+    """A Warning header as apimachinery's net.NewWarningHeader writes it: code 299, agent "-",
+    the text a quoted-string (`"` and `\\` escaped; kubectl drops a header that is not one)."""
+    quoted = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'299 - "{quoted}"'

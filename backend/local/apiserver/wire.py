@@ -18,6 +18,14 @@ from backend.local.apiserver.selectors import field_matcher, label_matcher
 from backend.local.registry.status import bad_request, too_large, unsupported_media
 
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request size limit
+# How deep a body may nest and how many values it may hold once decoded. Upstream's decoder
+# allows 10,000 levels (encoding/json's maxNestingDepth); here everything past the decoder
+# recurses in Python, so the bound is lower, far above any object Kubernetes defines. The
+# value count stops a YAML body whose aliases expand it (go-yaml's "excessive aliasing").
+MAX_DEPTH = 100
+MAX_VALUES = 1_000_000
+GO_TRUE = ("1", "t", "T", "true", "TRUE", "True")  # strconv.ParseBool's true and false
+GO_FALSE = ("0", "f", "F", "false", "FALSE", "False")
 
 
 class Target:
@@ -25,6 +33,11 @@ class Target:
 
     def __init__(self, kind: Kind, namespace: str | None, name: str | None, subresource: str | None):
         self.kind, self.namespace, self.name, self.subresource = kind, namespace, name, subresource
+
+
+def resource_name(kind: Kind) -> str:
+    """The GroupResource as errors name it: `pods`, `trainjobs.trainer.kubeflow.org`."""
+    return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
 
 
 async def read_body(request: web.Request) -> Any:
@@ -36,45 +49,95 @@ async def read_body(request: web.Request) -> Any:
         return protobuf.decode(raw)
     if content_type not in ("application/json", "application/yaml", "", *patch.TYPES):
         raise unsupported_media(content_type, ["application/json", "application/yaml", *patch.TYPES])
+    return decode(raw, "yaml" if content_type in ("application/yaml", patch.APPLY) else "json")
+
+
+def decode(raw: bytes, form: str) -> Any:
+    """A JSON or YAML body, bounded (MAX_DEPTH, MAX_VALUES); 400 for one that is not."""
     try:
-        if content_type in ("application/yaml", patch.APPLY):
-            return yaml.safe_load(raw.decode())
-        return json.loads(raw or b"null")
+        body = yaml.safe_load(raw.decode()) if form == "yaml" else json.loads(raw or b"null")
+    except RecursionError:
+        raise _too_deep() from None
     except (ValueError, yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise bad_request(f"the request body is not valid {'YAML' if 'yaml' in content_type else 'JSON'}: "
-                          f"{str(exc).splitlines()[0]}") from None
+        raise bad_request(f"the request body is not valid {form.upper()}: {(str(exc).splitlines() or [''])[0]}") \
+            from None
+    _check_bounds(body)
+    return body
+
+
+def _too_deep() -> Exception:
+    return bad_request(f"the request body nests deeper than {MAX_DEPTH} levels (the embedded cluster's limit)")
+
+
+def _check_bounds(body: Any) -> None:
+    """Walked without recursion: a body within MAX_DEPTH levels and MAX_VALUES values."""
+    stack, seen = [(body, 1)], 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise bad_request(f"the request body holds more than {MAX_VALUES} values")
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                raise _too_deep()
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+
+
+# DeleteOptions' fields and the JSON types they decode from (meta/v1 types.go)
+_DELETE_FIELDS: dict[str, tuple[type, ...]] = {
+    "gracePeriodSeconds": (int,), "propagationPolicy": (str,), "orphanDependents": (bool,),
+    "preconditions": (dict,), "dryRun": (list,), "kind": (str,), "apiVersion": (str,),
+    "ignoreStoreReadErrorWithClusterBreakingPotential": (bool,)}
 
 
 async def delete_options(request: web.Request) -> dict[str, Any]:
+    """DeleteOptions from the body and the query; 400 for a body that does not decode into one."""
     raw = await request.read()
-    options: dict[str, Any] = {}
-    if raw.strip():
-        try:
-            options = json.loads(raw)
-        except ValueError:
-            raise bad_request("DeleteOptions: the body is not valid JSON") from None
+    if len(raw) > MAX_BODY:
+        raise too_large(MAX_BODY)
+    options = decode(raw, "json") if raw.strip() else {}
+    if not isinstance(options, dict):
+        raise bad_request("DeleteOptions: the body must be a JSON object")
+    for key, value in options.items():
+        types = _DELETE_FIELDS.get(key)
+        if value is not None and types is not None and (not isinstance(value, types) or
+                                                        (isinstance(value, bool) and bool not in types)):
+            raise bad_request(f"DeleteOptions: {key} has the wrong type ({type(value).__name__})")
+    preconditions = options.get("preconditions") or {}
+    if not all(isinstance(preconditions.get(k, ""), (str, type(None))) for k in ("uid", "resourceVersion")):
+        raise bad_request("DeleteOptions: preconditions.uid and resourceVersion must be strings")
     if "gracePeriodSeconds" in request.query:
-        try:
-            options["gracePeriodSeconds"] = int(request.query["gracePeriodSeconds"])
-        except ValueError:
-            raise bad_request("gracePeriodSeconds must be an integer") from None
+        options["gracePeriodSeconds"] = parse_int(request.query, "gracePeriodSeconds")
+    for value in request.query.getall("dryRun", []):
+        options["dryRun"] = [*(options.get("dryRun") or []), value]
     return options
 
 
-class Replay:
-    """A request whose body was already read (server-side apply creating the object)."""
+def parse_bool(query: Any, name: str) -> bool | None:
+    """strconv.ParseBool of a query parameter; None when absent."""
+    value = query.get(name)
+    if value is None:
+        return None
+    if value in GO_TRUE:
+        return True
+    if value in GO_FALSE:
+        return False
+    raise bad_request(f'strconv.ParseBool: parsing {json.dumps(value)}: invalid syntax')
 
-    def __init__(self, request: web.Request, body: Any):
-        self._request, self._body = request, body
-        self.query, self.headers, self.content_type = request.query, request.headers, "application/json"
 
-    async def read(self) -> bytes:
-        return json.dumps(self._body).encode()
-
-
-def flag(value: str | None) -> bool:
-    """A boolean query parameter as Go's strconv.ParseBool reads it ("true", "True", "1", "t"...)."""
-    return value in ("1", "t", "T", "true", "TRUE", "True")
+def parse_int(query: Any, name: str) -> int | None:
+    """strconv.ParseInt(value, 10, 64) of a query parameter; None when absent."""
+    value = query.get(name)
+    if value is None:
+        return None
+    text = value[1:] if value[:1] in "+-" else value
+    if not text.isascii() or not text.isdigit():
+        raise bad_request(f'strconv.ParseInt: parsing {json.dumps(value)}: invalid syntax')
+    number = int(value)
+    if not -(2 ** 63) <= number < 2 ** 63:
+        raise bad_request(f'strconv.ParseInt: parsing {json.dumps(value)}: value out of range')
+    return number
 
 
 def wants_table(request: web.Request) -> bool:

@@ -20,7 +20,7 @@ from typing import Awaitable, Callable
 
 from backend.local.node.logs import PodLog
 from backend.local.node.podspec import ENV_CLUSTER, ENV_POD, LaunchSpec
-from backend.processes import SpawnError, kill_group, spawn, sweep, wait_gone_async
+from backend.processes import SpawnError, kill_group, marked_processes, spawn, sweep, wait_gone_async
 
 log = logging.getLogger("kfcockpit.kubelet")
 
@@ -75,6 +75,18 @@ class Container:
         the training core saves the step it is at and exits)."""
         if self.pid is not None and not self.exit.done():
             kill_group(self.pid, signal.SIGTERM)
+
+    def signal_all(self, sig: int) -> None:
+        """`sig` to every process of the run: its group and what it started in sessions of its own
+        (SIGSTOP and SIGCONT: a pod frozen as a stuck machine freezes, and thawed)."""
+        if self.pid is None or self.exit.done():
+            return
+        kill_group(self.pid, sig)
+        for pid in marked_processes({ENV_CLUSTER: self.cluster_root, ENV_POD: self.key}):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
 
     def kill(self) -> list[int]:
         """SIGKILL the process group and whatever it started in sessions of its own, found by the

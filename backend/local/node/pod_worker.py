@@ -15,6 +15,9 @@ status.
 - activeDeadlineSeconds: the pod is killed and Failed (DeadlineExceeded) once it has run so long.
 - Deletion (a deletionTimestamp): SIGTERM now, SIGKILL when its grace period has passed; once the
   container has ended, the kubelet's last word, a delete with grace 0, lets the pod go.
+- Freezing (this project's, no upstream kubelet has it): while the pod carries FREEZE_ANNOTATION
+  "true", every process of its running container is stopped (SIGSTOP), as a frozen node or a
+  stuck kernel leaves a rank: Running, silent, its peers blocked on it; `kfcockpit pod freeze`.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from backend.errors import InvalidResource
 from backend.local.node import podspec
 from backend.local.node.container import START_ERROR_STATUS, Container
 from backend.local.node.logs import PodLog
+from backend.models import FREEZE_ANNOTATION
 from backend.processes import describe_exit
 
 log = logging.getLogger("kfcockpit.kubelet")
@@ -36,6 +40,11 @@ log = logging.getLogger("kfcockpit.kubelet")
 Obj = dict[str, Any]
 _BACKOFF_START, _BACKOFF_MAX = 10.0, 300.0
 _DEADLINE = ("DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
+
+
+def frozen_by(pod: Obj) -> bool:
+    """Whether the pod asks for its processes to be stopped."""
+    return ((pod.get("metadata") or {}).get("annotations") or {}).get(FREEZE_ANNOTATION) == "true"
 
 
 class Node(Protocol):
@@ -78,6 +87,7 @@ class PodWorker:
         self.task: asyncio.Task | None = None
         self._kill_timer: asyncio.TimerHandle | None = None
         self._deadline_hit = False
+        self.frozen = False  # its running container's processes are stopped (FREEZE_ANNOTATION)
         self._lost: Obj | None = None  # the run its node's previous kubelet left, if any
 
     def recover(self) -> None:
@@ -111,6 +121,9 @@ class PodWorker:
         if first:
             self.node.record(self.pod, "Normal", "Killing", f"Stopping container {self.container_spec.get('name')}")
             run.terminate()
+            if self.frozen:  # a stopped process keeps SIGTERM pending: let it act on it
+                self.frozen = False
+                run.signal_all(signal.SIGCONT)
         if grace <= 0:
             run.kill()
             return
@@ -118,6 +131,20 @@ class PodWorker:
             if self._kill_timer is not None:
                 self._kill_timer.cancel()
             self._kill_timer = asyncio.get_running_loop().call_later(grace, run.kill)
+
+    def freeze(self, frozen: bool) -> None:
+        """Stop (SIGSTOP) or continue (SIGCONT) every process of the running container, as the
+        pod's FREEZE_ANNOTATION asks: a frozen node or a stuck kernel to practise on (its pod stays
+        Running, its peers wait in their collective). Said once per change, as an event."""
+        run = self.run
+        if frozen == self.frozen or run is None or run.exit.done():
+            return
+        self.frozen = frozen
+        run.signal_all(signal.SIGSTOP if frozen else signal.SIGCONT)
+        name = self.container_spec.get("name")
+        self.node.record(self.pod, "Warning" if frozen else "Normal", "Frozen" if frozen else "Thawed",
+                         f"Every process of container {name} {'stopped' if frozen else 'continued'} "
+                         f"(annotation {FREEZE_ANNOTATION})")
 
     def kill(self) -> None:
         """The pod is gone from the API: its processes go now, nothing more is reported."""
@@ -172,6 +199,8 @@ class PodWorker:
             run = self.run = Container(self.key, self.node.cluster_root,
                                        self.node.open_log(self.pod, self.container_spec.get("name", ""), self.restarts))
             await self.node.start(self.pod, run, spec, cgroups)
+            self.frozen = False
+            self.freeze(frozen_by(self.pod))  # annotated before it started (or restarted)
             if self.deleting:  # deleted while it was starting
                 run.kill()
             if run.start_error:

@@ -3,28 +3,33 @@ theirs upstream. The generic registry by kind name, so every write goes through 
 strategies (defaults, validation, deletion) as a request to the API server does.
 
 Reads return copies (the store's objects are shared and never change in place); writes take the
-object to store. `mutate` is a read-modify-write: the process is single-threaded, so a change
+object to store, and their managedFields name the client's `manager` (what client-go's user
+agent or a field manager names upstream: kube-controller-manager, kubelet...). `mutate` is a
+read-modify-write: the process is single-threaded, so a change
 made without awaiting between the read and the write never conflicts.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Callable
 
 from backend.local.registry.generic import Registry, rfc3339
 from backend.local.registry.status import ApiError
 from backend.local.registry.store import Event, Watch
 from backend.local.registry.strategy import Obj
+from backend.local.registry.values import copied
 
 
 def is_not_found(exc: ApiError) -> bool:
     return exc.code == 404
 
 
+MANAGER = "kfcockpit-controller"
+
+
 class Client:
-    def __init__(self, registry: Registry):
-        self.registry = registry
+    def __init__(self, registry: Registry, manager: str = MANAGER):
+        self.registry, self.manager = registry, manager
 
     @property
     def store(self):
@@ -45,7 +50,7 @@ class Client:
 
     def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         found = self.registry.find(kind, namespace, name)
-        return copy.deepcopy(found) if found is not None else None
+        return copied(found) if found is not None else None
 
     def list(self, kind: str, namespace: str | None = None, labels: dict[str, str] | None = None,
              match: Callable[[Obj], bool] | None = None) -> list[Obj]:
@@ -53,7 +58,7 @@ class Client:
             have = obj["metadata"].get("labels") or {}
             return all(have.get(k) == v for k, v in (labels or {}).items()) and (match is None or match(obj))
 
-        return [copy.deepcopy(o) for o in self.store.list(self._kind(kind), namespace, wanted)]
+        return [copied(o) for o in self.store.list(self._kind(kind), namespace, wanted)]
 
     def peek(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         """The stored object itself, to read and never change (no copy: cheap for checks)."""
@@ -61,7 +66,7 @@ class Client:
 
     def dependents(self, uid: str) -> list[tuple[str, Obj]]:
         """(kind, object) of everything whose ownerReferences name `uid`."""
-        return [(self.kinds.by_key(k).kind, copy.deepcopy(o)) for k, o in self.store.dependents(uid)]
+        return [(self.kinds.by_key(k).kind, copied(o)) for k, o in self.store.dependents(uid)]
 
     def watch(self, kind: str, namespace: str | None = None, match: Callable[[Obj], bool] | None = None,
               since: str | None = None) -> tuple[Watch, list[Event]]:
@@ -75,24 +80,26 @@ class Client:
     # ------------------------------------------------------------------ writes
 
     def create(self, kind: str, obj: Obj) -> Obj:
-        return copy.deepcopy(self.registry.create(self._kind(kind), obj)[0])
+        return copied(self.registry.create(self._kind(kind), obj, manager=self.manager)[0])
 
     def update(self, kind: str, obj: Obj) -> Obj:
         """Replace the object; its metadata.resourceVersion, when given, must still be current."""
-        return copy.deepcopy(self.registry.update(self._kind(kind), obj, obj["metadata"].get("resourceVersion"))[0])
+        return copied(self.registry.update(self._kind(kind), obj, obj["metadata"].get("resourceVersion"),
+                                                  manager=self.manager)[0])
 
     def update_status(self, kind: str, obj: Obj) -> Obj:
-        return copy.deepcopy(self.registry.update(self._kind(kind), obj, obj["metadata"].get("resourceVersion"),
-                                                  subresource="status")[0])
+        return copied(self.registry.update(self._kind(kind), obj, obj["metadata"].get("resourceVersion"),
+                                                  subresource="status", manager=self.manager)[0])
 
     def finalize(self, kind: str, obj: Obj) -> Obj:
         """A Namespace's /finalize: its spec.finalizers as `obj` has them."""
-        return copy.deepcopy(self.registry.update(self._kind(kind), obj, subresource="finalize")[0])
+        return copied(self.registry.update(self._kind(kind), obj, subresource="finalize",
+                                                  manager=self.manager)[0])
 
     def bind(self, namespace: str, name: str, node: str) -> Obj:
         """pods/binding: the pod assigned to `node` (the scheduler's write)."""
         body = {"metadata": {"name": name, "namespace": namespace}, "target": {"kind": "Node", "name": node}}
-        return copy.deepcopy(self.registry.update(self._kind("Pod"), body, subresource="binding")[0])
+        return copied(self.registry.update(self._kind("Pod"), body, subresource="binding")[0])
 
     def mutate(self, kind: str, namespace: str | None, name: str, change: Callable[[Obj], object],
                status: bool = False) -> Obj | None:
@@ -115,4 +122,4 @@ class Client:
             if is_not_found(exc):
                 return None
             raise
-        return None if gone else copy.deepcopy(obj)
+        return None if gone else copied(obj)

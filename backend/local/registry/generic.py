@@ -9,7 +9,11 @@
 - update: the main resource never changes status, /status changes only status, /finalize only a
   Namespace's spec.finalizers; an object being deleted may lose finalizers but gain none. An
   object being deleted that has nothing left holding it (finalizers, grace, its strategy's own
-  reason) goes when the update that freed it is stored.
+  reason) goes when the update that freed it is stored. A custom resource's update names the
+  resourceVersion it read (CRDs' AllowUnconditionalUpdate is false); an update naming another uid
+  fails its precondition (409), a patch that changes it is invalid (objectmeta.py).
+- every create and update: metadata as objectmeta.py checks it, and managedFields recorded for
+  the writer (managed_fields.py); `apply` is server-side apply, its merge and conflicts.
 - delete: the strategy may refuse it or give it a grace period (pods); the propagation policy
   becomes the garbage collector's finalizer (orphan, foregroundDeletion), as
   `deletionFinalizersForGarbageCollection` does; an object held by finalizers or grace is only
@@ -20,15 +24,17 @@ A write returns once stored: nothing here waits for, or runs, a controller.
 
 from __future__ import annotations
 
-import copy
 import secrets
 import time
 import uuid
 from typing import Callable
 
-from backend.local.registry import crds
+from backend.local.registry import crds, managed_fields, objectmeta
+from backend.local.registry.crds import fielderrors as fe
+from backend.local.registry.fieldshapes import root_shape
 from backend.local.registry.kinds import Kind, Kinds
-from backend.local.registry.status import ApiError, conflict, forbidden, invalid, not_found
+from backend.local.registry.managed_fields import Writer
+from backend.local.registry.status import ApiError, bad_request, conflict, forbidden, invalid, not_found
 from backend.local.registry.store import Store
 from backend.local.registry.strategy import (
     BACKGROUND,
@@ -39,6 +45,7 @@ from backend.local.registry.strategy import (
     Obj,
     Strategy,
 )
+from backend.local.registry.values import copied
 
 _SYSTEM_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                   "generation")
@@ -82,8 +89,16 @@ class Registry:
 
     # ------------------------------------------------------------------ create
 
-    def create(self, kind: Kind, obj: Obj, dry_run: bool = False) -> tuple[Obj, list[str]]:
-        obj = copy.deepcopy(obj)
+    def _writer(self, kind: Kind, manager: str, subresource: str | None = None) -> Writer:
+        return Writer(manager, kind.api_version, subresource or "", "status" in kind.subresources)
+
+    def create(self, kind: Kind, obj: Obj, dry_run: bool = False, manager: str = "") -> tuple[Obj, list[str]]:
+        """Store a new object; `manager` is the writer its managedFields name."""
+        return self._create(kind, obj, dry_run, self._writer(kind, manager))
+
+    def _create(self, kind: Kind, obj: Obj, dry_run: bool, writer: Writer | None) -> tuple[Obj, list[str]]:
+        """writer None: obj's managedFields are already what they must be (an apply)."""
+        obj = copied(obj)
         obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
         meta = obj.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
@@ -105,7 +120,11 @@ class Registry:
             obj.pop("status", None)
         warnings = crds.admit(kind.kind, "CREATE", obj, None, self._lookup, rfc3339(self.clock()))
         strategy.prepare_for_create(obj, self)
+        objectmeta.check_create(kind, obj, strategy.name_problems)
         warnings += strategy.validate(obj, self)
+        if writer is not None:
+            shell = managed_fields.empty_live(obj, typed=crds.schema(kind.kind) is None)
+            managed_fields.record_update(root_shape(kind.kind), None, obj, writer, rfc3339(self.clock()), shell)
         if dry_run:
             return obj, warnings
         return self.store.create(kind, obj), warnings
@@ -122,40 +141,86 @@ class Registry:
     # ------------------------------------------------------------------ update
 
     def update(self, kind: Kind, obj: Obj, expect_rv: str | None = None, subresource: str | None = None,
-               dry_run: bool = False) -> tuple[Obj, list[str]]:
+               dry_run: bool = False, manager: str = "", uid_precondition: bool = True) -> tuple[Obj, list[str]]:
+        """Replace an object (or its subresource); `expect_rv`: the version the writer read. An
+        update's uid is a precondition (a PUT's, as upstream's UpdatedObjectInfo makes it); a
+        patch's is a field that may not change (`uid_precondition=False`)."""
         meta = obj.get("metadata") or {}
         old = self.store.get(kind, meta.get("namespace") if kind.namespaced else None, meta.get("name", ""))
+        if uid_precondition and meta.get("uid") and meta["uid"] != old["metadata"].get("uid"):
+            raise conflict(kind.plural, old["metadata"]["name"], f"Precondition failed: UID in precondition: "
+                           f"{meta['uid']}, UID in object meta: {old['metadata'].get('uid')}", kind.group)
+        if not expect_rv and subresource in (None, "status") and crds.schema(kind.kind) is not None:
+            raise fe.invalid(f"{kind.plural}.{kind.group}", old["metadata"]["name"], [
+                fe.invalid_value("metadata.resourceVersion", fe.GoJSON("0x0"), "must be specified for an update")])
+        return self._update(kind, obj, old, expect_rv, subresource, dry_run, self._writer(kind, manager, subresource))
+
+    def _update(self, kind: Kind, obj: Obj, old: Obj, expect_rv: str | None, subresource: str | None,
+                dry_run: bool, writer: Writer | None) -> tuple[Obj, list[str]]:
         strategy = self.strategy(kind)
         if subresource == "status":
-            new = {**copy.deepcopy(old), "status": copy.deepcopy(obj.get("status"))}
+            new = {**copied(old), "status": copied(obj.get("status"))}
             warnings = strategy.validate_status_update(new, old, self)
         elif subresource == "finalize":
-            new = copy.deepcopy(old)
+            new = copied(old)
             new.setdefault("spec", {})["finalizers"] = list((obj.get("spec") or {}).get("finalizers") or [])
             warnings = []
         elif subresource is not None:
-            new, warnings = strategy.update_subresource(subresource, obj, copy.deepcopy(old)), []
+            new, warnings, writer = strategy.update_subresource(subresource, obj, copied(old)), [], None
         else:
-            new = copy.deepcopy(obj)
+            new = copied(obj)
             new["apiVersion"], new["kind"] = kind.api_version, kind.kind
+            new_meta = new.setdefault("metadata", {})
+            new_meta["uid"] = new_meta.get("uid") or old["metadata"].get("uid")
             if "status" in kind.subresources:
                 new.pop("status", None)
                 if "status" in old:
-                    new["status"] = copy.deepcopy(old["status"])
+                    new["status"] = copied(old["status"])
             for system in ("deletionTimestamp", "deletionGracePeriodSeconds"):
-                new["metadata"].pop(system, None)
+                new_meta.pop(system, None)
                 if system in old["metadata"]:
-                    new["metadata"][system] = old["metadata"][system]
+                    new_meta[system] = old["metadata"][system]
             self._check_finalizers(kind, new, old)
             warnings = crds.admit(kind.kind, "UPDATE", new, old, self._lookup, rfc3339(self.clock()))
             strategy.prepare_for_update(new, old)
+            objectmeta.check_update(kind, new, old, strategy.name_problems)
             warnings += strategy.validate_update(new, old, self)
+        if writer is not None:
+            managed_fields.record_update(root_shape(kind.kind), old, new, writer, rfc3339(self.clock()))
+        elif "managedFields" in (obj.get("metadata") or {}):  # an apply's, already computed
+            new["metadata"]["managedFields"] = copied(obj["metadata"]["managedFields"])
         if dry_run:
             return new, warnings
         stored = self.store.update(kind, new, expect_rv)
         if stored["metadata"].get("deletionTimestamp") and self._removable(kind, stored):
             return self.store.delete(kind, stored["metadata"].get("namespace"), stored["metadata"]["name"]), warnings
         return stored, warnings
+
+    # ------------------------------------------------------------------ server-side apply
+
+    def apply(self, kind: Kind, namespace: str | None, name: str, config: Obj, manager: str, force: bool = False,
+              subresource: str | None = None, dry_run: bool = False) -> tuple[Obj, list[str], bool]:
+        """Server-side apply of `config` by `manager` (created when missing): (the object,
+        warnings, whether it was created). 409 Conflict for fields other managers own, unless
+        `force`."""
+        if (config.get("apiVersion"), config.get("kind")) != (kind.api_version, kind.kind):
+            group, _, version = str(config.get("apiVersion") or "").rpartition("/")
+            raise bad_request(f"invalid object type: {group}/{version}, Kind={config.get('kind') or ''}")
+        live = self.store.find(kind, namespace if kind.namespaced else None, name)
+        if live is None and subresource is not None:
+            raise not_found(kind.plural, name, kind.group)
+        writer = self._writer(kind, manager, subresource)
+        shell = managed_fields.empty_live(config, typed=crds.schema(kind.kind) is None)
+        merged = managed_fields.apply(root_shape(kind.kind), live, config, writer, force, rfc3339(self.clock()), shell)
+        merged_name = (merged.get("metadata") or {}).get("name")
+        if merged_name != name:
+            raise bad_request(f"the name of the object ({merged_name or ''}) does not match the name on the URL "
+                              f"({name})")
+        if live is None:
+            merged["metadata"]["namespace"] = namespace
+            return (*self._create(kind, merged, dry_run, None), True)
+        return (*self._update(kind, merged, live, live["metadata"]["resourceVersion"], subresource, dry_run, None),
+                False)
 
     @staticmethod
     def _check_finalizers(kind: Kind, new: Obj, old: Obj) -> None:
@@ -191,7 +256,7 @@ class Registry:
                                            'supported values: "Orphan", "Background", "Foreground"')
         if dry_run:
             return obj, False
-        new = copy.deepcopy(obj)
+        new = copied(obj)
         new_meta = new["metadata"]
         finalizers = _gc_finalizers(new_meta.get("finalizers") or [], propagation, strategy.default_propagation)
         seconds = max(0, strategy.graceful_delete(obj, grace))

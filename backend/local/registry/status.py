@@ -11,13 +11,16 @@ from typing import Any
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None):
+    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None,
+                 list_meta: dict[str, Any] | None = None):
+        """`list_meta`: the Status's metadata (a 410's continue token)."""
         super().__init__(message)
         self.code, self.reason, self.message, self.details = code, reason, message, details
+        self.list_meta = list_meta or {}
 
     def status(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                                "message": self.message, "reason": self.reason, "code": self.code}
+        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": dict(self.list_meta),
+                                "status": "Failure", "message": self.message, "reason": self.reason, "code": self.code}
         if self.details:
             body["details"] = self.details
         return body

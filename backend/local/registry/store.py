@@ -16,7 +16,6 @@ atomically; fsynced for `durable` kinds) and loaded again by the next controller
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import logging
 import time
@@ -29,6 +28,7 @@ from typing import Any, Callable, Iterator
 from backend.local.registry.kinds import Kind, Kinds
 from backend.local.registry.revision import Revision
 from backend.local.registry.status import already_exists, conflict, gone, not_found
+from backend.local.registry.values import copied
 from training.atomic import write_atomic
 
 log = logging.getLogger("kfcockpit.apiserver")
@@ -121,7 +121,7 @@ class Store:
     # ------------------------------------------------------------------ writes
 
     def create(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
-        obj = copy.deepcopy(obj)  # the caller's dict (often a shallow copy of a stored one) stays theirs
+        obj = copied(obj)  # the caller's dict (often a shallow copy of a stored one) stays theirs
         meta = obj.setdefault("metadata", {})
         key = self.key(kind, meta.get("namespace"), meta["name"])
         if key in self.objects:
@@ -135,7 +135,7 @@ class Store:
 
     def update(self, kind: Kind, obj: dict[str, Any], expect_rv: str | None = None) -> dict[str, Any]:
         """Replace an object; `expect_rv`: the version the writer read (optimistic concurrency)."""
-        obj = copy.deepcopy(obj)
+        obj = copied(obj)
         meta = obj["metadata"]
         key = self.key(kind, meta.get("namespace"), meta["name"])
         old = self.objects.get(key)
@@ -166,7 +166,7 @@ class Store:
             raise not_found(kind.plural, name, kind.group)
         self._index_owners(key, old, add=False)
         version = self.revision.next()
-        last = copy.deepcopy(old)
+        last = copied(old)
         last["metadata"]["resourceVersion"] = str(version)
         self._publish(kind, Event(version, kind.key, "DELETED", last))
         if kind.persisted and self.directory is not None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from backend.local.registry.crds.names import dns1123_subdomain
 from backend.local.registry.status import ApiError
 
 Obj = dict[str, Any]
@@ -43,6 +44,9 @@ class Strategy:
     """A plain object's rules (a ConfigMap's); each kind's strategy overrides what differs."""
 
     keep_status_on_create = False  # a kind whose creator also reports its status (a Node)
+    # The problems with a name of this kind (upstream's ValidateNameFunc for it; most kinds'
+    # names are RFC 1123 subdomains, as NameIsDNSSubdomain says).
+    name_problems = staticmethod(dns1123_subdomain)
     default_propagation = BACKGROUND  # the dependents' fate when a delete does not say
 
     def prepare_for_create(self, obj: Obj, reader: Reader) -> None:

@@ -112,6 +112,7 @@ class Following(Part):
         self.followed = job
         screen.job_bar.followed = job
         screen.job_bar.job = self.jobs.get(job)
+        screen.job_bar.total_steps = None
         screen.job_bar.show_progress(None, None, now=True)
         self.focus = _first_focus(self.jobs.get(job))
         self._marked = {}
@@ -237,6 +238,11 @@ class Following(Part):
         screen.timeline.model.add_lines(batch)
         table = screen.pods_table
         table.progress(batch)
+        for line in batch:  # the run's length, from a group's start line (`steps=`): progress and ETA
+            if line.step is None and "event=start" in line.text:
+                total = _steps_of(line.text)
+                if total:
+                    screen.job_bar.total_steps = total
         for line in reversed(batch):  # the newest group's newest step, to the job bar
             if line.step is not None:
                 pod = table.pods.get(line.pod)
@@ -252,7 +258,11 @@ class Following(Part):
         lines are read, once for each hang, and tell which (its row and its log follow)."""
         screen = self.screen
         hang = screen.timeline.model.hang(screen.clock())
-        screen.pods_table.show_hang(hang)
+        if hang != screen.job_bar.hang:
+            screen.pods_table.show_hang(hang)
+            screen.job_bar.hang = hang
+            screen.timeline.show_hang(hang)
+            self.changed("hang")
         if hang is not None and hang.unheard and self.followed and self._asked != (self.followed, hang.step):
             self._asked = (self.followed, hang.step)
             self.run(self._hear_from(self.followed, hang.unheard), group="last-lines", exclusive=True)
@@ -273,6 +283,13 @@ class Following(Part):
             screen.job_bar.show_goodput(report)
             screen.timeline.show_goodput(report)
             self.changed("goodput")
+
+
+def _steps_of(text: str) -> int | None:
+    from training.logfmt import parse_line
+
+    value = parse_line(text).get("steps", "")
+    return int(value) if value.isdigit() else None
 
 
 def _first_focus(job: "JobSummary | None") -> "LogFocus":

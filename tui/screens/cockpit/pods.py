@@ -1,6 +1,8 @@
 """What the learner does to a pod: kill it (the fault the lesson is about: only a running pod the
-learner can see, asked first unless the preferences say not to), read its lines alone, or go to a
-rank of a group too large for a row per pod."""
+learner can see, asked first unless the preferences say not to), freeze and thaw it (a hang to
+practise on, where the cluster can), restart a whole group (a hung one: every running pod of its
+newest attempt deleted, always asked first), read its lines alone, or go to a rank of a group too
+large for a row per pod."""
 
 from __future__ import annotations
 
@@ -8,6 +10,10 @@ from tui.screens.cockpit.part import Part
 
 
 class PodActions(Part):
+    def __init__(self, screen) -> None:
+        super().__init__(screen)
+        self.frozen: set[str] = set()  # the pods this cockpit froze: F on one thaws it
+
     def ask_kill(self) -> None:
         screen = self.screen
         panels, table = screen.panels, screen.pods_table
@@ -36,6 +42,69 @@ class PodActions(Part):
         cluster = self.screen.session.cluster
         if await self.call(f"kill {pod}", cluster.kill_pod(pod), ok=True) is not None:
             self.notify(f"killed {pod}: watch the group restart and resume", title="fault injected")
+
+    def toggle_freeze(self) -> None:
+        screen = self.screen
+        cluster = screen.session.cluster
+        if cluster is not None and not cluster.capabilities.freezes_pods:
+            self.notify(f"{cluster.capabilities.description} cannot freeze a pod; the hang detector works "
+                        "the same on a real hang", severity="warning")
+            return
+        pod = screen.pods_table.selected_pod
+        if pod is None or screen.pods_table.is_history(pod) or not screen.panels.is_shown("pods"):
+            screen.panels.show("pods")
+            self.notify("no running pod selected: pick one in the pods panel, then F", severity="warning")
+            return
+        frozen = pod not in self.frozen
+        self.run(self._freeze(pod, frozen), group="freeze")
+
+    async def _freeze(self, pod: str, frozen: bool) -> None:
+        cluster = self.screen.session.cluster
+        verb = "freeze" if frozen else "thaw"
+        if await self.call(f"{verb} {pod}", cluster.freeze_pod(pod, frozen), ok=True) is None:
+            return
+        (self.frozen.add if frozen else self.frozen.discard)(pod)
+        self.changed("frozen")
+        self.notify(f"froze {pod}: its rank stops, the others wait; the hang is called once the silence "
+                    "outlasts the rule (F again thaws it, R restarts the group)" if frozen
+                    else f"thawed {pod}: its group goes on", title="fault injected" if frozen else "pods")
+
+    def ask_restart_group(self) -> None:
+        screen = self.screen
+        table = screen.pods_table
+        pods = sorted(name for name, pod in table.pods.items()
+                      if pod.restart_attempt == table.latest_attempt and not table.is_history(name)
+                      and not pod.phase.finished)
+        if not pods:
+            self.notify("no running group to restart: follow a running job first", severity="warning")
+            return
+        from tui.screens.confirm import ConfirmScreen
+
+        hang = screen.timeline.model.hang(screen.clock())
+        why = f"{hang.one_line()}\n\n" if hang is not None else ""
+        screen.app.push_screen(
+            ConfirmScreen(f"Restart {table.job}'s group ({len(pods)} pods)?",
+                          f"{why}Its pods are deleted; the failure policy makes a new group, which "
+                          "resumes from the newest valid checkpoint and uses one restart of the budget.",
+                          yes="Restart"),
+            lambda yes: self.run(self._restart_group(pods), group="kill") if yes else None)
+
+    async def _restart_group(self, pods: list[str]) -> None:
+        import asyncio
+
+        from backend.errors import NotFound
+
+        cluster = self.screen.session.cluster
+
+        async def delete(pod: str) -> None:
+            try:
+                await cluster.kill_pod(pod)
+            except NotFound:
+                pass  # the first deletion's restart took it already
+
+        if await self.call("restart the group", asyncio.gather(*(delete(pod) for pod in pods)), ok=True):
+            self.notify(f"deleted {len(pods)} pods: watch the group come back", title="group restarted")
+            self.changed("restarted")
 
     def show_logs(self, pod: str | None) -> None:
         """The logs panel, with only `pod`'s lines when one is given."""

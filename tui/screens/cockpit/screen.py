@@ -289,6 +289,12 @@ class CockpitScreen(Screen):
     def action_kill_pod(self) -> None:
         self.pod_actions.ask_kill()
 
+    def action_freeze_pod(self) -> None:
+        self.pod_actions.toggle_freeze()
+
+    def action_restart_group(self) -> None:
+        self.pod_actions.ask_restart_group()
+
     def action_show_logs(self) -> None:
         in_pods = self.panels.panel_of(self.app.focused) == "pods"
         self.pod_actions.show_logs(self.pods_table.selected_pod if in_pods else None)

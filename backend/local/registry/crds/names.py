@@ -1,5 +1,5 @@
 """Name checks with k8s.io/apimachinery v0.36's messages (pkg/util/validation/validation.go,
-pkg/api/validate/content/kube.go): DNS-1035 labels, RFC 1123 subdomains, qualified names
+pkg/api/validate/content/kube.go): DNS-1035 labels, RFC 1123 labels and subdomains, qualified names
 (label keys), label values and domain-prefixed paths. Each returns the list of problems the
 Go function returns, so callers word their errors as upstream's callers do.
 """
@@ -42,6 +42,15 @@ def dns1035_label(value: str) -> list[str]:
         problems.append(regex_error("a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
                                     "start with an alphabetic character, and end with an alphanumeric character",
                                     _DNS1035_LABEL, "my-name", "abc-123"))
+    return problems
+
+
+def dns1123_label(value: str) -> list[str]:
+    problems = [max_len_error(63)] if len(value) > 63 else []
+    if not _full(_DNS1123_LABEL, value):
+        problems.append(regex_error("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or "
+                                    "'-', and must start and end with an alphanumeric character",
+                                    _DNS1123_LABEL, "my-name", "123-abc"))
     return problems
 
 

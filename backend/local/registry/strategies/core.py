@@ -13,8 +13,8 @@
 from __future__ import annotations
 
 import base64
-import re
 
+from backend.local.registry.crds.names import dns1123_label
 from backend.local.registry.status import forbidden, invalid
 from backend.local.registry.strategy import Obj, Reader, Strategy
 
@@ -22,25 +22,17 @@ from backend.local.registry.strategy import Obj, Reader, Strategy
 UNDELETABLE = ("default", "kube-system", "kube-public")
 TRAINER_NAMESPACE = "kubeflow-system"
 NAMESPACE_FINALIZER = "kubernetes"
-_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 class NamespaceStrategy(Strategy):
+    name_problems = staticmethod(dns1123_label)  # ValidateNamespaceName
+
     def prepare_for_create(self, obj: Obj, reader: Reader) -> None:
         spec = obj.setdefault("spec", {})
         if NAMESPACE_FINALIZER not in (spec.get("finalizers") or []):
             spec["finalizers"] = [*(spec.get("finalizers") or []), NAMESPACE_FINALIZER]
         obj["status"] = {"phase": "Active"}
         obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
-
-    def validate(self, obj: Obj, reader: Reader) -> list[str]:
-        name = obj["metadata"]["name"]
-        if len(name) > 63 or not _LABEL.match(name):
-            raise invalid("Namespace", name, [("metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 '
-                          "label must consist of lower case alphanumeric characters or '-', and must start and end "
-                          "with an alphanumeric character" + (" (must be no more than 63 characters)"
-                                                              if len(name) > 63 else ""))])
-        return []
 
     def prepare_for_update(self, obj: Obj, old: Obj) -> None:
         obj.setdefault("spec", {})["finalizers"] = list((old.get("spec") or {}).get("finalizers") or [])
