@@ -40,7 +40,7 @@ async def test_drain_evicts_through_the_budget_and_the_job_goes_on_elsewhere(clu
     healthy = kubectl(home, "wait", "pdb/workers", "--for=jsonpath={.status.currentHealthy}=2", "--timeout=60s")
     assert healthy.returncode == 0, healthy.stderr
 
-    refused = kubectl(home, "drain", node, "--ignore-daemonsets", "--timeout=3s")
+    refused = kubectl(home, "drain", node, "--ignore-daemonsets", "--timeout=8s")  # one try and a retry 5 s on
     assert refused.returncode != 0
     assert "Cannot evict pod as it would violate the pod's disruption budget." in refused.stderr, refused.stderr
     spec = json.loads(kubectl(home, "get", "node", node, "-o", "json").stdout)["spec"]

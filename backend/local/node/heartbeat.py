@@ -9,7 +9,8 @@
   taints off once it is Ready.
 - Heartbeat: a Lease named after the node in kube-node-lease, its renewTime renewed every
   `renew` seconds; when renewals stop (the node failed), the node lifecycle controller marks the
-  node Unknown after its grace period.
+  node Unknown after its grace period. A live kubelet whose node was marked so (late on a busy
+  machine) posts Ready again at its next renewal.
 """
 
 from __future__ import annotations
@@ -103,5 +104,21 @@ class Heartbeat:
             await asyncio.sleep(self.renew)
             try:
                 self.beat()
+                self.post_ready()
             except ApiError as exc:  # the API refused once (a conflict): the next renewal tries again
                 log.warning("node %s: renewing its lease failed: %s", self.name, exc.message)
+
+    def post_ready(self) -> None:
+        """The node's conditions posted again where they say other than Ready, as the kubelet's
+        node status sync posts what changed: a node the node lifecycle controller took for lost
+        (a heartbeat late on a busy machine, the event loop held up past the grace period) is
+        Ready again at the next renewal, and the controller takes its taints off."""
+        node = self.client.peek("Node", None, self.name)
+        conditions = ((node or {}).get("status") or {}).get("conditions") or []
+        if node is None or any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+            return
+        log.warning("node %s: its status said %s; posting Ready again", self.name,
+                    next((c.get("status") for c in conditions if c.get("type") == "Ready"), "nothing"))
+        live = self.client.get("Node", None, self.name)
+        live["status"]["conditions"] = self._conditions()
+        self.client.update_status("Node", live)
