@@ -28,6 +28,7 @@ import logging
 import platform
 import shutil
 import socket
+import time
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
@@ -341,7 +342,11 @@ class Kubelet:
                 continue
             directory = self.root / "projected" / meta["namespace"] / meta["uid"] / volume["name"]
             source = podspec.projected_source(volume)
-            data = {} if source is None else self.lookup(meta["namespace"])(*source)  # emptyDir: empty
+            if "projected" in volume:
+                source = ("Projected", volume["name"])
+                data = podspec.projected_files(volume, self.lookup(meta["namespace"]), self._token_minter(pod))
+            else:
+                data = {} if source is None else self.lookup(meta["namespace"])(*source)  # emptyDir: empty
             if data is None:
                 raise InvalidResource(f"volume {volume['name']!r}: {source[0].lower()} {source[1]!r} not found")
             if source is not None or not directory.exists():
@@ -351,6 +356,18 @@ class Kubelet:
                     (directory / key).write_text(value)
             found[mount["mountPath"]] = str(directory)
         return found
+
+    def _token_minter(self, pod: Obj):
+        """The TokenRequest the kubelet makes for a projected serviceAccountToken: bound to the
+        pod's service account, for the source's audience."""
+        meta = pod["metadata"]
+        subject = f"system:serviceaccount:{meta['namespace']}:{pod['spec'].get('serviceAccountName') or 'default'}"
+
+        def mint(audience: str, seconds: int) -> str:
+            if self.client.tokens is None:
+                raise InvalidResource("this cluster issues no service-account tokens")
+            return self.client.tokens.mint(audience, seconds, subject, time.time())
+        return mint
 
     def open_log(self, pod: Obj, container: str, restart: int) -> PodLog:
         meta = pod["metadata"]

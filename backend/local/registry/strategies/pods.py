@@ -31,7 +31,7 @@ CONTROLLER_POD_ANNOTATION = "kfcockpit.io/controller-pid"  # on the controller's
 WARM_ANNOTATION = "kfcockpit.io/warm-start"
 DEFAULT_GRACE = 30
 _TOLERATION_SECONDS = 300  # the DefaultTolerationSeconds admission plugin's default
-_MOUNTED = ("persistentVolumeClaim", "configMap", "secret", "emptyDir")
+_MOUNTED = ("persistentVolumeClaim", "configMap", "secret", "emptyDir", "projected")
 _MUTABLE = ("activeDeadlineSeconds", "tolerations")
 _IMMUTABLE_MESSAGE = ("Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
                       "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
@@ -55,7 +55,8 @@ def unrunnable(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
     for i, volume in enumerate(spec.get("volumes") or []):
         if not any(k in volume for k in _MOUNTED):
             problems.append((f"{path}.volumes[{i}]", "Unsupported value: the embedded cluster mounts "
-                                                     "persistentVolumeClaim, configMap, secret and emptyDir volumes"))
+                                                     "persistentVolumeClaim, configMap, secret, emptyDir and "
+                                                     "projected volumes"))
     return problems
 
 
