@@ -276,6 +276,9 @@ class Kubelet:
                 have.update(labels)
             self.client.mutate("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"], label)
 
+    def oom_killed(self, pod: Obj) -> bool:
+        return self.cgroups.oom_killed(pod["metadata"]["uid"])
+
     def limit_reached(self, pod: Obj) -> str:
         if self.cgroups.hit_limit(pod["metadata"]["uid"]):
             return (f"the pod reached its limit of {self.pids_limit} processes and threads (the kubelet's "
@@ -308,7 +311,8 @@ class Kubelet:
         argv = [podspec.rewrite_mounts(podspec.expand(a, env), mounts)
                 for a in (container.get("command") or []) + (container.get("args") or [])]
         warm = (meta.get("annotations") or {}).get(WARM_ANNOTATION, "true").lower() not in ("false", "0", "no")
-        return podspec.launch_spec(argv, env, warm), self.cgroups.pod(meta["uid"], self.pids_limit)
+        return podspec.launch_spec(argv, env, warm), self.cgroups.pod(meta["uid"], self.pids_limit,
+                                                                      podspec.memory_limit(container))
 
     def _ray_env(self) -> dict[str, str]:
         """A Ray driver's: its Ray's files under the state root (finished sessions pruned), its

@@ -27,6 +27,7 @@ from typing import Callable
 
 from backend import project
 from backend.errors import InvalidResource
+from backend.quantity import quantity
 
 # Pods run the interpreter and console scripts of this environment ("the image").
 VENV_BIN = str(Path(sys.executable).parent)
@@ -146,6 +147,15 @@ def projected_source(volume: dict) -> tuple[str, str] | None:
     if "secret" in volume:
         return "Secret", volume["secret"].get("secretName", "")
     return None
+
+
+def memory_limit(container: dict) -> int:
+    """The container's resources.limits.memory in bytes (0: none): its cgroup's memory limit."""
+    limit = ((container.get("resources") or {}).get("limits") or {}).get("memory")
+    try:
+        return int(quantity(str(limit))) if limit is not None else 0
+    except ValueError:
+        return 0
 
 
 def projected_files(volume: dict, lookup: "Lookup", mint: Callable[[str, int], str]) -> dict[str, str] | None:
