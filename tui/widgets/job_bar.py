@@ -104,7 +104,9 @@ class JobBar(Widget):
             step, loss = self.progress
             total = self.total_steps
             if step is not None:
-                parts.append(("step", f" step {step}/{total}" if total else f" step {step}"))
+                # the job's own report, where there is one, says how far it is; else step N/total
+                whole = f"/{total}" if total and job.progress is None else ""
+                parts.append(("step", f" step {step}{whole}"))
             report = self.goodput
             if job.progress is not None and not job.phase.finished:  # the job's own report (trainerStatus)
                 left = f" ~{fmt.age(job.remaining)} left" if job.remaining is not None else ""

@@ -21,7 +21,6 @@ import os
 import time
 from typing import Callable
 
-from backend.local.registry import admission
 from backend.local.registry.generic import rfc3339
 from backend.local.registry.status import ApiError, conflict, forbidden, invalid
 from backend.local.registry.strategy import Obj, Reader, Strategy
@@ -116,8 +115,7 @@ class PodStrategy(Strategy):
                                                    'values: "Always", "OnFailure", "Never"'))
         if problems:
             raise invalid("Pod", obj["metadata"]["name"], problems)
-        limited = any(((c.get("resources") or {}).get("limits") or {}).get("memory") for c in spec["containers"])
-        return [admission.LIMITS_WARNING] if limited else []
+        return []
 
     def prepare_for_update(self, obj: Obj, old: Obj) -> None:
         spec = obj.setdefault("spec", {})
