@@ -2,7 +2,7 @@
 a SIGKILL of a random worker 10 s in, every worker line fed to the goodput model as it
 arrives. The bench must finish, print its table and one row per restart taken apart (failure seen
 -> first step), and give a goodput that is a share of the wall time. Its figures are measured, not
-asserted: the 0.95 goal is the 1 GB preset's, read on a quiet machine (README, "Goodput")."""
+asserted: the 0.95 goal is the 1 GB preset's (`bench/goodput.py --presets 1gb`), read on a quiet machine."""
 
 from __future__ import annotations
 
