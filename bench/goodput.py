@@ -91,8 +91,9 @@ def presets(schedule: Schedule, names: list[str]) -> list[Preset]:
         # ~60 ms a step here (0.05 s pause + compute)
         "tiny": Preset("tiny", {"model_size": "tiny", "steps": int(span / 0.06), "ckpt_every": 20,
                                 "step_delay": 0.05, "samples": 640}, "1Gi"),
-        # ~2.5 s a step on this machine's two shared cores
-        "1gb": Preset("1gb", {"model_size": "1gb", "steps": max(20, int(span / 2.5)), "ckpt_every": 10,
+        # 1.7-2.5 s a step on this machine's two shared cores: steps for 1.5 s each, so a quiet
+        # machine's run still outlasts the last kill (at 2.5 s, 144 steps ended before the fifth)
+        "1gb": Preset("1gb", {"model_size": "1gb", "steps": max(20, int(span / 1.5)), "ckpt_every": 10,
                               "samples": 640}, "4Gi"),
     }
     return [made[name] for name in names]

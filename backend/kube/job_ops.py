@@ -55,7 +55,8 @@ class JobOps:
 
     async def summaries(self, name: str | None) -> AsyncIterator[JobSummary]:
         """Summaries from a TrainJob, a JobSet (same names) and a RayJob watch: all once every
-        watch has listed, then a job's again when its phase or restart attempt changes. On a
+        watch has listed, then a job's again when its phase, restart attempt or reported progress
+        changes. On a
         cluster without KubeRay the RayJob watch ends at once (MissingType): no RayJobs."""
         selector = f"metadata.name={name}" if name else None
         kinds = ("TrainJob", "JobSet", "RayJob")
@@ -93,7 +94,7 @@ class JobOps:
                         summary = summarize(objects["TrainJob"][key], objects["JobSet"].get(key))
                     else:
                         summary = summarize_rayjob(objects["RayJob"][key])
-                    state = (summary.phase, summary.restart_attempt)
+                    state = (summary.phase, summary.restart_attempt, summary.progress)
                     if shown.get(key) != state:
                         shown[key] = state
                         yield summary

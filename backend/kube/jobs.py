@@ -79,6 +79,7 @@ def summarize(trainjob: dict, jobset: dict | None) -> JobSummary:
         except ValidationError:
             continue
     volumes, run_dirs = _volumes(trainjob)
+    trainer_status = (trainjob.get("status") or {}).get("trainerStatus") or {}
     return JobSummary(
         name=meta.get("name", ""),
         phase=phase,
@@ -92,4 +93,10 @@ def summarize(trainjob: dict, jobset: dict | None) -> JobSummary:
         volumes=volumes,
         run_dirs=run_dirs,
         conditions=conditions,
+        progress=_int_or_none(trainer_status.get("progressPercentage")),
+        remaining=_int_or_none(trainer_status.get("estimatedRemainingSeconds")),
     )
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

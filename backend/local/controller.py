@@ -33,6 +33,7 @@ from backend.local import shape as shapes
 from backend.local.apiserver import credentials, schemas
 from backend.local.apiserver.listen import Listener
 from backend.local.apiserver.server import ApiServer
+from backend.local.apiserver.trainer_status import TrainerStatusServer
 from backend.local.controllers.disruption import DisruptionController
 from backend.local.controllers.failurerecovery import FailureRecoveryController
 from backend.local.controllers.gc import GarbageCollector
@@ -45,6 +46,7 @@ from backend.local.controllers.scheduler import Scheduler
 from backend.local.controllers.snapshots import Snapshotter
 from backend.local.controllers.tainteviction import TaintEvictionController
 from backend.local.controllers.trainjob import TrainJobController
+from backend.local.controllers.trainjob_status import StatusServer
 from backend.local.controllers.volumes import Provisioner
 from backend.local.fleet import Fleet
 from backend.local.layout import Layout
@@ -59,6 +61,7 @@ from backend.local.registry.generic import Registry
 from backend.local.registry.kinds import Kind, Kinds
 from backend.local.registry.status import bad_request
 from backend.local.registry.store import Store
+from backend.local.registry.tokens import TokenIssuer
 from backend.local.registry.strategies import strategies
 from backend.processes import Children, become_subreaper, marked_processes, sweep, wait_gone
 from backend.raytrain.tempdir import ray_temp_dir
@@ -93,7 +96,7 @@ class ControlPlane:
             FailureRecoveryController(self.client, events.recorder("kueue-failure-recovery"),
                                       shape.forceful_termination_grace_period),
             DisruptionController(self.client),
-            TrainJobController(self.client, events.recorder("trainjob-controller"), time.time),
+            TrainJobController(self.client, events.recorder("trainjob-controller"), time.time, self._status_server),
             JobSetController(self.client, events.recorder("jobset-controller")),
             JobController(self.client, events.recorder("job-controller")),
             Scheduler(self.client, events.recorder("default-scheduler")),
@@ -103,10 +106,18 @@ class ControlPlane:
             RayJobController(self.client, events.recorder("rayjob-controller")),
         ]
         self.server = ApiServer(self.registry, self, "", self._streams_changed)
+        self.trainer_status: TrainerStatusServer | None = None  # the Trainer's, TrainJobStatus on
+        self.ca_cert = ""
         self.lifecycle = Lifecycle(layout, self._busy, self._status, self.prewarm, self._stop, ops={
             "node-fail": lambda request: self._node(self.fleet.fail, request),
             "node-restore": lambda request: self._node(self.fleet.restore, request)})
         self._stopping = asyncio.Event()
+
+    def _status_server(self) -> StatusServer | None:
+        """Where the Trainer's status server listens, once it does."""
+        if self.trainer_status is None or not self.trainer_status.port:
+            return None
+        return StatusServer(f"https://127.0.0.1:{self.trainer_status.port}", self.ca_cert)
 
     # ------------------------------------------------------------------ the process
 
@@ -131,6 +142,10 @@ class ControlPlane:
         schemas.start(lambda argv: self.children.run(argv, podspec.base_env(), podspec.PROJECT_ROOT))
         self.listener = Listener(self.server, pki)
         await self.listener.start(self.layout.root / "api-port", self.layout.home / "kubeconfig")
+        self.client.tokens = TokenIssuer.load_or_create(self.layout.root / "pki" / "service-account.key")
+        self.trainer_status = TrainerStatusServer(self.client, self.client.tokens)
+        await self.trainer_status.start(self.layout.root / "trainer-status-port", pki)
+        self.ca_cert = pki.ca_cert.read_text()
         socket_server = await self.lifecycle.serve()
         self.fleet.start()
         tasks = [asyncio.create_task(part.run(), name=type(part).__name__) for part in self.controllers]
@@ -147,6 +162,7 @@ class ControlPlane:
         await self.fleet.stop()
         self.zygotes.stop()
         await self.listener.close()
+        await self.trainer_status.close()
         socket_server.close()
         self.layout.socket.unlink(missing_ok=True)
 

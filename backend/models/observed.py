@@ -113,6 +113,9 @@ class JobSummary(BaseModel):
     run_dirs: list[tuple[str, str]] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)
     launcher: str = "torchrun"  # or "ray" (a RayJob)
+    # status.trainerStatus (Trainer v2.3's TrainJobStatus gate): what the job's rank 0 reported
+    progress: int | None = None  # progressPercentage
+    remaining: int | None = None  # estimatedRemainingSeconds
 
 
 class VolumeInfo(BaseModel):

@@ -277,9 +277,31 @@ async def test_the_nodes_pods_together_hold_no_more_than_its_allocatable_memory(
             pytest.skip("no writable memory cgroup on this machine")
         _pod(client, "hog", [PY, "-c", script])
         failed = await until(client, "Pod", "default", "hog", _phase("Failed"))
-        assert _state(failed)["state"]["terminated"]["exitCode"] == 137
+        assert (_state(failed)["state"]["terminated"]["exitCode"], _state(failed)["state"]["terminated"]["reason"]) \
+            == (137, "OOMKilled")
         held = [int(line.split()[1]) for line in (await _log(node, "hog")).splitlines() if line.startswith("held")]
         assert held and max(held) <= 128
+
+
+async def test_a_pod_over_its_memory_limit_ends_oomkilled_and_the_others_run_on(tmp_path):
+    """resources.limits.memory is the pod's own cgroup limit: the kernel kills it there, the
+    kubelet reports OOMKilled (exit 137) as upstream's does, and a pod beside it is untouched."""
+    client = plane()
+    hog = ("held = []\n"
+           "for i in range(64):\n    held.append(bytearray(b'\\x01') * (16 << 20))\n"
+           "    print('held', (i + 1) * 16, 'MiB', flush=True)\n")
+    async with kubelet(tmp_path, client, memory_max=2 << 30) as node:
+        if node.cgroups.memory is None:
+            pytest.skip("no writable memory cgroup on this machine")
+        _pod(client, "small", [PY, "-c", "import time; print('up', flush=True); time.sleep(600)"],
+             container={"resources": {"limits": {"memory": "256Mi"}}})
+        _pod(client, "hog", [PY, "-c", hog], container={"resources": {"limits": {"memory": "96Mi"}}})
+        failed = await until(client, "Pod", "default", "hog", _phase("Failed"))
+        terminated = _state(failed)["state"]["terminated"]
+        assert (terminated["exitCode"], terminated["reason"]) == (137, "OOMKilled")
+        held = [int(line.split()[1]) for line in (await _log(node, "hog")).splitlines() if line.startswith("held")]
+        assert held and max(held) <= 96
+        assert client.get("Pod", "default", "small")["status"]["phase"] == "Running"
 
 
 async def test_pods_left_by_a_previous_kubelet_end_as_their_restart_policy_says(tmp_path):

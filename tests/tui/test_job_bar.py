@@ -107,3 +107,13 @@ async def test_a_hang_and_the_last_restart_are_said_at_80_columns():
         await pilot.pause()
         shown = bar.render().plain
         assert "attempt 3/3 · no restart left" in shown and "HUNG" not in shown, shown
+
+
+async def test_the_jobs_own_progress_report_is_shown_where_its_cluster_has_one():
+    app = BarApp()
+    async with app.run_test(size=(160, 3)) as pilot:
+        bar = app.query_one(JobBar)
+        busy_bar(bar)
+        bar.job = bar.job.model_copy(update={"progress": 40, "remaining": 75})  # status.trainerStatus
+        await pilot.pause()
+        assert "step 40 40% ~1m15s left" in bar.render().plain, bar.render().plain

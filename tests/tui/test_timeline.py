@@ -188,3 +188,15 @@ def test_late_pod_events_never_put_the_first_step_before_the_new_pods_and_recove
     assert kinds[-1] == "step" and all(a.at <= b.at for a, b in zip(restart.moments, restart.moments[1:]))
     [times] = t.goodput_report(now=125.0).restart_times
     assert round(restart.recovery_seconds, 6) == round(times.seconds, 6) == 4.5  # 120.0 → 124.5
+
+
+def test_a_rank_the_kernel_killed_at_its_memory_limit_is_said_to_be_oomkilled():
+    t = FailureTimeline("j")
+    t.pod_event(ev("ADDED", "j-node-0-1-old1x", 1, 0, PodPhase.RUNNING, created=100.0, started=101.0), 101.0)
+    t.add_lines([LogLine.parsed("j-node-0-1-old1x", 1, 102.0, "step=3 loss=0.5 rank=1 world=2")])
+    t.pod_event(ev("MODIFIED", "j-node-0-1-old1x", 1, 0, PodPhase.FAILED, created=100.0, started=101.0,
+                   finished=103.0, reason="OOMKilled", exit_code=137), 103.0)
+    [restart] = t.restarts()
+    assert [m.what for m in restart.moments][:2] == [
+        "failure seen: pod 1-old1x (rank 1) OOMKilled, exit 137 (SIGKILL)",
+        "rank 1's last line: step=3 loss=0.5 rank=1 world=2"]

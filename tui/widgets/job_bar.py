@@ -1,7 +1,8 @@
 """One line at the top that every tab shares: platform, connection, the followed job's phase,
-restart attempt (warned once one is left), a hang, the latest step of all and the time left at the
-mean step, the loss, the goodput so far (with the time lost to failures and saves when the line
-has room), and the step being run. Text plus colour, never colour alone."""
+restart attempt (warned once one is left), a hang, the latest step of all and the time left (the
+job's own trainerStatus report where its cluster has one, else at the mean step), the loss, the
+goodput so far (with the time lost to failures and saves when the line has room), and the step
+being run. Text plus colour, never colour alone."""
 
 from __future__ import annotations
 
@@ -103,9 +104,14 @@ class JobBar(Widget):
             step, loss = self.progress
             total = self.total_steps
             if step is not None:
-                parts.append(("step", f" step {step}/{total}" if total else f" step {step}"))
+                # the job's own report, where there is one, says how far it is; else step N/total
+                whole = f"/{total}" if total and job.progress is None else ""
+                parts.append(("step", f" step {step}{whole}"))
             report = self.goodput
-            if step is not None and total and report is not None and report.step_seconds > 0 \
+            if job.progress is not None and not job.phase.finished:  # the job's own report (trainerStatus)
+                left = f" ~{fmt.age(job.remaining)} left" if job.remaining is not None else ""
+                parts.append(("eta", (f" {job.progress}%{left}", "dim")))
+            elif step is not None and total and report is not None and report.step_seconds > 0 \
                     and not job.phase.finished and total > step:
                 parts.append(("eta", (f" ~{fmt.age((total - step) * report.step_seconds)} left", "dim")))
             if loss is not None:

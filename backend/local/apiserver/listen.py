@@ -29,7 +29,7 @@ class Listener:
         context.set_alpn_protocols(["http/1.1"])
         self._runner = web.AppRunner(self.server.app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        sock = _listen(port_file)
+        sock = listen(port_file)
         self.port = sock.getsockname()[1]
         await web.SockSite(self._runner, sock, ssl_context=context, shutdown_timeout=0.5).start()
         credentials.write_kubeconfig(kubeconfig, f"https://127.0.0.1:{self.port}", self.pki)
@@ -41,7 +41,8 @@ class Listener:
             await self._runner.cleanup()
 
 
-def _listen(port_file: Path) -> socket.socket:
+def listen(port_file: Path) -> socket.socket:
+    """A loopback socket on the port in `port_file` when it is free (else any), written back."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

@@ -8,7 +8,8 @@ settings on the replicated job labelled `trainer.kubeflow.org/trainjob-ancestor-
 numNodes as its parallelism and completions, the `node` container's image, command, args, env
 and resourcesPerNode, and the torch plugin's PET_* variables (PET_NODE_RANK from the pod's
 completion index, PET_MASTER_ADDR the first pod's DNS name `<job>-node-0-0.<job>`, port 29500).
-The cockpit's own annotation `kfcockpit.io/warm-start` on the TrainJob reaches its pods.
+The cockpit's own annotation `kfcockpit.io/warm-start` on the TrainJob reaches its pods; with the
+TrainJobStatus gate on, the trainer containers learn where to report progress (trainjob_status.py).
 It is owned by the TrainJob and built once; built again only while either is suspended, as the
 jobset plugin's Build does. A runtime that is missing leaves a TrainJobResourcesCreationFailed
 event and a retry.
@@ -24,7 +25,7 @@ from __future__ import annotations
 import copy
 from typing import Callable, Hashable
 
-from backend.local.controllers import conditions
+from backend.local.controllers import conditions, trainjob_status
 from backend.local.controllers.base import Controller, namespaced_key, owner_key
 from backend.local.registry.events import Record
 from backend.local.controllers.job import INDEX_FIELD_PATH, parse_time
@@ -65,8 +66,9 @@ def _upsert(items: list[Obj], new: list[Obj], key: str = "name") -> list[Obj]:
     return merged
 
 
-def build_jobset(trainjob: Obj, runtime: Obj) -> Obj:
-    """The JobSet the Trainer makes of `trainjob` on `runtime`."""
+def build_jobset(trainjob: Obj, runtime: Obj, status: trainjob_status.StatusServer | None = None) -> Obj:
+    """The JobSet the Trainer makes of `trainjob` on `runtime` (with the TrainJobStatus plugin's
+    env and volume when a `status` server runs)."""
     meta, spec = trainjob["metadata"], trainjob["spec"]
     template = (runtime.get("spec") or {}).get("template") or {}
     jobset_spec = crds_trainer.merged_runtime_spec(runtime, trainjob)
@@ -89,10 +91,13 @@ def build_jobset(trainjob: Obj, runtime: Obj) -> Obj:
             pod_meta = job_spec.setdefault("template", {}).setdefault("metadata", {})
             pod_meta.setdefault("annotations", {})[WARM_ANNOTATION] = meta["annotations"][WARM_ANNOTATION]
         job_spec["parallelism"] = job_spec["completions"] = nodes
-        for container in job_spec.setdefault("template", {}).setdefault("spec", {}).get("containers") or []:
+        pod_spec = job_spec.setdefault("template", {}).setdefault("spec", {})
+        for container in pod_spec.get("containers") or []:
             if container.get("name") == TRAINER:
                 procs = crds.num_proc_per_node(trainjob, runtime) if "torch" in policy else None
                 _trainer_container(container, trainjob, nodes, procs)
+        if status is not None:
+            trainjob_status.enforce(pod_spec, pod_spec.get("containers") or [], trainjob, status)
     jobset_spec["suspend"] = bool(spec.get("suspend"))
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": labels,
@@ -130,9 +135,12 @@ def _trainer_container(container: Obj, trainjob: Obj, nodes: int, procs: str | N
 class TrainJobController(Controller):
     name = "trainjob-controller"
 
-    def __init__(self, client: Client, record: Record, clock: Callable[[], float]):
+    def __init__(self, client: Client, record: Record, clock: Callable[[], float],
+                 status_server: Callable[[], trainjob_status.StatusServer | None] = lambda: None):
+        """`status_server()`: where the Trainer's status server listens (TrainJobStatus on), once
+        it does."""
         super().__init__(client)
-        self.record, self.clock = record, clock
+        self.record, self.clock, self.status_server = record, clock, status_server
         self.trainjobs = self.inform("TrainJob", lambda _t, obj, _o: self.queue.add(namespaced_key(obj)))
         self.inform("JobSet", self._jobset_changed)
         for kind in ("TrainingRuntime", "ClusterTrainingRuntime"):
@@ -187,8 +195,12 @@ class TrainJobController(Controller):
             self.record(trainjob, "Warning", "TrainJobResourcesCreationFailed",
                         f"TrainJob resources reconciliation failed: {ref.get('kind')} {ref.get('name')!r} not found")
             return jobset
-        wanted = build_jobset(trainjob, runtime)
+        status = self.status_server()
+        wanted = build_jobset(trainjob, runtime, status)
         if jobset is None:
+            if status is not None and self.client.get("ConfigMap", trainjob["metadata"]["namespace"],
+                                                      trainjob_status.config_map_name(trainjob)) is None:
+                self.client.create("ConfigMap", trainjob_status.ca_config_map(trainjob, status))
             return self.client.create("JobSet", wanted)
         # Applied over what is there, as server-side apply merges it: fields others set (the
         # JobSet's own defaults) stay. A running JobSet only learns that it is suspended.

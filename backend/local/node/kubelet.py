@@ -30,6 +30,7 @@ import asyncio
 import base64
 import logging
 import shutil
+import time
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
@@ -259,6 +260,9 @@ class Kubelet:
                 have.update(labels)
             self.client.mutate("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"], label)
 
+    def oom_killed(self, pod: Obj) -> bool:
+        return self.cgroups.oom_killed(pod["metadata"]["uid"])
+
     def limit_reached(self, pod: Obj) -> str:
         if self.cgroups.hit_limit(pod["metadata"]["uid"]):
             return (f"the pod reached its limit of {self.pids_limit} processes and threads (the kubelet's "
@@ -292,7 +296,8 @@ class Kubelet:
         argv = [podspec.rewrite_mounts(podspec.expand(a, env), mounts)
                 for a in (container.get("command") or []) + (container.get("args") or [])]
         warm = (meta.get("annotations") or {}).get(WARM_ANNOTATION, "true").lower() not in ("false", "0", "no")
-        return podspec.launch_spec(argv, env, warm), self.cgroups.pod(meta["uid"], self.pids_limit)
+        return podspec.launch_spec(argv, env, warm), self.cgroups.pod(meta["uid"], self.pids_limit,
+                                                                      podspec.memory_limit(container))
 
     def _ray_env(self) -> dict[str, str]:
         """A Ray driver's: its Ray's files under the state root (finished sessions pruned), its
@@ -326,7 +331,11 @@ class Kubelet:
                 continue
             directory = self.root / "projected" / meta["namespace"] / meta["uid"] / volume["name"]
             source = podspec.projected_source(volume)
-            data = {} if source is None else self.lookup(meta["namespace"])(*source)  # emptyDir: empty
+            if "projected" in volume:
+                source = ("Projected", volume["name"])
+                data = podspec.projected_files(volume, self.lookup(meta["namespace"]), self._token_minter(pod))
+            else:
+                data = {} if source is None else self.lookup(meta["namespace"])(*source)  # emptyDir: empty
             if data is None:
                 raise InvalidResource(f"volume {volume['name']!r}: {source[0].lower()} {source[1]!r} not found")
             if source is not None or not directory.exists():
@@ -336,6 +345,18 @@ class Kubelet:
                     (directory / key).write_text(value)
             found[mount["mountPath"]] = str(directory)
         return found
+
+    def _token_minter(self, pod: Obj):
+        """The TokenRequest the kubelet makes for a projected serviceAccountToken: bound to the
+        pod's service account, for the source's audience."""
+        meta = pod["metadata"]
+        subject = f"system:serviceaccount:{meta['namespace']}:{pod['spec'].get('serviceAccountName') or 'default'}"
+
+        def mint(audience: str, seconds: int) -> str:
+            if self.client.tokens is None:
+                raise InvalidResource("this cluster issues no service-account tokens")
+            return self.client.tokens.mint(audience, seconds, subject, time.time())
+        return mint
 
     def open_log(self, pod: Obj, container: str, restart: int) -> PodLog:
         meta = pod["metadata"]

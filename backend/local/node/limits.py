@@ -14,8 +14,9 @@ node idle for a while may find its cgroups removed by another node starting (the
 killed nodes go that way) and makes them again for its next pod. Where a hierarchy is not writable
 that bound is missing: RLIMIT_NPROC counts a whole user's processes (root is exempt) and RLIMIT_AS
 would break torch's address-space reservations, so neither stands in; the node says what is missing
-in its Ready condition, as a kubelet whose podPidsLimit is -1 runs pods unbounded. Per-pod memory
-limits are the container's own (resources.limits), not this module's.
+in its Ready condition, as a kubelet whose podPidsLimit is -1 runs pods unbounded. A pod with
+resources.limits.memory gets it as its own cgroup's memory limit, and a process the kernel kills
+there makes the container's end OOMKilled, as the kubelet reports it.
 """
 
 from __future__ import annotations
@@ -74,10 +75,12 @@ class _Hierarchy:
     node's own settings: a node idle long enough may find its cgroup removed as stale by another
     node starting, and makes it again for its next pod."""
 
-    def __init__(self, base: Path, setup: Callable[[Path], bool], pids: bool):
-        self.base, self.setup, self.pids = base, setup, pids
+    def __init__(self, base: Path, setup: Callable[[Path], bool], pids: bool, memory_file: str | None = None):
+        """`memory_file`: where a pod's memory limit goes in this hierarchy (memory.max in v2,
+        memory.limit_in_bytes in v1's memory one), None where it has no memory controller."""
+        self.base, self.setup, self.pids, self.memory_file = base, setup, pids, memory_file
 
-    def pod(self, uid: str, pids_max: int) -> str | None:
+    def pod(self, uid: str, pids_max: int, memory_max: int = 0) -> str | None:
         directory = self.base / uid
         for last in (False, True):
             try:
@@ -87,6 +90,8 @@ class _Hierarchy:
                 directory.mkdir(exist_ok=True)
                 if self.pids:
                     (directory / "pids.max").write_text(str(pids_max) if pids_max > 0 else "max")
+                if self.memory_file and memory_max > 0:
+                    (directory / self.memory_file).write_text(str(memory_max))
                 return str(directory / "cgroup.procs")
             except FileNotFoundError:  # removed between the check and the mkdir
                 if last:
@@ -146,7 +151,7 @@ class PodCgroups:
                         _enable(base, "memory") and _limit(base / "memory.max", memory_max)))
                 base = _writable_dir(own, node)
                 if base is not None and unified(base):
-                    both = _Hierarchy(base, unified, pids=True)
+                    both = _Hierarchy(base, unified, pids=True, memory_file="memory.max" if memory_max else None)
                     return cls([both], base, base if memory_max else None)
                 continue
             controllers = options.split(",")
@@ -164,14 +169,30 @@ class PodCgroups:
                     return _limit(base / "memory.limit_in_bytes", memory_max)
                 base = _writable_dir(own, node)
                 if base is not None and limited(base):
-                    found["memory"] = _Hierarchy(base, limited, pids=False)
+                    found["memory"] = _Hierarchy(base, limited, pids=False, memory_file="memory.limit_in_bytes")
         return cls(list(found.values()), found["pids"].base if "pids" in found else None,
                    found["memory"].base if "memory" in found else None)
 
-    def pod(self, uid: str, pids_max: int) -> tuple[str, ...]:
+    def pod(self, uid: str, pids_max: int, memory_max: int = 0) -> tuple[str, ...]:
         """The cgroup.procs files a pod's processes join: its own cgroup in each hierarchy (in
-        the pids one with pids.max set), inside the node's."""
-        return tuple(procs for h in self.hierarchies if (procs := h.pod(uid, pids_max)))
+        the pids one with pids.max set, in the memory one with its memory limit: the container's
+        resources.limits.memory, 0 for none), inside the node's."""
+        return tuple(procs for h in self.hierarchies if (procs := h.pod(uid, pids_max, memory_max)))
+
+    def oom_killed(self, uid: str) -> bool:
+        """Whether the kernel's OOM killer ended a process of the pod at its memory limit (the
+        oom_kill count of memory.events in v2, of memory.oom_control in v1)."""
+        if self.memory is None:
+            return False
+        for name in ("memory.events", "memory.oom_control"):
+            try:
+                for line in (self.memory / uid / name).read_text().splitlines():
+                    key, _, count = line.partition(" ")
+                    if key == "oom_kill" and int(count) > 0:
+                        return True
+            except (OSError, ValueError):
+                continue
+        return False
 
     def hit_limit(self, uid: str) -> bool:
         """Whether the pod was refused a process by its limit (pids.events' max count)."""

@@ -7,8 +7,8 @@ status.
   address resolved by the node's network; what is missing (a ConfigMap, a key) leaves the
   container waiting in CreateContainerConfigError until it appears.
 - Run: Running and Ready while the process runs; on exit, terminated with its exit code and
-  reason (Completed, Error; with FallbackToLogsOnError its last lines as the message; a pod that
-  reached its pids limit says so).
+  reason (Completed, Error, OOMKilled when the kernel ended it at its memory limit; with
+  FallbackToLogsOnError its last lines as the message; a pod that reached its pids limit says so).
 - restartPolicy: Never ends the pod with its container (Succeeded on 0, else Failed); OnFailure
   restarts a failed one, Always any; the first restart at once, then after a back-off that
   doubles from 10 s to 5 min (CrashLoopBackOff), restartCount counting them.
@@ -66,6 +66,8 @@ class Node(Protocol):
     def record(self, pod: Obj, event_type: str, reason: str, message: str) -> None: ...
 
     def limit_reached(self, pod: Obj) -> str: ...
+
+    def oom_killed(self, pod: Obj) -> bool: ...
 
     def finished(self, worker: "PodWorker") -> None: ...
 
@@ -240,8 +242,9 @@ class PodWorker:
 
     def _terminated(self, run: Container, status: int) -> Obj:
         code, _why = (127, "StartError") if status == START_ERROR_STATUS and run.start_error else describe_exit(status)
+        oom = code != 0 and self.node.oom_killed(self.pod)  # the kernel ended it at its memory limit
         state: Obj = {"exitCode": code, "reason": "Completed" if code == 0 else
-                      "StartError" if run.start_error else "Error",
+                      "StartError" if run.start_error else "OOMKilled" if oom else "Error",
                       "startedAt": _time(run.started), "finishedAt": _time(time.time()),
                       "containerID": f"process://{run.pid or 0}"}
         if code > 128 and code - 128 in (signal.SIGKILL, signal.SIGTERM):

@@ -27,6 +27,7 @@ from typing import Callable
 
 from backend import project
 from backend.errors import InvalidResource
+from backend.quantity import quantity
 
 # Pods run the interpreter and console scripts of this environment ("the image").
 VENV_BIN = str(Path(sys.executable).parent)
@@ -146,6 +147,41 @@ def projected_source(volume: dict) -> tuple[str, str] | None:
     if "secret" in volume:
         return "Secret", volume["secret"].get("secretName", "")
     return None
+
+
+def memory_limit(container: dict) -> int:
+    """The container's resources.limits.memory in bytes (0: none): its cgroup's memory limit."""
+    limit = ((container.get("resources") or {}).get("limits") or {}).get("memory")
+    try:
+        return int(quantity(str(limit))) if limit is not None else 0
+    except ValueError:
+        return 0
+
+
+def projected_files(volume: dict, lookup: "Lookup", mint: Callable[[str, int], str]) -> dict[str, str] | None:
+    """A `projected` volume's files (path -> content): each source's, in order, as the kubelet
+    writes them: a ConfigMap's or Secret's keys (or its `items` at their paths) and a
+    serviceAccountToken minted for its audience (`mint(audience, expirationSeconds)`, the
+    TokenRequest the kubelet makes). None when a ConfigMap or Secret it names is not there."""
+    files: dict[str, str] = {}
+    for source in (volume.get("projected") or {}).get("sources") or []:
+        if "serviceAccountToken" in source:
+            token = source["serviceAccountToken"]
+            files[token.get("path", "token")] = mint(token.get("audience", ""),
+                                                     int(token.get("expirationSeconds") or 3600))
+            continue
+        kind, field = ("ConfigMap", "configMap") if "configMap" in source else ("Secret", "secret")
+        if field not in source:
+            continue  # downwardAPI and clusterTrustBundle are not projected here
+        data = lookup(kind, source[field].get("name", ""))
+        if data is None:
+            if source[field].get("optional"):
+                continue
+            return None
+        items = source[field].get("items")
+        files.update({item["path"]: data[item["key"]] for item in items if item.get("key") in data} if items
+                     else data)
+    return files
 
 
 def rewrite_mounts(value: str, mounts: dict[str, str]) -> str:

@@ -18,10 +18,6 @@ from backend.local.registry.kinds import Kind
 from backend.local.registry.status import ApiError, invalid
 from backend.models import ManifestError, parse_resource
 
-LIMITS_WARNING = ("resources.limits.memory is not enforced on the embedded cluster (its pods are processes on "
-                  "this machine); requests are, by its scheduler, and each pod's processes are bounded")
-
-
 def check_model(kind: Kind, obj: dict[str, Any]) -> Any:
     """The cockpit's typed view of the object, or 422 Invalid naming the field."""
     try:

@@ -17,6 +17,7 @@ from backend.local.registry.generic import Registry, rfc3339
 from backend.local.registry.status import ApiError
 from backend.local.registry.store import Event, Watch
 from backend.local.registry.strategy import Obj
+from backend.local.registry.tokens import TokenIssuer
 from backend.local.registry.values import copied
 
 
@@ -28,8 +29,9 @@ MANAGER = "kfcockpit-controller"
 
 
 class Client:
-    def __init__(self, registry: Registry, manager: str = MANAGER):
+    def __init__(self, registry: Registry, manager: str = MANAGER, tokens: TokenIssuer | None = None):
         self.registry, self.manager = registry, manager
+        self.tokens = tokens  # TokenRequest: bound service-account tokens (a kubelet's projected volumes)
 
     @property
     def store(self):

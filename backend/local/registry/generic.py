@@ -160,7 +160,7 @@ class Registry:
         strategy = self.strategy(kind)
         if subresource == "status":
             new = {**copied(old), "status": copied(obj.get("status"))}
-            warnings = strategy.validate_status_update(new, old, self)
+            warnings = crds.admit_status(kind.kind, new, old) + strategy.validate_status_update(new, old, self)
         elif subresource == "finalize":
             new = copied(old)
             new.setdefault("spec", {})["finalizers"] = list((obj.get("spec") or {}).get("finalizers") or [])

@@ -84,6 +84,19 @@ def node_pod_spec(trainjob: dict[str, Any], runtime: dict[str, Any]) -> dict[str
     return {}
 
 
+def admit_status(kind: str, obj: dict[str, Any], old: dict[str, Any]) -> list[str]:
+    """A write to a custom resource's status subresource, as the API server's customresource
+    status strategy takes it: pruned and defaulted, then the whole object validated against the
+    schema and its CEL rules (no webhook: their rules name the resource, not its /status)."""
+    crd = catalog.crd(kind)
+    if crd is None:
+        return []
+    old = copy.deepcopy(old)
+    _normalize(old, crd.schema)
+    _normalize(obj, crd.schema)
+    return _validate(crd, obj, old)
+
+
 def _normalize(obj: dict[str, Any], schema: dict[str, Any]) -> None:
     structural.prune(obj, schema)
     structural.drop_nulls(obj, schema)

@@ -22,7 +22,6 @@ import os
 import time
 from typing import Callable
 
-from backend.local.registry import admission
 from backend.local.registry.crds import jobset_pods
 from backend.local.registry.generic import rfc3339
 from backend.local.registry.status import ApiError, conflict, forbidden, invalid
@@ -34,7 +33,7 @@ WARM_ANNOTATION = "kfcockpit.io/warm-start"
 DEFAULT_GRACE = 30
 TOLERATION_SECONDS = 300  # the DefaultTolerationSeconds admission plugin's default
 NOT_READY, UNREACHABLE = "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"
-_MOUNTED = ("persistentVolumeClaim", "configMap", "secret", "emptyDir")
+_MOUNTED = ("persistentVolumeClaim", "configMap", "secret", "emptyDir", "projected")
 _MUTABLE = ("activeDeadlineSeconds", "tolerations")
 _IMMUTABLE_MESSAGE = ("Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
                       "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
@@ -58,7 +57,8 @@ def unrunnable(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
     for i, volume in enumerate(spec.get("volumes") or []):
         if not any(k in volume for k in _MOUNTED):
             problems.append((f"{path}.volumes[{i}]", "Unsupported value: the embedded cluster mounts "
-                                                     "persistentVolumeClaim, configMap, secret and emptyDir volumes"))
+                                                     "persistentVolumeClaim, configMap, secret, emptyDir and "
+                                                     "projected volumes"))
     return problems
 
 
@@ -169,8 +169,7 @@ class PodStrategy(Strategy):
                                                    'values: "Always", "OnFailure", "Never"'))
         if problems:
             raise invalid("Pod", obj["metadata"]["name"], problems)
-        limited = any(((c.get("resources") or {}).get("limits") or {}).get("memory") for c in spec["containers"])
-        return [admission.LIMITS_WARNING] if limited else []
+        return []
 
     def prepare_for_update(self, obj: Obj, old: Obj) -> None:
         spec = obj.setdefault("spec", {})

@@ -62,8 +62,7 @@ class TrainJobStrategy(Strategy):
                                                     "more"))
         if causes:
             raise invalid(self.kind.kind, name, causes, self.kind.group)
-        limits = (trainer.get("resourcesPerNode") or {}).get("limits") or {}
-        return [admission.LIMITS_WARNING] if limits.get("memory") else []
+        return []
 
 
 class RuntimeStrategy(Strategy):
