@@ -5,13 +5,16 @@
      (ratio, goal <= 1.0). The cold path (warm start off: torchrun per pod) is shown beside it.
   2. kill -> first resumed step: SIGKILL of one worker until the recreated group prints a step,
      in seconds (goal <= 1.0) and against torchrun's own restart (--max-restarts 3).
+  2b. node failure -> first resumed step: `kfcockpit node fail` of the node of rank 1 (every
+     process on it ends at once) until the group recreated on the node left prints a step, beside
+     the pod kill, with the node lifecycle's timings used (the grace period and toleration bound it).
   3. throughput: steady-state steps/s of the same job against plain torchrun (goal >= 0.97).
   4. snapshot of a 1 GiB volume against `cp -r` of it (goal >= 10x faster).
 
 Times of lines are taken where each side first reads them from a pipe (the controller stamps the
 lines it logs; this script stamps torchrun's), on the same clock.
 
-    .venv/bin/python bench/local_cluster.py [--rounds 3] [--steps 600]
+    .venv/bin/python bench/local_cluster.py [--rounds 3] [--steps 600] [--only failures]
 """
 
 from __future__ import annotations
@@ -185,6 +188,34 @@ async def ours_restart(cluster: Cluster, name: str, args: list[str], kill_at: in
     raise RuntimeError(f"{name} did not come back after the kill")
 
 
+async def ours_node_failure(cluster: Cluster, home: Path, name: str, args: list[str], fail_at: int) -> float:
+    """As ours_restart, the node of rank 1 failed instead of the pod killed; the node restored
+    (and Ready again, by kubectl's watch) before the next round."""
+    embedded = Embedded(home)
+    await cluster.apply(job(name, args))
+    first_group: set[str] = set()
+    failed_at, node = None, None
+    try:
+        async for batch in cluster.stream_logs(name):
+            for line in batch:
+                if failed_at is None:
+                    first_group.add(line.pod)
+                    if line.step is not None and line.step >= fail_at:
+                        node = next(p for p in await cluster.list_pods(name) if p.rank == 1).node
+                        failed_at = time.time()
+                        await embedded.fail_node(node)
+                elif line.pod not in first_group and line.step is not None:
+                    return line.time - failed_at
+    finally:
+        await cluster.delete("TrainJob", name)
+        if node is not None:
+            await embedded.restore_node(node)
+            subprocess.run([str(Path(sys.executable).parent / "kubectl"), "wait", f"node/{node}",
+                            "--for=condition=Ready", "--timeout=120s"], check=True, capture_output=True,
+                           env=dict(os.environ, KUBECONFIG=str(home / "kubeconfig")))
+    raise RuntimeError(f"{name} did not come back after its node failed")
+
+
 async def ours_throughput(cluster: Cluster, name: str, steps: int) -> float:
     """Nobody follows the logs while it runs: the controller is their one reader, as this
     script is torchrun's."""
@@ -282,8 +313,12 @@ async def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=600, help="steps of the throughput runs")
+    p.add_argument("--only", choices=("failures",), help="failures: only a pod kill beside a node failure")
     a = p.parse_args()
-    async with embedded_cluster() as (cluster, _home):
+    async with embedded_cluster() as (cluster, home):
+        if a.only == "failures":
+            await failures(cluster, home, a.rounds)
+            return
         (volume,) = parse_manifests((MANIFESTS / "volume.yaml").read_text())
         data = volume.to_manifest()
         data["metadata"]["name"] = "bench-volume"
@@ -336,6 +371,22 @@ async def main() -> None:
               f"(rounds {ratios[0]:.3f}..{ratios[-1]:.3f}; goal >= 0.97)")
         print(f"snapshot of a 1 GiB volume: {snap * 1000:.1f} ms vs cp -r {copy:.2f}s = {copy / snap:.0f}x faster "
               "(goal >= 10x)")
+
+
+async def failures(cluster: Cluster, home: Path, rounds: int) -> None:
+    """A pod kill beside a node failure, each until the recreated group's first step."""
+    args = SHORT + ["--ckpt-every", "5"]
+    kills, nodes = [], []
+    for r in range(rounds):
+        kills.append(await ours_restart(cluster, f"kill-{r}", args + ["--ckpt-dir", f"/checkpoints/kill-{r}"], KILL_AT))
+        nodes.append(await ours_node_failure(cluster, home, f"lost-{r}",
+                                             args + ["--ckpt-dir", f"/checkpoints/lost-{r}"], KILL_AT))
+        print(f"round {r + 1}: -> first resumed step: pod kill {kills[-1]:.3f}s, node failure {nodes[-1]:.3f}s",
+              flush=True)
+    timings = (await Embedded(home).status()).get("timings", "")
+    med = statistics.median
+    print(f"\nnode failure -> first resumed step: {med(nodes):.3f}s beside pod kill {med(kills):.3f}s "
+          f"= ratio {med(nodes) / med(kills):.1f} (timings: {timings})")
 
 
 if __name__ == "__main__":

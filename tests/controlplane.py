@@ -25,7 +25,7 @@ def plane(directory: Path | None = None, clock: Callable[[], float] = time.time)
     kinds = Kinds()
     registry = Registry(kinds, Store(kinds, directory), strategies(kinds, clock=clock), clock)
     client = Client(registry)
-    for namespace in ("default", "kube-system"):
+    for namespace in ("default", "kube-system", "kube-node-lease"):  # a kubelet renews its Lease in the last
         client.create("Namespace", {"metadata": {"name": namespace}})
     return client
 

@@ -48,6 +48,17 @@ def rank_sort_key(label: str) -> int:
     return int(label) if label.isdigit() else 1_000_000
 
 
+def node_name(node: str) -> str:
+    """A node as the pods table shows it: kind's node names (`kfcockpit-worker2`, `kind-worker`,
+    `kind-control-plane`) without the cluster's name before them; "-" for none (not scheduled)."""
+    if not node:
+        return "-"
+    for role in ("-worker", "-control-plane"):
+        if role in node:
+            return node[node.index(role) + 1:]
+    return node
+
+
 def short_name(pod: str, job: str | None) -> str:
     """What tells pods apart inside one job; the panel title already names the job. JobSet names
     pods `<job>-<replicated job>-<job index>-<pod index>-<random>`, a RayJob's worker pods are

@@ -20,6 +20,7 @@ TRAINER_VERSION = "v2.3.0"
 PIPELINES_VERSION = "2.17.0"
 SNAPSHOTTER_VERSION = "v8.6.0"
 HOSTPATH_VERSION = "v1.18.0"
+NFS_VERSION = "v4.11.0"  # csi-driver-nfs: the ReadWriteMany class nfs-csi of manifests/volume.yaml
 KUBERAY_VERSION = "v1.7.0"  # manifests/install/kuberay
 TRAINER_NAMESPACE = "kubeflow-system"
 PIPELINES_NAMESPACE = "kubeflow"
@@ -31,6 +32,8 @@ CHECKPOINT_VOLUME = "checkpoints"  # manifests/volume.yaml
 INSTALL_TRAINER = ("kubectl apply --server-side -k "
                    f"'https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref={TRAINER_VERSION}'")
 INSTALL_SNAPSHOTS = "manifests/install/install.sh snapshots"
+INSTALL_NFS = "manifests/install/install.sh nfs"  # csi-driver-nfs with its VolumeSnapshotClass
+NFS_DRIVER = "nfs.csi.k8s.io"
 PORT_FORWARD_KFP = f"kubectl port-forward -n {PIPELINES_NAMESPACE} svc/ml-pipeline-ui 8080:80"
 
 

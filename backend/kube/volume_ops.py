@@ -149,7 +149,7 @@ class VolumeOps:
         if class_name is None:
             raise ClusterError(f"volume {volume} cannot be snapshotted: no VolumeSnapshotClass for driver "
                                f"{driver or '?'} of StorageClass {storage_class or '?'} "
-                               f"({setup.INSTALL_SNAPSHOTS})")
+                               f"({setup.INSTALL_NFS if driver == setup.NFS_DRIVER else setup.INSTALL_SNAPSHOTS})")
         contents = await self._read_volume(volume)
         try:
             await self.resources.create(snapshot_manifest(volume, name, class_name, contents))

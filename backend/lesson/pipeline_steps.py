@@ -106,8 +106,8 @@ async def verify_trainjob(ctx: StepContext) -> Evidence:
     if job.phase is not JobPhase.COMPLETE:
         return ctx.evidence(False, f"TrainJob {name} is {job.phase.value}, not Complete", details)
     pods = sorted(await cluster.list_pods(name), key=lambda p: p.rank)
-    details += [f"pod {p.name}: rank {p.rank}, {p.phase.value}, started {clock(p.started)}, "
-                f"finished {clock(p.finished)}" for p in pods]
+    details += [f"pod {p.name}: rank {p.rank} on node {p.node or '(none)'}, {p.phase.value}, "
+                f"started {clock(p.started)}, finished {clock(p.finished)}" for p in pods]
     if sorted(p.rank for p in pods) != [0, 1]:
         return ctx.evidence(False, f"TrainJob {name} has pods of ranks {[p.rank for p in pods]}, not 0 and 1",
                             details)
@@ -124,7 +124,15 @@ async def verify_trainjob(ctx: StepContext) -> Evidence:
                                    "started", details)
     return ctx.evidence(True, f"TrainJob {name} created from pipeline task {train.name}: its 2 pods "
                               f"started {abs(pods[0].started - pods[1].started):.2f} s apart, ran "
-                              "together and both Succeeded", details)
+                              f"together ({_placement(pods)}) and both Succeeded", details)
+
+
+def _placement(pods) -> str:
+    """Where each rank ran: "rank 0 on node A, rank 1 on node B", or both on one node."""
+    nodes = {p.node for p in pods}
+    if len(nodes) == 1:
+        return f"both on node {nodes.pop() or '(none)'}"
+    return ", ".join(f"rank {p.rank} on node {p.node or '(none)'}" for p in pods)
 
 
 async def show_volume(ctx: StepContext):

@@ -168,7 +168,11 @@ STEPS: list[Step] = [
         "jobset.sigs.k8s.io/jobset-name=lesson-ddp --prefix` (or `kfcockpit logs lesson-ddp -f`, "
         "which follows the replacement pods too) and `kubectl delete pod` on one worker; the check "
         "counts that job as well. Run it again under a new name and --ckpt-dir: the same ones resume "
-        "the finished run.",
+        "the finished run. A lost machine is slower to recover from than a deleted pod: after "
+        "`kfcockpit node fail NODE` nobody reports the worker's end, so the node turns NotReady "
+        "only once its heartbeat is overdue, its pods are evicted after their toleration and the "
+        "group comes back on the node left (`kubectl get nodes`, `kubectl describe node NODE`); "
+        "either counts here, and `kfcockpit node restore NODE` brings the machine back.",
         MANIPULATE_RESOURCES,
         "The log of the restarted worker reports loading a checkpoint and continues from a later "
         "step than zero.",

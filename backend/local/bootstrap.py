@@ -1,5 +1,7 @@
 """What every embedded cluster has before anyone applies anything: the system namespaces, the
-default StorageClass, VolumeSnapshotClass and ServiceAccount, the controller's own pod (as the
+StorageClasses (the default `standard`: a node's volumes, bound where their first pod runs, as
+kind's; `nfs-csi`: ReadWriteMany volumes every node mounts; `csi-hostpath-sc` for the pipeline),
+a VolumeSnapshotClass per driver, the default ServiceAccount, the controller's own pod (as the
 Trainer's controller-manager, which a preflight looks for), and, once on the first start, what
 installing the Trainer gives (`manifests/embedded/`, `manifests/runtime.yaml`). Written through the
 in-process client like anything else, so they are what a client would have made.
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from backend.local.controllers.volumes import DRIVER
+from backend.local.controllers.volumes import DRIVER, SHARED_DRIVER
 from backend.local.node.kubelet import MIRROR_ANNOTATION
 from backend.local.registry.client import Client
 from backend.local.registry.strategies.core import TRAINER_NAMESPACE
@@ -27,6 +29,9 @@ STORAGE_CLASS = "standard"
 # csi-driver-host-path class): the same volumes here, not the default.
 PIPELINE_STORAGE_CLASS = "csi-hostpath-sc"
 SNAPSHOT_CLASS = "kfcockpit-snapclass"
+# ReadWriteMany volumes for a job whose workers run on several nodes: the class csi-driver-nfs's
+# example names, so manifests/volume.yaml is one file for kind (install.sh nfs) and here.
+SHARED_STORAGE_CLASS, SHARED_SNAPSHOT_CLASS = "nfs-csi", "csi-nfs-snapclass"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # The labels of the Trainer's controller-manager Deployment's pods (kubeflow/trainer
 # manifests/base/manager/manager.yaml), by which `kubectl get pods -l` and preflights find it.
@@ -34,30 +39,58 @@ TRAINER_MANAGER_LABELS = {"app.kubernetes.io/name": "trainer", "app.kubernetes.i
                           "app.kubernetes.io/part-of": "kubeflow"}
 
 
-def ensure(client: Client, node: str, first_start: bool) -> str:
-    """Create what is missing; returns the name of this start's controller pod."""
+def ensure(client: Client, nodes: list[str], first_start: bool) -> str:
+    """Create what is missing, drop the pods of nodes this start has no machine for; returns the name of
+    this start's controller pod (shown on the first node)."""
+    forget_nodes(client, nodes)
     for name in SYSTEM_NAMESPACES:
         if client.peek("Namespace", None, name) is None:
             client.create("Namespace", {"metadata": {"name": name}})
     if not client.list("StorageClass"):
         client.create("StorageClass", {
             "metadata": {"name": STORAGE_CLASS, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
-            "provisioner": DRIVER, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"})
+            "provisioner": DRIVER, "reclaimPolicy": "Delete", "volumeBindingMode": "WaitForFirstConsumer"})
+    if client.peek("StorageClass", None, SHARED_STORAGE_CLASS) is None:
+        client.create("StorageClass", {
+            "metadata": {"name": SHARED_STORAGE_CLASS}, "provisioner": SHARED_DRIVER, "reclaimPolicy": "Delete",
+            "volumeBindingMode": "Immediate", "allowVolumeExpansion": True})
     if client.peek("StorageClass", None, PIPELINE_STORAGE_CLASS) is None:
         client.create("StorageClass", {
             "metadata": {"name": PIPELINE_STORAGE_CLASS}, "provisioner": DRIVER, "reclaimPolicy": "Delete",
             "volumeBindingMode": "Immediate", "allowVolumeExpansion": True})
-    if not client.list("VolumeSnapshotClass"):
-        client.create("VolumeSnapshotClass", {
-            "metadata": {"name": SNAPSHOT_CLASS,
-                         "annotations": {"snapshot.storage.kubernetes.io/is-default-class": "true"}},
-            "driver": DRIVER, "deletionPolicy": "Delete"})
+    for name, driver in ((SNAPSHOT_CLASS, DRIVER), (SHARED_SNAPSHOT_CLASS, SHARED_DRIVER)):
+        if not any(c.get("driver") == driver for c in client.list("VolumeSnapshotClass")):
+            client.create("VolumeSnapshotClass", {
+                "metadata": {"name": name, "annotations": {"snapshot.storage.kubernetes.io/is-default-class": "true"}},
+                "driver": driver, "deletionPolicy": "Delete"})
     if client.peek("ServiceAccount", "default", "default") is None:
         client.create("ServiceAccount", {"metadata": {"name": "default", "namespace": "default"}})
     if first_start:
         for path in INSTALLED:
             install(client, path)
-    return _controller_pod(client, node)
+    return _controller_pod(client, nodes[0])
+
+
+def forget_nodes(client: Client, kept: list[str]) -> None:
+    """The pods of an earlier start bound to a node this one has no machine for (`cluster up
+    --nodes` fewer, or a state root from before nodes had kind's names) go, as the pod GC does
+    with pods bound to a node that does not exist (gcOrphaned: Failed, DisruptionTarget
+    DeletionByPodGC, deleted at once), so their Jobs fail and start again on the nodes there are.
+    (Nodes are not kept on disk: each start's kubelets register theirs.)"""
+    now = client.now()
+
+    def orphaned(live: dict) -> None:
+        status = live.setdefault("status", {})
+        if status.get("phase") not in ("Succeeded", "Failed"):
+            status["phase"] = "Failed"
+        status.setdefault("conditions", []).append({
+            "type": "DisruptionTarget", "status": "True", "reason": "DeletionByPodGC",
+            "message": "PodGC: node no longer exists", "lastTransitionTime": now})
+
+    for pod in client.list("Pod", match=lambda p: (p.get("spec") or {}).get("nodeName") not in (None, "", *kept)):
+        meta = pod["metadata"]
+        client.mutate("Pod", meta["namespace"], meta["name"], orphaned, status=True)
+        client.delete("Pod", meta["namespace"], meta["name"], grace=0)
 
 
 def install(client: Client, path: Path) -> None:
@@ -88,7 +121,9 @@ def _controller_pod(client: Client, node: str) -> str:
                      "annotations": {CONTROLLER_POD_ANNOTATION: str(pid), MIRROR_ANNOTATION: str(pid)}},
         "spec": {"containers": [{"name": "manager", "image": "kfcockpit.io/embedded-controller:local",
                                  "command": ["python", "-m", "backend.local.controller"]}],
-                 "nodeName": node, "restartPolicy": "Always"}})
+                 "nodeName": node, "restartPolicy": "Always",
+                 # The control plane outlives any node: never evicted from the one it is shown on.
+                 "tolerations": [{"operator": "Exists"}]}})
     container = {"name": "manager", "image": "kfcockpit.io/embedded-controller:local", "imageID": "",
                  "ready": True, "started": True, "restartCount": 0, "state": {"running": {"startedAt": now}},
                  "containerID": f"process://{pid}"}

@@ -2,7 +2,8 @@
 warm it up, stop it. Everything else (jobs, pods, logs, volumes) goes through its Kubernetes API.
 
 On the controller's Unix socket, one JSON request line and one JSON reply line: `ping` (its
-status, the warm workers' included), `up` (start the warm workers now), `shutdown`.
+status, the warm workers' and nodes' included), `up` (start the warm workers now), `shutdown`,
+`node-fail` and `node-restore` (with `node`: what a machine does to one of its nodes).
 
 Starting is race-free without polling: a client takes start.lock (flock), checks once more
 that nobody answers, starts the controller and waits on a pipe for its "ready" line. Other
@@ -78,10 +79,10 @@ class ControllerClient:
             raise Unavailable(f"the local cluster controller started but does not answer ({exc}); "
                               f"see {self.layout.controller_log}") from None
 
-    async def call(self, op: str, start: bool = True, explicit: bool = False) -> dict:
+    async def call(self, op: str, start: bool = True, explicit: bool = False, **args: Any) -> dict:
         reader, writer = await self.connect(start, explicit)
         try:
-            writer.write(encode({"op": op}))
+            writer.write(encode({"op": op, **args}))
             await writer.drain()
             reply = await read_message(reader)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -103,7 +104,7 @@ class ControllerClient:
 
     # ------------------------------------------------------------------ starting and stopping
 
-    def _answers(self) -> bool:
+    def answers(self) -> bool:
         address, dir_fd = socket_address(self.layout.socket)
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
@@ -120,7 +121,7 @@ class ControllerClient:
         self.layout.create()
         with open(self.layout.start_lock, "a+") as start_lock:
             fcntl.flock(start_lock, fcntl.LOCK_EX)
-            if self._answers():
+            if self.answers():
                 return
             if self.layout.stopped.exists():  # checked under the lock `stop_for_good` takes
                 raise Unavailable(STOPPED_MESSAGE)

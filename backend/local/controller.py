@@ -1,7 +1,7 @@
 """The embedded cluster's process, and the composition root of its control plane: the one place that
-builds the store, the registry, the API server, the controllers and the node's kubelet, and wires
-them together. Nothing below it knows it. Exactly one runs per state root (an fcntl lock);
-clients start it on demand.
+builds the store, the registry, the API server, the controllers and the nodes' kubelets (fleet.py,
+of the shape `cluster up` chose: shape.py), and wires them together. Nothing below it knows it.
+Exactly one runs per state root (an fcntl lock); clients start it on demand.
 
     python -m backend.local.controller --home DIR --ready-fd N   (started by client.py)
 
@@ -20,38 +20,39 @@ from __future__ import annotations
 import argparse
 import asyncio
 import fcntl
-import hashlib
-import json
 import logging
 import os
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
 from typing import Any, AsyncIterator
 
 from backend.local import bootstrap
+from backend.local import shape as shapes
 from backend.local.apiserver import credentials, schemas
 from backend.local.apiserver.listen import Listener
 from backend.local.apiserver.server import ApiServer
 from backend.local.apiserver.trainer_status import TrainerStatusServer
+from backend.local.controllers.disruption import DisruptionController
+from backend.local.controllers.failurerecovery import FailureRecoveryController
 from backend.local.controllers.gc import GarbageCollector
 from backend.local.controllers.job import JobController
 from backend.local.controllers.jobset import JobSetController
 from backend.local.controllers.namespace import NamespaceController
+from backend.local.controllers.nodelifecycle import NodeLifecycleController
 from backend.local.controllers.rayjob import RayJobController
 from backend.local.controllers.scheduler import Scheduler
 from backend.local.controllers.snapshots import Snapshotter
+from backend.local.controllers.tainteviction import TaintEvictionController
 from backend.local.controllers.trainjob import TrainJobController
 from backend.local.controllers.trainjob_status import StatusServer
 from backend.local.controllers.volumes import Provisioner
+from backend.local.fleet import Fleet
 from backend.local.layout import Layout
 from backend.local.lifecycle import Lifecycle
 from backend.local.migrate import migrate
 from backend.local.node import metrics, podspec
-from backend.local.node.kubelet import Kubelet
-from backend.local.node.limits import DEFAULT_POD_PIDS, PodCgroups
 from backend.local.node.network import Network
 from backend.local.node.warm import ZygotePool
 from backend.local.registry.client import Client
@@ -59,7 +60,6 @@ from backend.local.registry.events import Events
 from backend.local.registry.generic import Registry
 from backend.local.registry.kinds import Kind, Kinds
 from backend.local.registry.status import bad_request
-from backend.quantity import quantity
 from backend.local.registry.store import Store
 from backend.local.registry.tokens import TokenIssuer
 from backend.local.registry.strategies import strategies
@@ -68,59 +68,34 @@ from backend.raytrain.tempdir import ray_temp_dir
 
 log = logging.getLogger("kfcockpit.controller")
 
-MAX_PODS = 110  # the kubelet's default maxPods (its --max-pods): the node's allocatable pods
-SYSTEM_RESERVED, MIN_SYSTEM_RESERVED = 0.25, float(1 << 30)  # of the machine's memory, kept from pods
-
-
-def node_resources(layout: Layout) -> tuple[dict[str, str], dict[str, str]]:
-    """The node's capacity (the machine's CPUs and memory, 110 pod slots unless `cluster up
-    --max-pods` chose, as the kubelet's flag) and allocatable: what `cluster up --cpus/--memory`
-    chose (node.json), else the capacity less the memory reserved
-    for the rest of the machine (the kubelet's --system-reserved: SYSTEM_RESERVED of it, at least
-    MIN_SYSTEM_RESERVED). Its pods together never hold more memory than allocatable (limits.py)."""
-    cpu, memory = float(os.cpu_count() or 1), float(metrics.meminfo().get("MemTotal", 0))
-    allocatable_cpu, allocatable_memory = cpu, max(0.0, memory - max(MIN_SYSTEM_RESERVED, memory * SYSTEM_RESERVED))
-    pods = MAX_PODS
-    try:
-        chosen = json.loads(layout.node_file.read_text())
-        allocatable_cpu = float(chosen.get("cpu") or allocatable_cpu)
-        allocatable_memory = float(chosen.get("memory") or allocatable_memory)
-        pods = int(chosen.get("pods") or pods)
-    except (OSError, ValueError, TypeError, AttributeError):
-        pass
-
-    def resources(cores: float, size: float) -> dict[str, str]:
-        return {"cpu": f"{int(cores)}" if cores == int(cores) else f"{int(cores * 1000)}m",
-                "memory": f"{int(size) // 1024}Ki", "pods": str(pods), "ephemeral-storage": "0"}
-    return resources(max(cpu, allocatable_cpu), max(memory, allocatable_memory)), \
-        resources(allocatable_cpu, allocatable_memory)
-
-
 class ControlPlane:
     """Everything of one state root's cluster, built and wired."""
 
     def __init__(self, layout: Layout):
         self.layout = layout
         self.started = time.time()
+        self.shape = shape = shapes.load(layout.shape_file)
         self.kinds = Kinds()
         self.store = Store(self.kinds, layout.objects)
-        self.registry = Registry(self.kinds, self.store,
-                                 strategies(self.kinds, check_state_root=lambda: ray_temp_dir(layout.home)))
+        self.registry = Registry(self.kinds, self.store, strategies(
+            self.kinds, check_state_root=lambda: ray_temp_dir(layout.home),
+            toleration_seconds=(shape.default_not_ready_toleration_seconds,
+                                shape.default_unreachable_toleration_seconds)))
         self.client = Client(self.registry)
         events = Events(self.client)
         self.children = Children()
-        self.node_name = socket.gethostname()
-        capacity, allocatable = node_resources(layout)
-        self.cgroups = PodCgroups.find(hashlib.sha1(str(layout.root).encode()).hexdigest()[:12],  # noqa: S324
-                                       memory_max=int(quantity(allocatable["memory"])))
         self.zygotes: ZygotePool | None = None
         self.listener: Listener | None = None
-        self.kubelet = Kubelet(self.client, self.node_name, layout.root, self._claim_dir, capacity,
-                               self.children, Network(), self.cgroups, events.recorder("kubelet"), DEFAULT_POD_PIDS,
-                               api_port=lambda: self.listener.port if self.listener else 0,
-                               ray_temp=lambda: ray_temp_dir(layout.home), allocatable=allocatable)
+        self.fleet = Fleet(shape, layout.root, self.client, self.children, Network(), events.recorder("kubelet"),
+                           self._claim_dir, api_port=lambda: self.listener.port if self.listener else 0,
+                           ray_temp=lambda: ray_temp_dir(layout.home))
         self.controllers = [
             GarbageCollector(self.client), NamespaceController(self.client),
+            NodeLifecycleController(self.client, events.recorder("node-controller"), shape.node_monitor_grace_period),
+            TaintEvictionController(self.client, events.recorder("taint-eviction-controller")),
+            FailureRecoveryController(self.client, events.recorder("kueue-failure-recovery"),
+                                      shape.forceful_termination_grace_period),
+            DisruptionController(self.client),
             TrainJobController(self.client, events.recorder("trainjob-controller"), time.time, self._status_server),
             JobSetController(self.client, events.recorder("jobset-controller")),
             JobController(self.client, events.recorder("job-controller")),
@@ -133,7 +108,9 @@ class ControlPlane:
         self.server = ApiServer(self.registry, self, "", self._streams_changed)
         self.trainer_status: TrainerStatusServer | None = None  # the Trainer's, TrainJobStatus on
         self.ca_cert = ""
-        self.lifecycle = Lifecycle(layout, self._busy, self._status, self.prewarm, self._stop)
+        self.lifecycle = Lifecycle(layout, self._busy, self._status, self.prewarm, self._stop, ops={
+            "node-fail": lambda request: self._node(self.fleet.fail, request),
+            "node-restore": lambda request: self._node(self.fleet.restore, request)})
         self._stopping = asyncio.Event()
 
     def _status_server(self) -> StatusServer | None:
@@ -155,11 +132,11 @@ class ControlPlane:
         self.store.load()
         migrate(self.layout, self.store)
         self.layout.create()
-        bootstrap.ensure(self.client, self.node_name, first_start)
+        bootstrap.ensure(self.client, self.fleet.names, first_start)
         self.store.listeners.append(self._stored)
         self.zygotes = ZygotePool(self.layout.root, sys.stderr.fileno(), self.children.exit_of,
-                                  self.kubelet.worker_exited)
-        self.kubelet.zygotes = self.zygotes
+                                  self.fleet.worker_exited)
+        self.fleet.set_zygotes(self.zygotes)
         pki = credentials.load_or_create(self.layout.root / "pki")
         self.server.token = pki.token
         schemas.start(lambda argv: self.children.run(argv, podspec.base_env(), podspec.PROJECT_ROOT))
@@ -170,8 +147,8 @@ class ControlPlane:
         await self.trainer_status.start(self.layout.root / "trainer-status-port", pki)
         self.ca_cert = pki.ca_cert.read_text()
         socket_server = await self.lifecycle.serve()
-        tasks = [asyncio.create_task(part.run(), name=type(part).__name__)
-                 for part in (self.kubelet, *self.controllers)]
+        self.fleet.start()
+        tasks = [asyncio.create_task(part.run(), name=type(part).__name__) for part in self.controllers]
         log.info("controller %s serving %s", os.getpid(), self.layout.socket)
         self.lifecycle.check_idle()
         if ready_fd is not None:
@@ -182,12 +159,12 @@ class ControlPlane:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.fleet.stop()
         self.zygotes.stop()
         await self.listener.close()
         await self.trainer_status.close()
         socket_server.close()
         self.layout.socket.unlink(missing_ok=True)
-        self.cgroups.close()
 
     def _stop(self) -> None:
         self._stopping.set()
@@ -256,22 +233,36 @@ class ControlPlane:
                 "jobs": len(self.store.list(self.kinds.named("TrainJob"))) +
                 len(self.store.list(self.kinds.named("RayJob"))),
                 "pods_running": sum((p.get("status") or {}).get("phase") == "Running" for p in pods),
-                "warm": self.zygotes.status() if self.zygotes else []}
+                "warm": self.zygotes.status() if self.zygotes else [],
+                "nodes": self.fleet.names, "failed_nodes": self.fleet.failed(),
+                "simulated_gpus": self.fleet.simulated_gpus, "timings": self.shape.timings()}
+
+    async def _node(self, act, request: dict) -> dict:
+        """node-fail / node-restore: what the machine does to one of its nodes."""
+        message = act(str(request.get("node") or ""))
+        if asyncio.iscoroutine(message):
+            message = await message
+        return {"ok": True, "message": message}
 
     # ------------------------------------------------------------------ what the API server asks of the node
 
     def pod_log(self, pod: dict, options: dict[str, str]) -> AsyncIterator[bytes]:
+        """pods/log, served by the kubelet of the pod's node (as kube-apiserver asks that node's)."""
         node = (pod.get("spec") or {}).get("nodeName")
-        if node != self.kubelet.name:
-            raise bad_request(f'pod {pod["metadata"]["name"]} does not have a host assigned' if not node else
-                              f"no kubelet of node {node} runs here")
-        return self.kubelet.logs(pod, options)
+        if not node:
+            raise bad_request(f'pod {pod["metadata"]["name"]} does not have a host assigned')
+        kubelet = self.fleet.kubelet(node)
+        if kubelet is None:
+            raise bad_request(f"Get \"https://{node}:10250/containerLogs/{pod['metadata']['namespace']}/"
+                              f"{pod['metadata']['name']}\": node {node} does not answer (it failed)"
+                              if node in self.fleet.names else f"no kubelet of node {node} runs here")
+        return kubelet.logs(pod, options)
 
     def metrics(self, kind: Kind, namespace: str | None) -> list[dict]:
         if kind.kind == "NodeMetrics":
-            return [metrics.node_metrics(self.kubelet.name)]
-        readings = (metrics.pod_metrics(p, self.kubelet.pod_pid(p["metadata"]["namespace"], p["metadata"]["name"]))
-                    for p in self.store.list(self.kinds.named("Pod"), namespace))
+            return [metrics.node_metrics(name) for name in self.fleet.names if self.fleet.kubelet(name) is not None]
+        readings = (metrics.pod_metrics(p, self.fleet.pod_pid(p)) for p in self.store.list(self.kinds.named("Pod"),
+                                                                                           namespace))
         return [m for m in readings if m is not None]
 
 

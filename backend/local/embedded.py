@@ -12,15 +12,15 @@ Start-up is the controller client's (flock, no polling); a cluster stopped on pu
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from backend.cluster import Capabilities
 from backend.errors import Unavailable
+from backend.local import shape as shapes
 from backend.local.client import ControllerClient
 from backend.local.layout import Layout
 from backend.settings import Settings
@@ -89,17 +89,24 @@ class Embedded:
         self.start()
         return self.server()
 
-    def size_node(self, cpus: str | None, memory: str | None, max_pods: int | None = None) -> bool:
-        """The node's CPUs and memory (Kubernetes quantities) and the pods it holds (the kubelet's
-        --max-pods) from the next start on; True when a controller runs now (it keeps its size
-        until then)."""
-        from backend.quantity import quantity
+    def shape(self) -> shapes.Shape:
+        """The cluster's shape: as chosen, else the lesson's (shape.py)."""
+        return shapes.load(self.layout.shape_file)
 
-        chosen = {"cpu": quantity(cpus) if cpus else None, "memory": quantity(memory) if memory else None,
-                  "pods": max_pods}
-        self.layout.root.mkdir(parents=True, exist_ok=True)
-        self.layout.node_file.write_text(json.dumps(chosen))
-        return self.client.controller_pid() is not None
+    def reshape(self, **changes) -> bool:
+        """The shape with these changes (shape.Shape's fields) from the next start on: checked
+        first (InvalidResource, nothing written); True when a controller runs now (it keeps its
+        shape until then)."""
+        changed = replace(self.shape(), **changes).check()
+        shapes.save(self.layout.shape_file, changed)
+        return self.client.answers()
+
+    async def fail_node(self, name: str) -> str:
+        """The machine of one node is lost: every process on it ends at once (fleet.py)."""
+        return (await self.client.call("node-fail", start=False, node=name))["message"]
+
+    async def restore_node(self, name: str) -> str:
+        return (await self.client.call("node-restore", start=False, node=name))["message"]
 
     def mount(self, claim: str, namespace: str = "default") -> Path:
         """Where a kfp.local task (a process here, which kfp.local gives no mounts) finds the
@@ -146,6 +153,7 @@ class Embedded:
                         "pods start from a process with torch imported" if ready else
                         "warm workers start with the first runtime or job (kfcockpit cluster up starts them now)"),
                 fix="" if not problems else f"see {self.layout.controller_log}"))
+            checks.append(self._nodes_check(status))
         else:
             stopped = self.layout.stopped.exists()
             checks.append(Check(name="controller", ok=False, fix="kfcockpit cluster up",
@@ -156,6 +164,20 @@ class Embedded:
                             detail="hard-linked snapshots supported" if not problem else f"cannot hard-link: {problem}",
                             fix="" if not problem else "put KFCOCKPIT_HOME on a local filesystem"))
         return checks
+
+    @staticmethod
+    def _nodes_check(status: dict):
+        """The nodes, the failed ones named, and whether their GPUs are simulated (pods train on CPU)."""
+        from backend.models import Check
+
+        nodes, failed = status.get("nodes") or [], status.get("failed_nodes") or []
+        detail = f"{len(nodes)} node(s): {', '.join(nodes)}"
+        if failed:
+            detail += f"; failed: {', '.join(failed)}"
+        if status.get("simulated_gpus"):
+            detail += "; nvidia.com/gpu simulated (no such GPUs here): GPU pods train on CPU"
+        return Check(name="nodes", ok=not failed, detail=detail,
+                     fix="" if not failed else " && ".join(f"kfcockpit node restore {n}" for n in failed))
 
     def _hard_link_problem(self) -> str:
         self.layout.create()

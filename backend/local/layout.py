@@ -11,7 +11,8 @@
       layout-version    which layout of this directory the files follow (migrate.py)
       objects/<group>/<plural>/<namespace>/<name>.json   the stored objects (registry/store.py)
       pki/, api-port    the API server's certificates and token, and the port it had
-      node.json         the node's allocatable cpu/memory/pods when `cluster up --cpus/--memory/--max-pods` set them
+      cluster.json      the cluster's shape (shape.py): nodes, their resources and GPUs, the node
+                        lifecycle's timings, as `cluster up` chose them (node.json: an older one's)
       volumes/<namespace>/<volume>/  a PersistentVolumeClaim's files (its volumeName, pvc-<uid>)
       snapshots/<content>/data/      a VolumeSnapshot's files (hard links), by its content's name
       logs/<namespace>/<pod>_<uid>/<container>/<restart>.log   every line a pod printed
@@ -46,7 +47,7 @@ class Layout:
         self.stopped = self.root / "stopped"
         self.version_file = self.root / "layout-version"
         self.objects = self.root / "objects"
-        self.node_file = self.root / "node.json"  # the node's CPU, memory and pods, when set at `cluster up`
+        self.shape_file = self.root / "cluster.json"  # the cluster's shape, as `cluster up` chose it
         self.logs = self.root / "logs"
         self.volumes = self.root / "volumes"
         self.snapshots = self.root / "snapshots"

@@ -1,16 +1,19 @@
 """The controller process's own life: its Unix socket (client.py: one JSON request line, one
-reply line; only ping, up and shutdown) and the idle exit, armed when no pod runs and nobody is
-connected, to the socket or watching through the API. Built from the functions the composition
-root gives it (controller.py); it knows nothing else of the cluster.
+reply line: ping, up, shutdown, and what a machine does to its nodes: node-fail, node-restore)
+and the idle exit, armed when no pod runs and nobody is connected, to the socket or watching
+through the API. Built from the functions the composition root gives it (controller.py); it knows
+nothing else of the cluster.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
-from typing import Callable
+from typing import Any, Awaitable, Callable
 
+from backend.errors import ClusterError
 from backend.local.client import encode, read_message
 from backend.local.layout import Layout, socket_address
 
@@ -24,10 +27,13 @@ DEFAULT_IDLE_EXIT = 600.0
 
 class Lifecycle:
     def __init__(self, layout: Layout, busy: Callable[[], bool], status: Callable[[], dict],
-                 warm: Callable[[], None], stop: Callable[[], None]):
+                 warm: Callable[[], None], stop: Callable[[], None],
+                 ops: dict[str, Callable[[dict[str, Any]], dict | Awaitable[dict]]] | None = None):
         """`busy()`: something runs (a pod, a watch); `status()`: what ping tells; `warm()`: start
-        the warm workers now; `stop()`: end the process."""
+        the warm workers now; `stop()`: end the process; `ops`: more operations by name, each
+        given the request (a ClusterError it raises is the one-line reply)."""
         self.layout, self.busy, self.status, self.warm, self.stop = layout, busy, status, warm, stop
+        self.ops = ops or {}
         self.idle_exit = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_EXIT))
         self._clients = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -53,7 +59,11 @@ class Lifecycle:
                 return
             op = request.get("op")
             try:
-                reply = self._answer(op)
+                reply = self._answer(op) if op not in self.ops else self.ops[op](request)
+                if inspect.isawaitable(reply):
+                    reply = await reply
+            except ClusterError as exc:  # the user's to fix: one line
+                reply = {"error": str(exc)}
             except Exception as exc:  # noqa: BLE001 - a bug, reported in one line, logged in full
                 log.exception("request %s failed", op)
                 reply = {"error": f"controller error in {op}: {type(exc).__name__}: {exc}"}

@@ -9,6 +9,9 @@
 #                                                csi-driver-host-path v1.18.0, its StorageClass (made the
 #                                                default) and VolumeSnapshotClass: kind's own `standard`
 #                                                class cannot snapshot
+#   manifests/install/install.sh nfs             csi-driver-nfs v4.11.0, its example in-cluster NFS server
+#                                                and the ReadWriteMany class nfs-csi the lesson's
+#                                                checkpoint volume asks for (manifests/nfs/)
 #   manifests/install/install.sh kuberay         KubeRay v1.7.0 (CRDs + operator, ray-system): RayJobs
 #   manifests/install/install.sh pipelines       Kubeflow Pipelines 2.17.0, platform-agnostic
 #   manifests/install/install.sh image           build kfcockpit-base:0.1.0 and load it into kind
@@ -21,6 +24,7 @@ TRAINER_VERSION=v2.3.0
 PIPELINES_VERSION=2.17.0
 SNAPSHOTTER_VERSION=v8.6.0
 HOSTPATH_VERSION=v1.18.0
+NFS_VERSION=v4.11.0
 KUBERAY_VERSION=v1.7.0
 BASE_IMAGE=kfcockpit-base:0.1.0
 
@@ -78,6 +82,21 @@ install_snapshots() {
   $KUBECTL apply -f "$ROOT/manifests/snapshots/volumesnapshotclass.yaml"
 }
 
+install_nfs() {
+  say "csi-driver-nfs $NFS_VERSION and its example NFS server (namespace default)"
+  (
+    src="$(mktemp -d)"
+    trap 'rm -rf "$src"' EXIT
+    git clone --quiet --depth 1 --branch "$NFS_VERSION" https://github.com/kubernetes-csi/csi-driver-nfs "$src"
+    cd "$src"
+    ./deploy/install-driver.sh "$NFS_VERSION" local
+    $KUBECTL apply -f deploy/example/nfs-provisioner/nfs-server.yaml
+  )
+  $KUBECTL wait --for=condition=Available --timeout=300s deployment/nfs-server
+  say "StorageClass nfs-csi (ReadWriteMany) and VolumeSnapshotClass csi-nfs-snapclass"
+  $KUBECTL apply -f "$ROOT/manifests/nfs/storageclass.yaml"
+}
+
 install_kuberay() {
   say "KubeRay $KUBERAY_VERSION: RayJob CRDs and the operator"
   $KUBECTL apply --server-side -k "$HERE/kuberay"
@@ -105,16 +124,17 @@ install_image() {
 
 main() {
   local steps=("$@")
-  [ ${#steps[@]} -eq 0 ] && steps=(trainer snapshots kuberay pipelines image)
+  [ ${#steps[@]} -eq 0 ] && steps=(trainer snapshots nfs kuberay pipelines image)
   for step in "${steps[@]}"; do
     case "$step" in
       trainer) install_trainer ;;
       runtime) install_runtime ;;
       snapshots) install_snapshots ;;
+      nfs) install_nfs ;;
       kuberay) install_kuberay ;;
       pipelines) install_pipelines ;;
       image) install_image ;;
-      *) echo "install.sh: unknown step '$step' (trainer, runtime, snapshots, kuberay, pipelines, image)" >&2; exit 2 ;;
+      *) echo "install.sh: unknown step '$step' (trainer, runtime, snapshots, nfs, kuberay, pipelines, image)" >&2; exit 2 ;;
     esac
   done
   say "done: kfcockpit cluster status --context \$(kubectl config current-context) -n $NAMESPACE"

@@ -1,6 +1,8 @@
-"""The one node and its scheduler: a pod is bound only where its requests fit (as the default
-scheduler's NodeResourcesFit); the others stay Pending with PodScheduled=False, reason
-Unschedulable and a FailedScheduling event, and no process starts for them."""
+"""The nodes (the lesson's cluster: two) and the scheduler: a pod is bound only where its requests
+fit (kube-scheduler's NodeResourcesFit, pkg/scheduler/framework/plugins/noderesources/fit.go); the
+others stay Pending with PodScheduled=False, reason Unschedulable, the reasons counted over the
+nodes (FitError, pkg/scheduler/framework/types.go) and a FailedScheduling event, and no process
+starts for them."""
 
 from __future__ import annotations
 
@@ -18,21 +20,24 @@ def _job(name: str, nodes: int, requests: dict) -> str:
 
 
 def test_pods_that_do_not_fit_stay_pending_and_start_nothing(kubectl, embedded):
-    allocatable = json.loads(kubectl("get", "nodes", "-o", "jsonpath={.items[0].status.allocatable}"))
+    nodes = json.loads(kubectl("get", "nodes", "-o", "json"))["items"]
+    assert len(nodes) == 2
+    allocatable = nodes[0]["status"]["allocatable"]
     name, selector = "sc-full", "jobset.sigs.k8s.io/jobset-name=sc-full"
-    kubectl("apply", "-f", "-", input=_job(name, 3, {"cpu": allocatable["cpu"]}))  # each pod wants the node
-    kubectl("wait", "--for=jsonpath={.status.phase}=Running", "pod", "-l",
-            f"{selector},batch.kubernetes.io/job-completion-index=0", "--timeout=300s")
-    for index in (1, 2):
-        pod = kubectl("get", "pods", "-l", f"{selector},batch.kubernetes.io/job-completion-index={index}",
-                      "-o", "jsonpath={.items[0]}")
-        pod = json.loads(pod)
-        assert pod["status"]["phase"] == "Pending" and "nodeName" not in pod["spec"]
-        (scheduled,) = pod["status"]["conditions"]
-        assert (scheduled["type"], scheduled["status"], scheduled["reason"]) == ("PodScheduled", "False",
-                                                                                 "Unschedulable")
-        assert "1 Insufficient cpu" in scheduled["message"]
-        assert not (embedded[0] / "cluster" / "logs" / name / f"{pod['metadata']['name']}.log").exists()
+    kubectl("apply", "-f", "-", input=_job(name, 3, {"cpu": allocatable["cpu"]}))  # each pod wants a node
+    kubectl("wait", "--for=jsonpath={.status.phase}=Running", "pod", "-l", selector,
+            "--field-selector", "spec.nodeName!=", "--timeout=300s")
+    pods = json.loads(kubectl("get", "pods", "-l", selector, "-o", "json"))["items"]
+    placed = sorted(p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName"))
+    assert placed == sorted(n["metadata"]["name"] for n in nodes)  # one on each node
+    (pod,) = [p for p in pods if not p["spec"].get("nodeName")]
+    assert pod["status"]["phase"] == "Pending"
+    (scheduled,) = pod["status"]["conditions"]
+    assert (scheduled["type"], scheduled["status"], scheduled["reason"]) == ("PodScheduled", "False",
+                                                                             "Unschedulable")
+    assert scheduled["message"] == ("0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are "
+                                    "available: 2 No preemption victims found for incoming pod.")
+    assert not (embedded[0] / "cluster" / "logs" / name / f"{pod['metadata']['name']}.log").exists()
     events = json.loads(kubectl("get", "events", "--field-selector", "reason=FailedScheduling", "-o", "json"))
     assert any(e["involvedObject"]["name"].startswith(name) for e in events["items"])
     assert "Pending" in kubectl("get", "pods", "-l", selector)
@@ -41,5 +46,5 @@ def test_pods_that_do_not_fit_stay_pending_and_start_nothing(kubectl, embedded):
 
 def test_more_nodes_than_the_node_has_pod_slots_is_refused(kubectl):
     err = kubectl.fails("apply", "-f", "-", input=_job("sc-huge", 100000, {}))
-    assert "spec.trainer.numNodes: Invalid value: 100000" in err and "hold 110 pods together" in err
+    assert "spec.trainer.numNodes: Invalid value: 100000" in err and "hold 220 pods together" in err
     assert kubectl("get", "trainjobs", "-o", "name").count("sc-huge") == 0

@@ -31,7 +31,10 @@ from training import checkpoint_format, metrics
 
 
 def claim_yaml(name: str, storage: str = "1Gi", source: dict | None = None, source_ref: dict | None = None) -> str:
-    spec: dict = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage}}}
+    # The shared class (ReadWriteMany, bound at once, as the lesson's volume): the default class's
+    # claims wait for their first pod (WaitForFirstConsumer), which these tests do not start.
+    spec: dict = {"accessModes": ["ReadWriteMany"], "storageClassName": "nfs-csi",
+                  "resources": {"requests": {"storage": storage}}}
     if source is not None:
         spec["dataSource"] = source
     if source_ref is not None:
@@ -99,7 +102,7 @@ def test_a_claim_restored_from_a_snapshot_starts_with_the_snapshots_files(embedd
     # The snapshot controller's binding: a VolumeSnapshotContent that points back at it.
     content = get(kubectl, "volumesnapshotcontent", snapshot["status"]["boundVolumeSnapshotContentName"])
     assert content["spec"]["volumeSnapshotRef"]["name"] == "vr-snap"
-    assert content["spec"]["driver"] == "kfcockpit.io/local-dir" and content["status"]["readyToUse"] is True
+    assert content["spec"]["driver"] == "kfcockpit.io/shared-dir" and content["status"]["readyToUse"] is True
 
     replace_file(source / "run" / "a.txt", "after")  # later writes to the source volume
     (source / "new.txt").write_text("new")
@@ -131,7 +134,7 @@ def test_a_claim_naming_a_missing_snapshot_stays_pending_until_it_is_taken(embed
     assert get(kubectl, "pvc", "vr-early")["status"]["phase"] == "Pending"
     assert events(kubectl, "vr-early")[-1] == (
         "Warning", "ProvisioningFailed",
-        'failed to provision volume with StorageClass "standard": error getting handle for DataSource Type '
+        'failed to provision volume with StorageClass "nfs-csi": error getting handle for DataSource Type '
         "VolumeSnapshot by Name vr-later: error getting snapshot vr-later from api server: "
         'volumesnapshots.snapshot.storage.k8s.io "vr-later" not found')
     with pytest.raises(NotFound):
@@ -159,7 +162,7 @@ def test_a_restore_smaller_than_the_snapshot_stays_pending(embedded, kubectl):
     assert get(kubectl, "pvc", "vr-small")["status"]["phase"] == "Pending"
     assert events(kubectl, "vr-small")[-1][1:] == (
         "ProvisioningFailed",
-        'failed to provision volume with StorageClass "standard": error getting handle for DataSource Type '
+        'failed to provision volume with StorageClass "nfs-csi": error getting handle for DataSource Type '
         "VolumeSnapshot by Name vr-big-snap: requested volume size 1073741824 is less than the size 2147483648 "
         "for the source snapshot vr-big-snap")
     kubectl("delete", "pvc", "vr-small", "vr-big")
@@ -179,7 +182,7 @@ def test_a_pod_waits_for_its_claim_to_be_provisioned(embedded, kubectl):
     pod = get(kubectl, "pod", "vr-waiting")
     assert pod["status"]["phase"] == "Pending"
     assert pod["status"]["conditions"][0]["message"].startswith(
-        "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims.")
+        "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.")
 
     kubectl("apply", "-f", "-", input=claim_yaml("vr-awaited-src"))
     bound(kubectl, "vr-awaited-src")
@@ -284,12 +287,13 @@ async def test_preflight_of_the_embedded_cluster_is_all_green(embedded, kubectl)
     cluster = kube_cluster(embedded)
     checks = await cluster.preflight()
     # the embedded cluster's own checks (its capabilities'), then any cluster's
-    assert [c.name for c in checks] == ["controller", "warm-workers", "snapshots-on-disk", "Kubernetes API",
+    assert [c.name for c in checks] == ["controller", "warm-workers", "nodes", "snapshots-on-disk", "Kubernetes API",
                                         "Trainer controller", "Training runtime", "Pipelines endpoint",
                                         "Snapshot CRDs", "VolumeSnapshotClass"]
     assert [c for c in checks if not c.ok] == []
     found = {c.name: c.detail for c in checks}
     assert found["Pipelines endpoint"] == "none needed: pipelines run on this machine with kfp.local"
+    assert found["nodes"] == "2 node(s): kfcockpit-worker, kfcockpit-worker2"  # no GPUs here, none simulated
     assert found["Trainer controller"].startswith("kubeflow-trainer-controller-manager-")
     await cluster.close()
     # That pod is the controller process itself: it can be looked at, not deleted.

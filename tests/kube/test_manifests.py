@@ -114,6 +114,7 @@ def test_install_pins_the_versions_preflight_names():
                       "PIPELINES_VERSION": preflight.PIPELINES_VERSION,
                       "SNAPSHOTTER_VERSION": preflight.SNAPSHOTTER_VERSION,
                       "HOSTPATH_VERSION": preflight.HOSTPATH_VERSION,
+                      "NFS_VERSION": preflight.NFS_VERSION,
                       "KUBERAY_VERSION": preflight.KUBERAY_VERSION}
     refs = {}
     for kustomization in (MANIFESTS / "install").rglob("kustomization.yaml"):
@@ -139,12 +140,12 @@ def test_install_exits_0_when_every_tool_it_calls_succeeds(tmp_path):
     stubs.mkdir()
     for tool in ("kubectl", "docker", "kind"):
         (stubs / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "{calls}"\n')
-    # git clone ... DIR: leave a deploy script where install.sh runs it.
-    (stubs / "git").write_text(f'#!/bin/sh\necho "git $*" >> "{calls}"\nfor last; do :; done\n'
-                               'mkdir -p "$last/deploy/kubernetes-latest"\n'
-                               f'printf \'#!/bin/sh\\necho deploy.sh >> "{calls}"\\n\' '
-                               '> "$last/deploy/kubernetes-latest/deploy.sh"\n'
-                               'chmod +x "$last/deploy/kubernetes-latest/deploy.sh"\n')
+    # git clone ... DIR: leave the deploy scripts where install.sh runs them (csi-hostpath's, csi-driver-nfs's).
+    scripts = ("deploy/kubernetes-latest/deploy.sh", "deploy/install-driver.sh")
+    (stubs / "git").write_text(f'#!/bin/sh\necho "git $*" >> "{calls}"\nfor last; do :; done\n' + "".join(
+        f'mkdir -p "$(dirname "$last/{script}")"\n'
+        f'printf \'#!/bin/sh\\necho {Path(script).name} $* >> "{calls}"\\n\' > "$last/{script}"\n'
+        f'chmod +x "$last/{script}"\n' for script in scripts))
     for stub in stubs.iterdir():
         stub.chmod(0o755)
     env = dict(os.environ, PATH=f"{stubs}:{os.environ['PATH']}", KUBECTL=str(stubs / "kubectl"))
@@ -153,7 +154,8 @@ def test_install_exits_0_when_every_tool_it_calls_succeeds(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "unbound variable" not in done.stderr
     log = calls.read_text()
-    for expected in ("apply --server-side -k", "deploy.sh", "kuberay", "docker build", "kind load docker-image"):
+    for expected in ("apply --server-side -k", "deploy.sh", "install-driver.sh v4.11.0 local", "nfs-server.yaml",
+                     "manifests/nfs/storageclass.yaml", "kuberay", "docker build", "kind load docker-image"):
         assert expected in log, expected
     bad = subprocess.run(["bash", str(MANIFESTS / "install" / "install.sh"), "nope"], env=env, capture_output=True,
                          text=True, timeout=60)

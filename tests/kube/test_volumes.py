@@ -154,13 +154,13 @@ async def test_snapshots_keep_what_the_volume_held(api, cluster, host, volume, s
 
 
 async def test_a_volume_of_a_class_without_snapshots_says_so(api, cluster, host, volume):
-    api.put(STORAGE_CLASSES, {"metadata": {"name": "standard", "annotations": {
-        "storageclass.kubernetes.io/is-default-class": "true"}}, "provisioner": "rancher.io/local-path"})
+    # the lesson's volume names the class nfs-csi: its driver installed, its snapshot class not
+    api.put(STORAGE_CLASSES, {"metadata": {"name": "nfs-csi"}, "provisioner": "nfs.csi.k8s.io"})
     api.put(SNAPSHOT_CLASSES, {"metadata": {"name": "csi-hostpath-snapclass"}, "driver": "hostpath.csi.k8s.io",
                                "deletionPolicy": "Delete"})
     with pytest.raises(ClusterError) as failure:
         await cluster.snapshot("checkpoints", "run-a")
     message = str(failure.value)
-    assert "cannot be snapshotted" in message and "rancher.io/local-path" in message
-    assert "install.sh snapshots" in message and "\n" not in message
+    assert "cannot be snapshotted" in message and "nfs.csi.k8s.io of StorageClass nfs-csi" in message
+    assert "install.sh nfs" in message and "\n" not in message
     assert api.requests_for("POST", "/volumesnapshots") == []

@@ -229,6 +229,8 @@ def test_every_step_is_done_in_the_cockpit_and_the_headless_lesson_sees_it(walke
     assert all(walked.status[step]["has_note"] for step in NOTES)
     seen3 = walked.status["3"]["evidence"]["seen"]
     assert seen3 == "rank 0 and rank 1 printed the same loss at all 40 steps", seen3
+    seen4 = walked.status["4"]["evidence"]["seen"]  # where each rank ran, on the lesson's two nodes
+    assert re.search(r"\((rank 0 on node \S+, rank 1 on node \S+|both on node \S+)\)", seen4), seen4
     seen6 = walked.status["6"]["evidence"]["seen"]
     found = re.fullmatch(r"restart attempt (\d+) resumed from step (\d+) > 0", seen6)
     assert found and int(found.group(1)) >= 1 and int(found.group(2)) > 0, seen6

@@ -35,6 +35,14 @@ def _cases(tmp_path):
         (["get", "pods"], "use kubectl get"),
         (["cluster", "up", "--cpus", "0"], "'0' is not a resource quantity (must be more than 0)"),
         (["cluster", "up", "--max-pods", "0"], "'0' is not a whole number above 0"),
+        (["cluster", "up", "--nodes", "0"], "--nodes 0: a cluster needs at least one node"),
+        (["cluster", "up", "--gpus-per-node", "-1"], "--gpus-per-node -1: a node has 0 or more GPUs"),
+        (["cluster", "up", "--gpus-per-node", "many"], "--gpus-per-node 'many': a number of GPUs, or auto"),
+        (["cluster", "up", "--node-monitor-grace-period", "soon"],
+         "--node-monitor-grace-period 'soon' is not a duration"),
+        (["node", "fail", "no-such-node"], "node 'no-such-node' not found (the nodes: kfcockpit-worker, "
+                                           "kfcockpit-worker2)"),
+        (["node", "restore", "kfcockpit-worker"], "node kfcockpit-worker is running (it has not failed)"),
     ]
 
 

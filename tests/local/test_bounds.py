@@ -32,16 +32,18 @@ def _manifests(home: Path) -> Path:
 
 
 def _node_memory_peak(controller: int, home: Path) -> int | None:
-    """The most the node's pods held together, from the node's memory cgroup."""
-    node = f"kfcockpit-{hashlib.sha1(str(Embedded(home).layout.root).encode()).hexdigest()[:12]}"  # noqa: S324
+    """The most any node's pods held together, from the nodes' memory cgroups (one per node:
+    kfcockpit-<state root's tag>-<node's index>, backend/local/fleet.py)."""
+    tag = f"kfcockpit-{hashlib.sha1(str(Embedded(home).layout.root).encode()).hexdigest()[:12]}"  # noqa: S324
     for line in Path(f"/proc/{controller}/cgroup").read_text().splitlines():
         number, controllers, path = line.split(":", 2)
         v1 = "memory" in controllers.split(",")
         if v1 or (number == "0" and not controllers):
-            root = Path("/sys/fs/cgroup/memory" if v1 else "/sys/fs/cgroup") / path.lstrip("/") / node
-            peak = root / ("memory.max_usage_in_bytes" if v1 else "memory.peak")
-            if peak.exists():
-                return int(peak.read_text())
+            parent = Path("/sys/fs/cgroup/memory" if v1 else "/sys/fs/cgroup") / path.lstrip("/")
+            peaks = [int(peak.read_text()) for node in parent.glob(f"{tag}-*")
+                     if (peak := node / ("memory.max_usage_in_bytes" if v1 else "memory.peak")).exists()]
+            if peaks:
+                return max(peaks)
     return None
 
 

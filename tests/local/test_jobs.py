@@ -42,6 +42,9 @@ async def test_the_lesson_job_runs_as_is_two_pods_running_then_complete(cluster)
     for rank, pod in enumerate(running):
         assert re.fullmatch(rf"lesson-ddp-node-0-{rank}-[a-z0-9]{{5}}", pod.name)
         assert pod.labels[LABEL_RANK] == str(rank) and pod.labels[LABEL_RESTART_ATTEMPT] == "0"
+    # The lesson's cluster has two nodes and its volume is ReadWriteMany: LeastAllocated puts the
+    # second worker on the node the first left free.
+    assert {p.node for p in running} == {"kfcockpit-worker", "kfcockpit-worker2"}
 
     done = await cluster.wait_job("lesson-ddp", COMPLETE, WAIT)
     assert done.phase == JobPhase.COMPLETE and done.restart_attempt == 0

@@ -177,8 +177,9 @@ async def test_a_killed_attempt_stays_listed_failed_and_dimmed_below_the_new_gro
         await pilot.pause()
         rows = [[c.plain for c in table.get_row_at(i)] for i in range(table.row_count)]
         assert [r[0] for r in rows] == ["0-ccccc", "1-ddddd", "0-aaaaa", "1-bbbbb"]
-        assert rows[2][3] == "Failed" and rows[2][4] == "Deleted"
-        assert rows[3][3] == "Failed" and rows[3][4] == "Killed 137"
+        phase, reason = table.get_column_index("phase"), table.get_column_index("reason")
+        assert rows[2][phase] == "Failed" and rows[2][reason] == "Deleted"
+        assert rows[3][phase] == "Failed" and rows[3][reason] == "Killed 137"
         assert "dim" in str(table.get_row_at(3)[0].style)
         assert table.is_history("job-node-0-1-bbbbb") and not table.is_history("job-node-0-1-ddddd")
         table.reset("job", keep_history=True)  # the watch reopened: the live rows come again

@@ -219,3 +219,23 @@ async def test_a_group_larger_than_the_panel_shows_is_summarised_and_the_rows_na
             table.apply(PodEvent(type=PodEventType.ADDED, pod=pod(f"job-node-0-{rank}-aaaaa", rank)))
         await pilot.pause()
         assert table.group is not None and table.group.size == 20  # more logs than are read at once
+
+
+async def test_each_pod_names_its_node_as_kubectl_get_pods_o_wide_does():
+    """On a cluster of several nodes, where each rank runs (kind's `<cluster>-worker2` as
+    `worker2`; "-" for a pod not scheduled yet); the first column to go when the table is narrow."""
+    from tui.widgets.pods_table import columns_for
+
+    assert "node" in columns_for(120) and "node" not in columns_for(66)
+    app = TableApp()
+    async with app.run_test(size=(120, 10)) as pilot:
+        table = app.query_one(PodsTable)
+        table.reset("job")
+        placed = pod("job-node-0-0-aaaaa", 0).model_copy(update={"node": "kfcockpit-worker2"})
+        waiting = pod("job-node-0-1-bbbbb", 1).model_copy(update={"node": "", "phase": PodPhase.PENDING})
+        for p in (placed, waiting):
+            table.apply(PodEvent(type=PodEventType.ADDED, pod=p))
+        await pilot.pause()
+        node = table.get_column_index("node")
+        assert table.get_row(placed.name)[node].plain == "worker2"
+        assert table.get_row(waiting.name)[node].plain == "-"

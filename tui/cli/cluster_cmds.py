@@ -1,8 +1,9 @@
-"""What kubectl does not do, on the current platform: `cluster up|down|status|kubeconfig`, merged
-`logs` that follow replacement pods, `checkpoints` on a volume, `snapshot`. They speak only the
-Cluster protocol, so each works on the embedded local cluster (default) and on Kubernetes
-(--backend kube); `cluster up|down|kubeconfig` manage the embedded cluster. Declaring, listing,
-deleting and waiting are kubectl's: `apply`, `get`, `delete`, `wait` and `kill` only say so."""
+"""What kubectl does not do, on the current platform: `cluster up|down|status|kubeconfig`, `node
+fail|restore` (the embedded cluster's machines), merged `logs` that follow replacement pods,
+`checkpoints` on a volume, `snapshot`. They speak only the Cluster protocol, so each works on the
+embedded local cluster (default) and on Kubernetes (--backend kube); `cluster up|down|kubeconfig`
+and `node` manage the embedded cluster. Declaring, listing, deleting and waiting are kubectl's:
+`apply`, `get`, `delete`, `wait` and `kill` only say so."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ worker pods and serves the API. Other commands start it on demand; `up` starts i
 the workers: torch imported once), `down` stops it and every pod, `status` shows what runs and
 `kubeconfig` prints the file kubectl needs: export KUBECONFIG=$(kfcockpit cluster kubeconfig)."""
 
+NODE_DESCRIPTION = """\
+What a machine does to one of the embedded cluster's nodes, which no Kubernetes API does (a lost
+machine is not a request): `fail` ends every process of the node's pods at once and stops its
+kubelet; `restore` brings the machine back and its kubelet registers the node Ready again. What
+follows a failure is the control plane's (the node lifecycle controller, the taint eviction, the
+JobSet's failure policy), seen with kubectl; `kubectl cordon/drain` move work off a node that is up."""
+
 
 # What kfcockpit once did and kubectl does on every cluster: the kubectl command that replaces it.
 KUBECTL_DOES = {"apply": "kubectl apply", "get": "kubectl get", "delete": "kubectl delete",
@@ -39,13 +47,28 @@ def register(sub: argparse._SubParsersAction) -> None:
                     description=CLUSTER_DESCRIPTION)
     actions = p.add_subparsers(title="actions", metavar="ACTION", dest="cluster_action", required=True)
     up = add_command(actions, "up", help="start the controller (if needed) and warm the workers")
+    up.add_argument("--nodes", type=int, metavar="N",
+                    help="how many nodes (as kind's worker nodes; default 2, the lesson's); kept for later starts")
+    up.add_argument("--gpus-per-node", metavar="G|auto",
+                    help="each node's nvidia.com/gpu: this machine's GPUs shared out (auto, the default), or G "
+                         "per node (simulated where the machine has fewer: pods train on CPU)")
     up.add_argument("--cpus", type=_positive_quantity, metavar="N",
-                    help="the node's allocatable CPUs (default: this machine's); kept for later starts")
+                    help="each node's allocatable CPUs (default: this machine's); kept for later starts")
     up.add_argument("--memory", type=_positive_quantity, metavar="QTY",
-                    help="the node's allocatable memory, which its pods together never exceed, e.g. 8Gi "
+                    help="each node's allocatable memory, which its pods together never exceed, e.g. 8Gi "
                          "(default: this machine's, less a quarter (at least 1Gi) kept for the rest of it)")
     up.add_argument("--max-pods", type=_positive_int, metavar="N",
-                    help="the pods the node holds, as the kubelet's --max-pods (default 110); kept for later starts")
+                    help="the pods a node holds, as the kubelet's --max-pods (default 110); kept for later starts")
+    up.add_argument("--node-monitor-grace-period", metavar="DURATION",
+                    help="kube-controller-manager's: a node silent this long is Ready Unknown (upstream 50s; "
+                         "the lesson's cluster 4s)")
+    up.add_argument("--default-unreachable-toleration-seconds", type=int, metavar="S",
+                    help="kube-apiserver's: how long pods stay on an unreachable node (upstream 300; the lesson's 2)")
+    up.add_argument("--default-not-ready-toleration-seconds", type=int, metavar="S",
+                    help="kube-apiserver's: how long pods stay on a not-ready node (upstream 300; the lesson's 2)")
+    up.add_argument("--forceful-termination-grace-period", metavar="DURATION",
+                    help="Kueue's failure recovery: a pod stuck Terminating on an unreachable node is failed and "
+                         "removed this long after its deletion time (upstream 1m; the lesson's 1s)")
     up.set_defaults(handler=cmd_up)
     add_command(actions, "down", help="stop the controller and every pod").set_defaults(handler=cmd_down)
     add_command(actions, "kubeconfig", help="start the cluster if needed and print its kubeconfig's path",
@@ -57,6 +80,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     status = add_command(actions, "status", help="controller, runtime, volume, snapshots: what is ready")
     add_output_option(status)
     status.set_defaults(handler=cmd_status)
+
+    p = add_command(sub, "node", help="fail or restore a node of the embedded cluster (as a lost machine)",
+                    description=NODE_DESCRIPTION)
+    actions = p.add_subparsers(title="actions", metavar="ACTION", dest="node_action", required=True)
+    for action, text in (("fail", "the node's machine is lost: every process on it ends at once"),
+                         ("restore", "the node's machine is back: its kubelet registers it Ready again")):
+        parser = add_command(actions, action, help=text)
+        parser.add_argument("node", metavar="NODE")
+        parser.set_defaults(handler=cmd_node, node_action=action)
 
     p = add_command(sub, "logs", help="every worker's lines of a job, merged (stern style)")
     p.add_argument("job", metavar="JOB")
@@ -97,7 +129,7 @@ def _local(args: argparse.Namespace, what: str):
 
     settings = settings_from(args)
     if settings.backend != "local":
-        fail(f"`cluster {what}` manages the embedded local cluster; on Kubernetes use your cluster's tools "
+        fail(f"`{what}` manages the embedded local cluster; on Kubernetes use your cluster's tools "
              "(`kfcockpit cluster status --backend kube` shows what is ready)")
     return Embedded(settings.home)
 
@@ -120,25 +152,51 @@ def _positive_quantity(text: str) -> str:
 
 
 async def cmd_up(args: argparse.Namespace) -> int:
-    cluster = _local(args, "up")
-    if args.cpus or args.memory or args.max_pods:
-        if cluster.size_node(args.cpus, args.memory, args.max_pods):
-            print("the node's new size applies at the next start: kfcockpit cluster down && kfcockpit cluster up")
+    cluster = _local(args, "cluster up")
+    changes = _shape_changes(args)
+    if changes and cluster.reshape(**changes):
+        print("the cluster's new shape applies at the next start: kfcockpit cluster down && kfcockpit cluster up")
     status = await cluster.up()
     print(f"local cluster running: controller pid {status['pid']}, state root {status['home']}")
+    if status.get("nodes"):
+        simulated = " (nvidia.com/gpu simulated: GPU pods train on CPU)" if status.get("simulated_gpus") else ""
+        print(f"nodes: {', '.join(status['nodes'])}{simulated}; node lifecycle: {status.get('timings', '')}")
     print(f"kubectl: export KUBECONFIG={cluster.kubeconfig}")
     return 0
 
 
+def _shape_changes(args: argparse.Namespace) -> dict:
+    """What `cluster up` was asked to change in the cluster's shape (backend/local/shape.py), checked
+    there before anything is written or started."""
+    from backend.local import shape
+
+    changes = {"nodes": args.nodes, "cpus": args.cpus, "memory": args.memory, "max_pods": args.max_pods,
+               "default_unreachable_toleration_seconds": args.default_unreachable_toleration_seconds,
+               "default_not_ready_toleration_seconds": args.default_not_ready_toleration_seconds}
+    if args.gpus_per_node is not None:
+        changes["gpus_per_node"] = shape.gpus(args.gpus_per_node)
+    for flag in ("node_monitor_grace_period", "forceful_termination_grace_period"):
+        if getattr(args, flag) is not None:
+            changes[flag] = shape.duration(getattr(args, flag), "--" + flag.replace("_", "-"))
+    return {k: v for k, v in changes.items() if v is not None}
+
+
+async def cmd_node(args: argparse.Namespace) -> int:
+    cluster = _local(args, f"node {args.node_action}")
+    act = cluster.fail_node if args.node_action == "fail" else cluster.restore_node
+    print(await act(args.node))
+    return 0
+
+
 async def cmd_kubeconfig(args: argparse.Namespace) -> int:
-    cluster = _local(args, "kubeconfig")
+    cluster = _local(args, "cluster kubeconfig")
     await cluster.up()
     print(cluster.kubeconfig)
     return 0
 
 
 async def cmd_down(args: argparse.Namespace) -> int:
-    cluster = _local(args, "down")
+    cluster = _local(args, "cluster down")
     pid = await cluster.down()
     print(f"local cluster stopped (controller pid {pid})" if pid else "local cluster was not running")
     return 0

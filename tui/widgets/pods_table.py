@@ -10,7 +10,8 @@ The platform deletes a failed group's pods when it recreates the group (JobSet),
 says DELETED; the table keeps those rows as history, dimmed, below the live group, with how each
 ended: a kill is what the lesson is about, and it must stay visible after the new group is up.
 
-CPU and MEM are each pod's usage from metrics.k8s.io (`kubectl top pod`), handed in every few
+NODE is the node the pod was bound to (kind's `<cluster>-worker2` shown as `worker2`; "-" while
+it waits for one). CPU and MEM are each pod's usage from metrics.k8s.io (`kubectl top pod`), handed in every few
 seconds by `show_usage` ("-" where unknown: no metrics-server, or not sampled yet). A narrow table
 drops its least telling columns (it never cuts a value short): the columns are chosen again when
 its width changes.
@@ -45,6 +46,7 @@ COLUMNS = (
     ("rank", "RANK", 4),
     ("attempt", "ATT", 3),
     ("phase", "PHASE", 9),
+    ("node", "NODE", 8),
     ("reason", "REASON", 10),
     ("step", "STEP", 5),
     ("loss", "LOSS", 8),
@@ -53,11 +55,12 @@ COLUMNS = (
     ("age", "AGE", 5),
 )
 # What goes first when the table is too narrow for every column (the grid's pods panel at 120x36
-# and the tabs beside the checklist at 80x24 are ~47 cells): the age (the job bar has the job's),
+# and the tabs beside the checklist at 80x24 are ~47 cells): the node (where a pod runs matters
+# on a cluster of several nodes, and `kubectl get pods -o wide` shows it), the age (the job bar has the job's),
 # the loss (every rank prints the same all-reduced loss; the job bar and the chart show it), the
 # reason (the phase still says a pod failed), then memory and CPU. Pod, rank, attempt, phase and
 # step always stay (the sort and a kill need the first three).
-DROP_ORDER = ("age", "loss", "reason", "mem", "cpu")
+DROP_ORDER = ("node", "age", "loss", "reason", "mem", "cpu")
 GAP = 1  # cells between columns: DataTable's padding (1 each side) would cost a column at ~47
 USAGE_SECONDS = 3.0  # how often CPU and MEM are read while the table is on screen
 HISTORY_ROWS = 12  # rows of ended attempts kept below the live group (the oldest go first)
@@ -330,6 +333,7 @@ class PodsTable(KeyedTable):
             "rank": self._styled(fmt.rank_label(pod.rank), pod),
             "attempt": self._styled(str(pod.restart_attempt), pod, "bold" if pod.restart_attempt else ""),
             "phase": self._styled(phase, pod, fmt.PHASE_STYLE.get(phase, "")),
+            "node": self._styled(fmt.node_name(pod.node), pod),
             "reason": self._styled(fmt.pod_reason(pod), pod),
             "step": self._styled(fmt.step(step), pod),
             "loss": self._styled(fmt.loss(loss), pod),

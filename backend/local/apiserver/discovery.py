@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backend.local.registry.kinds import Kind, Kinds
+from backend.local.registry.kinds import SUBRESOURCE_KINDS, Kind, Kinds
 
 # The Kubernetes version this API reports: within kubectl 1.37's supported skew (the shipped client).
 VERSION = {"major": "1", "minor": "36", "gitVersion": "v1.36.0-kfcockpit", "gitCommit": "", "gitTreeState": "clean",
@@ -36,12 +36,19 @@ def resource_list(kinds: Kinds, group: str, version: str) -> dict[str, Any] | No
     for kind in served:
         resources.append(_resource(kind))
         for sub in kind.subresources:
-            verbs = ["get"] if sub == "log" else ["get", "patch", "update"]
-            kind_name = "Pod" if sub == "log" else kind.kind
-            resources.append({"name": f"{kind.plural}/{sub}", "singularName": "", "namespaced": kind.namespaced,
-                              "kind": kind_name, "verbs": verbs})
+            group_of, version_of, kind_name, verbs = _subresource(kind, sub)
+            doc = {"name": f"{kind.plural}/{sub}", "singularName": "", "namespaced": kind.namespaced,
+                   "kind": kind_name, "verbs": list(verbs)}
+            if sub in SUBRESOURCE_KINDS:
+                doc.update(group=group_of, version=version_of)
+            resources.append(doc)
     return {"kind": "APIResourceList", "apiVersion": "v1",
             "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
+
+
+def _subresource(kind: Kind, sub: str) -> tuple[str, str, str, tuple[str, ...]]:
+    """(group, version, kind, verbs) a subresource is served with."""
+    return SUBRESOURCE_KINDS.get(sub, (kind.group, kind.version, kind.kind, ("get", "patch", "update")))
 
 
 def core_versions() -> dict[str, Any]:
@@ -78,9 +85,8 @@ def _aggregated_group(kinds: Kinds, name: str, versions: list[str]) -> dict[str,
             if kind.categories:
                 doc["categories"] = list(kind.categories)
             subs = [{"subresource": sub,
-                     "responseKind": {"group": "", "version": "v1", "kind": "Pod"} if sub == "log"
-                     else {"group": kind.group, "version": kind.version, "kind": kind.kind},
-                     "verbs": ["get"] if sub == "log" else ["get", "patch", "update"]}
+                     "responseKind": dict(zip(("group", "version", "kind"), _subresource(kind, sub)[:3])),
+                     "verbs": list(_subresource(kind, sub)[3])}
                     for sub in kind.subresources]
             if subs:
                 doc["subresources"] = subs

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from aiohttp import web
 
-from backend.local.apiserver import discovery, freshness, openapi, options, schemas
+from backend.local.apiserver import discovery, eviction, freshness, openapi, options, schemas
 from backend.local.apiserver.paging import Pager
 from backend.local.registry.generic import Registry
 from backend.local.registry.status import (
@@ -38,8 +38,8 @@ from backend.local.apiserver.wire import MAX_BODY, Target, json_response, matche
 
 log = logging.getLogger("kfcockpit.apiserver")
 
-_UNSERVED_SUBRESOURCES = ("exec", "attach", "portforward", "proxy", "eviction", "binding", "ephemeralcontainers",
-                          "resize", "scale")
+_UNSERVED_SUBRESOURCES = ("exec", "attach", "portforward", "proxy", "binding", "ephemeralcontainers", "resize",
+                          "scale")
 
 
 class ApiServer(Verbs, Streams):
@@ -163,6 +163,8 @@ class ApiServer(Verbs, Streams):
             return self._metrics(request, target)
         if target.subresource == "log":
             return await self._log(request, target)
+        if target.subresource == "eviction":
+            return await eviction.serve(self.objects, request, target)
         if method == "GET":
             if target.name is None:
                 listing = options.list_options(request)

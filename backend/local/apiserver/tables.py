@@ -13,6 +13,7 @@ import re
 import time
 from typing import Any
 
+from backend.local.apiserver import node_printers
 from backend.local.registry.kinds import Column, Kind
 
 _NAME = Column("Name", "string", ".metadata.name")
@@ -127,12 +128,6 @@ _PRINTERS: dict[str, tuple[tuple[Column, ...], Any]] = {
     "Namespace": ((_NAME, Column("Status"), Column("Age")),
                   lambda o: [o["metadata"]["name"], (o.get("status") or {}).get("phase", "Active"),
                              age(o["metadata"].get("creationTimestamp"))]),
-    "Node": ((_NAME, Column("Status"), Column("Roles"), Column("Age"), Column("Version"),
-              Column("Internal-IP", priority=1), Column("OS-Image", priority=1), Column("Kernel-Version", priority=1)),
-             lambda o: [o["metadata"]["name"], "Ready", "control-plane", age(o["metadata"].get("creationTimestamp")),
-                        ((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", ""), "127.0.0.1",
-                        ((o.get("status") or {}).get("nodeInfo") or {}).get("osImage", ""),
-                        ((o.get("status") or {}).get("nodeInfo") or {}).get("kernelVersion", "")]),
     "Event": ((Column("Last Seen"), Column("Type"), Column("Reason"), Column("Object"), Column("Message")),
               _event_row),
     "PersistentVolumeClaim": (
@@ -166,6 +161,9 @@ _PRINTERS: dict[str, tuple[tuple[Column, ...], Any]] = {
 }
 
 
+_PRINTERS.update(node_printers.printers(age))
+
+
 def _custom_row(columns: tuple[Column, ...], obj: dict[str, Any]) -> list[Any]:
     cells: list[Any] = [obj["metadata"]["name"]]
     for column in columns:
@@ -182,7 +180,7 @@ def _custom_row(columns: tuple[Column, ...], obj: dict[str, Any]) -> list[Any]:
 
 
 def _columns(kind: Kind) -> tuple[tuple[Column, ...], Any]:
-    if kind.kind in _PRINTERS and kind.group in ("", "storage.k8s.io"):
+    if kind.kind in _PRINTERS and kind.group in ("", "storage.k8s.io", "policy", "coordination.k8s.io"):
         return _PRINTERS[kind.kind]
     columns = kind.columns or (Column("Age", "date", ".metadata.creationTimestamp"),)
     return (_NAME,) + columns, lambda obj: _custom_row(columns, obj)

@@ -29,6 +29,7 @@ from backend.local.controllers import conditions
 from backend.local.controllers.base import Controller, namespaced_key, owner_key
 from backend.local.registry.events import Record
 from backend.local.registry.client import Client
+from backend.local.registry.crds.jobset_pods import EXCLUSIVE, NODE_SELECTOR_STRATEGY
 from backend.local.registry.strategy import FOREGROUND, Obj
 
 API = "jobset.x-k8s.io/v1alpha2"
@@ -263,9 +264,10 @@ def construct_job(jobset: Obj, rjob: Obj, index: int) -> Obj:
     job_spec = template.get("spec") or {}
     pod_template = job_spec.setdefault("template", {})
     pod_meta = pod_template.setdefault("metadata", {})
+    placement = _exclusive_placement(jobset, rjob)
     for target in (job_meta, pod_meta):
         target["labels"] = {**(target.get("labels") or {}), **tags}
-        target["annotations"] = {**(target.get("annotations") or {}), **tags}
+        target["annotations"] = {**(target.get("annotations") or {}), **tags, **placement}
     if (spec.get("network") or {}).get("enableDNSHostnames", True):
         pod_template.setdefault("spec", {})["subdomain"] = (spec.get("network") or {}).get("subdomain") or meta["name"]
     job_spec["suspend"] = bool(spec.get("suspend"))
@@ -275,6 +277,20 @@ def construct_job(jobset: Obj, rjob: Obj, index: int) -> Obj:
                          "ownerReferences": [{"apiVersion": API, "kind": "JobSet", "name": meta["name"],
                                               "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]},
             "spec": job_spec}
+
+
+def _exclusive_placement(jobset: Obj, rjob: Obj) -> dict[str, str]:
+    """The exclusive placement annotations (labelAndAnnotateObject): the JobSet's, a replicated
+    job's template's over them, onto its Jobs and their pods, where the pod webhook reads them
+    (registry/crds/jobset_pods.py)."""
+    found: dict[str, str] = {}
+    for given in ((jobset["metadata"].get("annotations") or {}),
+                  (((rjob.get("template") or {}).get("metadata") or {}).get("annotations") or {})):
+        if EXCLUSIVE in given:
+            found[EXCLUSIVE] = given[EXCLUSIVE]
+            if NODE_SELECTOR_STRATEGY in given:
+                found[NODE_SELECTOR_STRATEGY] = given[NODE_SELECTOR_STRATEGY]
+    return found
 
 
 def _tags(jobset: Obj, rjob: Obj, index: int, name: str) -> dict[str, str]:

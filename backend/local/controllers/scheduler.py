@@ -1,22 +1,26 @@
-"""The scheduler (kube-scheduler's default profile, the part one machine's nodes need): a pending
-pod is bound to a node through the binding subresource, or told why not.
+"""The scheduler (kube-scheduler's default profile): a pending pod is bound to a node through the
+binding subresource, or told why not, as upstream words it.
 
 A pod is pending while it has no spec.nodeName, asks for the default scheduler and is neither
-finished nor being deleted; pending pods are tried in the order they were created. Filters, in
-upstream's order and words:
+finished nor being deleted; pending pods are tried in the order they were created, each seeing the
+pods placed before it. For each:
 
-- VolumeBinding: each PersistentVolumeClaim the pod mounts must exist, not be going, and be
-  Bound ("pod has unbound immediate PersistentVolumeClaims");
-- NodeUnschedulable and readiness: a node with spec.unschedulable, or not Ready, is not a
-  candidate;
-- NodeResourcesFit: the pod's requests (cpu, memory, extended resources; limits stand for
-  requests not given) fit in the node's allocatable minus what its bound, unfinished pods
-  request, and one pod slot is left.
-
-The fitting node with the most left (LeastAllocated) gets the pod: a Scheduled event, once. A pod
-that fits nowhere gets PodScheduled False (Unschedulable) with the reasons counted per node
-("0/1 nodes are available: 1 Insufficient cpu. preemption: ...") and a FailedScheduling event,
-and is tried again when a pod ends, a node or a claim changes.
+- PreFilter (VolumeBinding): each claim it mounts must exist and not be going; one not bound
+  whose class binds Immediately fails the pod ("pod has unbound immediate PersistentVolumeClaims");
+  one whose class waits for its first consumer (WaitForFirstConsumer) is provisioned for the node
+  the pod is placed on.
+- Filters (placement.py, in upstream's order) on every node; Score: NodeResourcesFit's
+  LeastAllocated (the most cpu and memory left), ties to the first node by name.
+- Bind: the pod's node through pods/binding, with a Scheduled event. A pod whose claim waits for
+  its first consumer is assumed on its node (its requests counted there) while the claim is
+  annotated `volume.kubernetes.io/selected-node` and provisioned; it is bound once the claim is
+  Bound (upstream's PreBind waits for the same).
+- A pod that fits nowhere gets PodScheduled False (Unschedulable) and a FailedScheduling event:
+  "0/3 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: },
+  2 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 1 Preemption is not
+  helpful for scheduling, 2 No preemption victims found for incoming pod." (FitError: the reasons
+  counted over the nodes and sorted as text); it is tried again when a pod ends, a node or a
+  claim changes.
 """
 
 from __future__ import annotations
@@ -26,28 +30,17 @@ from typing import Hashable
 
 from backend.local.controllers import conditions
 from backend.local.controllers.base import Controller
-from backend.local.registry.events import Record
+from backend.local.controllers.placement import SELECTED_NODE, Snapshot, claims, room, verdict
 from backend.local.registry.client import Client
+from backend.local.registry.events import Record
 from backend.local.registry.informer import DELETED
 from backend.local.registry.status import ApiError
 from backend.local.registry.strategy import Obj
-from backend.quantity import quantity
 
 SCHEDULER = "default-scheduler"
 _PASS = "pending pods"  # the one key: every pending pod, in order
-_NOT_HELPFUL = "Preemption is not helpful for scheduling."
-_NO_VICTIMS = "No preemption victims found for incoming pod."
-
-
-def requests_of(pod: Obj) -> dict[str, float]:
-    """What a pod asks of a node: its containers' requests (limits for those not requested)."""
-    total: Counter[str] = Counter()
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-        for name, value in asked.items():
-            total[name] += quantity(value)
-    return dict(total)
+_NOT_HELPFUL = "Preemption is not helpful for scheduling"
+_NO_VICTIMS = "No preemption victims found for incoming pod"
 
 
 def pending(pod: Obj) -> bool:
@@ -57,8 +50,8 @@ def pending(pod: Obj) -> bool:
             and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
 
 
-def node_ready(node: Obj) -> bool:
-    return conditions.is_true((node.get("status") or {}).get("conditions"), "Ready")
+def _histogram(counts: Counter[str]) -> str:
+    return ", ".join(sorted(f"{n} {reason}" for reason, n in counts.items()))
 
 
 class Scheduler(Controller):
@@ -67,6 +60,7 @@ class Scheduler(Controller):
     def __init__(self, client: Client, record: Record):
         super().__init__(client)
         self.record = record
+        self.assumed: dict[tuple[str, str], str] = {}  # pod -> node, while its claims are provisioned
         self.pods = self.inform("Pod", self._pod_changed)
         self.nodes = self.inform("Node", lambda *_: self.queue.add(_PASS))
         self.inform("PersistentVolumeClaim", lambda *_: self.queue.add(_PASS))
@@ -81,25 +75,103 @@ class Scheduler(Controller):
         waiting = sorted((p for p in self.pods.items() if pending(p)),
                          key=lambda p: (p["metadata"].get("creationTimestamp") or "",
                                         int(p["metadata"].get("resourceVersion") or 0)))
+        live = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in waiting}
+        self.assumed = {k: v for k, v in self.assumed.items() if k in live}
+        snapshot = self._snapshot()
         for pod in waiting:
-            self._schedule(pod)
+            self._schedule(pod, snapshot)
         return None
 
-    def _schedule(self, pod: Obj) -> None:
+    def _snapshot(self) -> Snapshot:
+        placed: dict[str, list[Obj]] = {}
+        for pod in self.pods.items():
+            meta, node = pod["metadata"], (pod.get("spec") or {}).get("nodeName")
+            node = node or self.assumed.get((meta["namespace"], meta["name"]))
+            if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                placed.setdefault(node, []).append(pod)
+        nodes = sorted(self.nodes.items(), key=lambda n: n["metadata"]["name"])
+        return Snapshot(nodes, placed, self.client.peek)
+
+    def _schedule(self, pod: Obj, snapshot: Snapshot) -> None:
         meta = pod["metadata"]
-        problem = self._volumes(pod)
-        nodes = [n for n in self.nodes.items()]
-        if problem is None:
-            fits, reasons = self._fit(pod, nodes)
-            if fits:
-                self._bind(pod, fits)
-                return
-            counted = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
-            message = (f"0/{len(nodes)} nodes are available: {counted}. preemption: 0/{len(nodes)} nodes are "
-                       f"available: {len(nodes)} {_NO_VICTIMS}")
+        key = (meta["namespace"], meta["name"])
+        if key in self.assumed:
+            self._bind_when_provisioned(pod, self.assumed[key])
+            return
+        total = len(snapshot.nodes)
+        problem = self._prefilter(pod)
+        if problem is not None:
+            message = (f"0/{total} nodes are available: {problem}. preemption: 0/{total} nodes are available: "
+                       f"{total} {_NOT_HELPFUL}.")
+            self._unschedulable(pod, message)
+            return
+        reasons: Counter[str] = Counter()
+        preemption: Counter[str] = Counter()
+        best, best_room = None, -1.0
+        for node in snapshot.nodes:
+            found = verdict(pod, node, snapshot)
+            if found is None:
+                score = room(pod, node, snapshot)
+                if score > best_room:
+                    best, best_room = node, score
+                continue
+            found_reasons, resolvable = found
+            reasons.update(found_reasons)
+            preemption[_NO_VICTIMS if resolvable else _NOT_HELPFUL] += 1
+        if best is None:
+            message = (f"0/{total} nodes are available: {_histogram(reasons)}. preemption: 0/{total} nodes are "
+                       f"available: {_histogram(preemption)}." if total else
+                       "no nodes available to schedule pods")
+            self._unschedulable(pod, message)
+            return
+        node_name = best["metadata"]["name"]
+        snapshot.placed.setdefault(node_name, []).append(pod)
+        if self._provision_for(pod, node_name):
+            self.assumed[key] = node_name
+            self._bind_when_provisioned(pod, node_name)
         else:
-            message = (f"0/{len(nodes)} nodes are available: {problem}. preemption: 0/{len(nodes)} nodes are "
-                       f"available: {len(nodes)} {_NOT_HELPFUL}")
+            self._bind(pod, node_name)
+
+    def _prefilter(self, pod: Obj) -> str | None:
+        """VolumeBinding's PreFilter: why no node can take the pod for its claims, or None."""
+        for claim_name in claims(pod):
+            claim = self.client.peek("PersistentVolumeClaim", pod["metadata"]["namespace"], claim_name)
+            if claim is None:
+                return f'persistentvolumeclaim "{claim_name}" not found'
+            if claim["metadata"].get("deletionTimestamp"):
+                return f'persistentvolumeclaim "{claim_name}" is being deleted'
+            if (claim.get("status") or {}).get("phase") != "Bound" and not self._waits_for_consumer(claim):
+                return "pod has unbound immediate PersistentVolumeClaims"
+        return None
+
+    def _waits_for_consumer(self, claim: Obj) -> bool:
+        storage_class = self.client.peek("StorageClass", None, (claim.get("spec") or {}).get("storageClassName") or "")
+        return (storage_class or {}).get("volumeBindingMode") == "WaitForFirstConsumer"
+
+    def _provision_for(self, pod: Obj, node: str) -> bool:
+        """Annotate the pod's unbound claims with the node chosen (the provisioner makes their
+        volumes there); whether any is not Bound yet."""
+        waiting = False
+        for claim_name in claims(pod):
+            claim = self.client.peek("PersistentVolumeClaim", pod["metadata"]["namespace"], claim_name) or {}
+            if (claim.get("status") or {}).get("phase") == "Bound":
+                continue
+            waiting = True
+            if (claim.get("metadata", {}).get("annotations") or {}).get(SELECTED_NODE) != node:
+                def select(live: Obj) -> None:
+                    live["metadata"].setdefault("annotations", {})[SELECTED_NODE] = node
+                self.client.mutate("PersistentVolumeClaim", pod["metadata"]["namespace"], claim_name, select)
+        return waiting
+
+    def _bind_when_provisioned(self, pod: Obj, node: str) -> None:
+        bound = all((self.client.peek("PersistentVolumeClaim", pod["metadata"]["namespace"], c) or {})
+                    .get("status", {}).get("phase") == "Bound" for c in claims(pod))
+        if bound:
+            self.assumed.pop((pod["metadata"]["namespace"], pod["metadata"]["name"]), None)
+            self._bind(pod, node)
+
+    def _unschedulable(self, pod: Obj, message: str) -> None:
+        meta = pod["metadata"]
         if conditions.find((pod.get("status") or {}).get("conditions"), "PodScheduled", "False") and \
                 conditions.find(pod["status"]["conditions"], "PodScheduled")["message"] == message:
             return  # told already; tried again when something changes
@@ -110,62 +182,8 @@ class Scheduler(Controller):
         self.client.mutate("Pod", meta["namespace"], meta["name"], unschedulable, status=True)
         self.record(pod, "Warning", "FailedScheduling", message)
 
-    def _volumes(self, pod: Obj) -> str | None:
-        for volume in (pod.get("spec") or {}).get("volumes") or []:
-            claim_name = (volume.get("persistentVolumeClaim") or {}).get("claimName")
-            if claim_name is None:
-                continue
-            claim = self.client.peek("PersistentVolumeClaim", pod["metadata"]["namespace"], claim_name)
-            if claim is None:
-                return f'persistentvolumeclaim "{claim_name}" not found'
-            if claim["metadata"].get("deletionTimestamp"):
-                return f'persistentvolumeclaim "{claim_name}" is being deleted'
-            if (claim.get("status") or {}).get("phase") != "Bound":
-                return "pod has unbound immediate PersistentVolumeClaims"
-        return None
-
-    def _fit(self, pod: Obj, nodes: list[Obj]) -> tuple[Obj | None, Counter[str]]:
-        need = requests_of(pod)
-        reasons: Counter[str] = Counter()
-        best, best_left = None, -1.0
-        for node in nodes:
-            if (node.get("spec") or {}).get("unschedulable"):
-                reasons["node(s) were unschedulable"] += 1
-                continue
-            if not node_ready(node):
-                reasons["node(s) had untolerated taint {node.kubernetes.io/not-ready: }"] += 1
-                continue
-            left = self._free(node)
-            short = [name for name, amount in need.items() if amount > left.get(name, 0.0) + 1e-9]
-            if left.get("pods", 0) < 1:
-                short.append("pods")
-            if short:
-                for name in short:
-                    reasons["Too many pods" if name == "pods" else f"Insufficient {name}"] += 1
-                continue
-            room = sum(left.get(r, 0.0) / max(self._allocatable(node).get(r, 1.0), 1e-9) for r in ("cpu", "memory"))
-            if room > best_left:
-                best, best_left = node, room
-        return best, reasons
-
-    @staticmethod
-    def _allocatable(node: Obj) -> dict[str, float]:
-        return {k: quantity(v) for k, v in ((node.get("status") or {}).get("allocatable") or {}).items()}
-
-    def _free(self, node: Obj) -> dict[str, float]:
-        left = self._allocatable(node)
-        name = node["metadata"]["name"]
-        for pod in self.pods.items():
-            if (pod.get("spec") or {}).get("nodeName") != name or \
-                    (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                continue
-            left["pods"] = left.get("pods", 0.0) - 1
-            for resource, amount in requests_of(pod).items():
-                left[resource] = left.get(resource, 0.0) - amount
-        return left
-
-    def _bind(self, pod: Obj, node: Obj) -> None:
-        meta, node_name = pod["metadata"], node["metadata"]["name"]
+    def _bind(self, pod: Obj, node_name: str) -> None:
+        meta = pod["metadata"]
         try:
             bound = self.client.bind(meta["namespace"], meta["name"], node_name)
         except ApiError as exc:

@@ -81,23 +81,34 @@ class Snapshotter(Controller):
         self._take(snapshot, class_name, claim)
         return None
 
+    def driver(self, claim: Obj | None) -> str:
+        """The CSI driver of a claim's volume (its PersistentVolume's, else its class's)."""
+        volume = self.client.peek("PersistentVolume", None, ((claim or {}).get("spec") or {}).get("volumeName") or "")
+        if volume is not None:
+            return ((volume.get("spec") or {}).get("csi") or {}).get("driver") or DRIVER
+        found = self.client.peek("StorageClass", None, ((claim or {}).get("spec") or {}).get("storageClassName") or "")
+        return (found or {}).get("provisioner") or DRIVER
+
     def _inputs(self, snapshot: Obj) -> tuple[str, Obj]:
-        """getCreateSnapshotInput: the class and the bound claim, or why not."""
+        """getCreateSnapshotInput: the class and the bound claim, or why not (a snapshot naming
+        no class gets the default class of its volume's driver, SetDefaultSnapshotClass)."""
         spec = snapshot.get("spec") or {}
         class_name = spec.get("volumeSnapshotClassName")
+        claim_name = (spec.get("source") or {}).get("persistentVolumeClaimName") or ""
         if class_name:
             found = self.client.peek("VolumeSnapshotClass", None, class_name)
             if found is None:
                 raise InvalidResource(f'volumesnapshotclass.{SNAPSHOT_GROUP} "{class_name}" not found')
         else:
+            driver = self.driver(self.client.peek("PersistentVolumeClaim", snapshot["metadata"]["namespace"],
+                                                  claim_name))
             defaults = [c for c in self.client.list("VolumeSnapshotClass")
                         if (c["metadata"].get("annotations") or {}).get(DEFAULT_ANNOTATION) == "true"
-                        and c.get("driver") == DRIVER]
+                        and c.get("driver") == driver]
             if not defaults:
                 raise InvalidResource(f"failed to take snapshot {snapshot['metadata']['name']} without a snapshot "
                                       "class")
             class_name = defaults[0]["metadata"]["name"]
-        claim_name = (spec.get("source") or {}).get("persistentVolumeClaimName") or ""
         claim = self.client.get("PersistentVolumeClaim", snapshot["metadata"]["namespace"], claim_name)
         if claim is None:
             raise InvalidResource(f"failed to retrieve PVC {claim_name} from the lister: "
@@ -125,7 +136,8 @@ class Snapshotter(Controller):
         if self.client.peek("VolumeSnapshotContent", None, content_name) is None:
             content = self.client.create("VolumeSnapshotContent", {
                 "metadata": {"name": content_name, "finalizers": [CONTENT_FINALIZER]},
-                "spec": {"deletionPolicy": "Delete", "driver": DRIVER, "volumeSnapshotClassName": class_name,
+                "spec": {"deletionPolicy": "Delete", "driver": self.driver(claim),
+                         "volumeSnapshotClassName": class_name,
                          "source": {"volumeHandle": claim["spec"]["volumeName"]}, "sourceVolumeMode": "Filesystem",
                          "volumeSnapshotRef": {"apiVersion": f"{SNAPSHOT_GROUP}/v1", "kind": "VolumeSnapshot",
                                                "name": meta["name"], "namespace": meta["namespace"],

@@ -1,9 +1,19 @@
 """The claims' volumes: provisioned, protected while used, reclaimed, as the CSI external-provisioner
 (pkg/controller/controller.go), the PVC protection controller and the Delete reclaim policy do it
-for a claim of this cluster's StorageClass (driver kfcockpit.io/local-dir).
+for a claim of this cluster's StorageClasses, of two drivers:
+
+- kfcockpit.io/local-dir: a volume lives on one node, as csi-hostpath's and kind's local-path
+  ones do: its PersistentVolume's node affinity (kubernetes.io/hostname) names the node, so every
+  pod that mounts it runs there. With volumeBindingMode WaitForFirstConsumer (the default class
+  `standard`), the node is the one the scheduler chose for the claim's first pod
+  (`volume.kubernetes.io/selected-node`); until then the claim waits (a WaitForFirstConsumer
+  event). ReadWriteOnce: one node's pods share it; ReadWriteMany is refused.
+- kfcockpit.io/shared-dir: a volume every node mounts (what an NFS export gives), no node
+  affinity, ReadWriteMany (the class `nfs-csi`, named as csi-driver-nfs's example class).
 
 - Provisioning: a Pending claim gets a directory of its own, `<volumes>/<namespace>/pvc-<uid>`
-  (its volumeName, as a provisioner names the volume), and is Bound. One whose
+  (its volumeName, as a provisioner names the volume), a PersistentVolume bound to it, and is
+  Bound. One whose
   dataSource/dataSourceRef names a VolumeSnapshot starts as a copy of the snapshot's files, one
   naming a claim as a clone of that volume (getSnapshotSource / getPVCSource: a source missing,
   not bound, not ready or larger than the request leaves it Pending with a ProvisioningFailed
@@ -11,7 +21,8 @@ for a claim of this cluster's StorageClass (driver kfcockpit.io/local-dir).
   background (hostpath.fill); a source deleted meanwhile fails it.
 - Protection: a claim carries `kubernetes.io/pvc-protection`; once deleted it stays Terminating
   until no pod that has not finished uses it, then goes.
-- Reclaim: a claim that is gone takes its volume's files with it (reclaimPolicy Delete).
+- Reclaim: a claim that is gone takes its volume's files and PersistentVolume with it
+  (reclaimPolicy Delete).
 """
 
 from __future__ import annotations
@@ -31,7 +42,11 @@ from backend.local.registry.strategies.storage import PVC_PROTECTION, SNAPSHOT_G
 from backend.local.registry.strategy import Obj
 from backend.quantity import quantity
 
-DRIVER = "kfcockpit.io/local-dir"
+DRIVER = "kfcockpit.io/local-dir"  # a node's
+SHARED_DRIVER = "kfcockpit.io/shared-dir"  # every node's
+DRIVERS = (DRIVER, SHARED_DRIVER)
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+HOSTNAME = "kubernetes.io/hostname"
 
 
 class NotProvisionable(Exception):
@@ -114,11 +129,22 @@ class Provisioner(Controller):
         if storage_class is None:
             self._failed(claim, f'storageclass.storage.k8s.io "{class_name}" not found')
             return None
-        if storage_class.get("provisioner") != DRIVER:
+        if storage_class.get("provisioner") not in DRIVERS:
             return None  # another provisioner's (none runs here)
+        modes = set((claim.get("spec") or {}).get("accessModes") or ["ReadWriteOnce"])
+        if storage_class["provisioner"] == DRIVER and modes & {"ReadWriteMany", "ReadOnlyMany"}:
+            self._failed(claim, f'failed to provision volume with StorageClass "{class_name}": {DRIVER} volumes are '
+                                "a directory on one node, so ReadWriteOnce only; for ReadWriteMany use a class every "
+                                "node mounts (nfs-csi)")
+            return None
+        if storage_class.get("volumeBindingMode") == "WaitForFirstConsumer" and \
+                not (claim["metadata"].get("annotations") or {}).get(SELECTED_NODE):
+            self.record(claim, "Normal", "WaitForFirstConsumer", "waiting for first consumer to be created before "
+                                                                 "binding")
+            return None
         if data_source(claim) is None:
             (self.volumes / namespace / volume_name(claim)).mkdir(parents=True, exist_ok=True)
-            self._bind(claim)
+            self._bind(claim, storage_class)
             return None
         self.record(claim, "Normal", "Provisioning", "External provisioner is provisioning volume for claim "
                                                      f'"{namespace}/{name}"')
@@ -212,15 +238,16 @@ class Provisioner(Controller):
             if problem and live is not None:
                 self._failed(live, problem)
             return
-        self._bind(live)
+        self._bind(live, storage_class)
 
     def _still_there(self, source: Obj) -> bool:
         meta = source["metadata"]
         live = self.client.peek(source["kind"], meta["namespace"], meta["name"])
         return live is not None and live["metadata"]["uid"] == meta["uid"]
 
-    def _bind(self, claim: Obj) -> None:
+    def _bind(self, claim: Obj, storage_class: Obj) -> None:
         spec = claim.get("spec") or {}
+        self._volume(claim, storage_class)
         claim["spec"]["volumeName"] = volume_name(claim)
         claim = self.client.update("PersistentVolumeClaim", claim)
         claim["status"] = {"phase": "Bound", "accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
@@ -228,6 +255,30 @@ class Provisioner(Controller):
                                         .get("storage", "1Gi")}}
         self.client.update_status("PersistentVolumeClaim", claim)
         self.record(claim, "Normal", "ProvisioningSucceeded", f"Successfully provisioned volume {volume_name(claim)}")
+
+    def _volume(self, claim: Obj, storage_class: Obj) -> None:
+        """The claim's PersistentVolume, bound to it; on one node for the local driver."""
+        meta, spec = claim["metadata"], claim.get("spec") or {}
+        if self.client.peek("PersistentVolume", None, volume_name(claim)) is not None:
+            return
+        driver = storage_class["provisioner"]
+        volume_spec: Obj = {
+            "capacity": {"storage": ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")},
+            "accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": storage_class.get("reclaimPolicy", "Delete"),
+            "storageClassName": storage_class["metadata"]["name"], "volumeMode": "Filesystem",
+            "claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": meta["namespace"],
+                         "name": meta["name"], "uid": meta["uid"]},
+            "csi": {"driver": driver, "volumeHandle": volume_name(claim), "fsType": "ext4"}}
+        node = (meta.get("annotations") or {}).get(SELECTED_NODE)
+        if driver == DRIVER and node:
+            volume_spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [node]}]}]}}
+        volume = self.client.create("PersistentVolume", {
+            "metadata": {"name": volume_name(claim), "annotations": {"pv.kubernetes.io/provisioned-by": driver}},
+            "spec": volume_spec})
+        volume["status"] = {"phase": "Bound"}
+        self.client.update_status("PersistentVolume", volume)
 
     def _failed(self, claim: Obj, message: str) -> None:
         self.record(claim, "Warning", "ProvisioningFailed", message)
@@ -260,3 +311,7 @@ class Provisioner(Controller):
         name = (claim.get("spec") or {}).get("volumeName")
         if name:
             shutil.rmtree(self.volumes / claim["metadata"]["namespace"] / name, ignore_errors=True)
+            volume = self.client.peek("PersistentVolume", None, name)
+            if volume is not None and ((volume.get("spec") or {}).get("claimRef") or {}).get("uid") == \
+                    claim["metadata"].get("uid"):
+                self.client.delete("PersistentVolume", None, name)

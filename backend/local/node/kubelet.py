@@ -1,14 +1,15 @@
 """A kubelet: one node's agent, running the pods bound to its node as processes and reporting what
 becomes of them through the API, as the kubelet does with its container runtime.
 
-It registers its Node (capacity and allocatable, Ready, this machine's addresses and versions),
-watches the pods whose spec.nodeName is its node, and gives each one a pod worker
-(pod_worker.py). It knows no TrainJob or JobSet: a pod is a pod. What it does for them:
+It registers its Node and renews its Lease (heartbeat.py), watches the pods whose spec.nodeName
+is its node, and gives each one a pod worker (pod_worker.py). It knows no TrainJob or JobSet: a
+pod is a pod. What it does for them:
 
 - prepares a container: the volumes' directories (a claim's, from the storage driver; a
   ConfigMap's, Secret's or emptyDir's files written for the pod, removed with it), its
   environment (podspec.py) with the pod's rendezvous address resolved by the node's network
-  (network.py), its cgroups (limits.py: the pod's pids, the node's allocatable memory);
+  (network.py), the GPUs it was allocated (devices.py: NVIDIA_VISIBLE_DEVICES), its cgroups
+  (limits.py: the pod's pids, the node's allocatable memory);
 - starts it warm, forked by a zygote that has torch imported (warm.py), when the command is a
   plain `torchrun` of one process per node and the pod does not say `kfcockpit.io/warm-start:
   "false"`, else exec'd as is; the pod's `kfcockpit.io/launch` label says which;
@@ -18,6 +19,9 @@ watches the pods whose spec.nodeName is its node, and gives each one a pod worke
 - at start, finds the pods its previous run left: their processes died with it, so each such
   container's run ended (exit 137, its processes lost) and its restartPolicy decides;
 - serves a pod's log (pods/log) and its process (metrics) to the API server.
+
+Stopping it (cancelling `run`) is what a lost machine does to a node: every process of its pods
+ends at once (SIGKILL), nothing more is reported and its Lease is no longer renewed.
 """
 
 from __future__ import annotations
@@ -25,9 +29,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import platform
 import shutil
-import socket
 import time
 from pathlib import Path
 from typing import AsyncIterator, Callable
@@ -36,6 +38,8 @@ from backend.errors import InvalidResource
 from backend.local.registry.events import Record
 from backend.local.node import podspec
 from backend.local.node.container import Container
+from backend.local.node.devices import RESOURCE as GPU, Devices
+from backend.local.node.heartbeat import Heartbeat
 from backend.local.node.limits import PodCgroups
 from backend.local.node.logs import PodLog, follow, log_path
 from backend.local.node.network import ADDRESS, Network
@@ -57,18 +61,31 @@ LOGS_KEPT_SECONDS = 600.0
 # A pod the kubelet does not run: it stands for something already running (upstream: the API's
 # mirror of a static pod; here, the controller process's own pod).
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
-VERSION = "v1.36.0-kfcockpit"
+
+
+def gpus_asked(container: Obj) -> int:
+    """The container's nvidia.com/gpu (its limit: an extended resource's request equals it)."""
+    resources = container.get("resources") or {}
+    value = (resources.get("limits") or {}).get(GPU) or (resources.get("requests") or {}).get(GPU) or 0
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
 
 
 class Kubelet:
     def __init__(self, client: Client, name: str, root: Path, volume_dir: Callable[[str, str], Path],
                  capacity: dict[str, str], children: Children, network: Network, cgroups: PodCgroups,
                  record: Record, pids_limit: int, api_port: Callable[[], int] = lambda: 0, zygotes=None,
-                 ray_temp: Callable[[], Path] | None = None, allocatable: dict[str, str] | None = None):
+                 ray_temp: Callable[[], Path] | None = None, allocatable: dict[str, str] | None = None,
+                 labels: dict[str, str] | None = None, devices: Devices | None = None, lease_renew: float = 10.0):
         self.client, self.name, self.root = client, name, root
         self.cluster_root = str(root)
         self.volume_dir, self.capacity, self.children = volume_dir, capacity, children
         self.allocatable = allocatable or capacity
+        self.devices = devices or Devices([], machine_has_gpus=False)
+        self.heartbeat = Heartbeat(client, name, capacity, self.allocatable, labels or {}, cgroups.problem,
+                                   lease_renew)
         self.network, self.cgroups, self._record = network, cgroups, record
         self.pids_limit, self.api_port, self.zygotes = pids_limit, api_port, zygotes
         self.ray_temp = ray_temp
@@ -85,9 +102,10 @@ class Kubelet:
     # ------------------------------------------------------------------ the node and its pods
 
     async def run(self) -> None:
-        self._register()
+        self.heartbeat.register()
         tasks = [asyncio.create_task(i.run(), name=f"kubelet {self.name} {i.kind}")
                  for i in (self.pods, *self.references)]
+        tasks.append(asyncio.create_task(self.heartbeat.run(), name=f"kubelet {self.name} lease"))
         try:
             await asyncio.gather(*(i.synced.wait() for i in (self.pods, *self.references)))
             self._recovering = False
@@ -102,44 +120,6 @@ class Kubelet:
             for worker in list(self.workers.values()):
                 worker.kill()
             await asyncio.gather(*tasks, *(w.task for w in self.workers.values() if w.task), return_exceptions=True)
-
-    def _register(self) -> None:
-        uname = platform.uname()
-        node = {"metadata": {"name": self.name, "labels": {
-            "kubernetes.io/hostname": self.name, "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": uname.machine.replace("x86_64", "amd64").replace("aarch64", "arm64"),
-            "node-role.kubernetes.io/control-plane": ""}}, "spec": {},
-            "status": {"capacity": dict(self.capacity), "allocatable": dict(self.allocatable),
-                       "conditions": self._conditions(),
-                       "addresses": [{"type": "InternalIP", "address": ADDRESS},
-                                     {"type": "Hostname", "address": socket.gethostname()}],
-                       "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
-                       "nodeInfo": {"kubeletVersion": VERSION, "osImage": platform.platform(),
-                                    "kernelVersion": uname.release, "operatingSystem": "linux",
-                                    "architecture": uname.machine, "containerRuntimeVersion": "process://",
-                                    "kubeProxyVersion": "", "machineID": "", "systemUUID": "", "bootID": ""}}}
-        live = self.client.get("Node", None, self.name)
-        if live is None:
-            self.client.create("Node", node)
-        else:
-            live["metadata"]["labels"] = {**(live["metadata"].get("labels") or {}), **node["metadata"]["labels"]}
-            live = self.client.update("Node", live)
-            live["status"] = node["status"]
-            self.client.update_status("Node", live)
-
-    def _conditions(self) -> list[Obj]:
-        now = self.client.now()
-        ready = "kubelet is posting ready status"
-        if self.cgroups.problem:
-            ready += f"; {self.cgroups.problem}"
-        return [{"type": kind, "status": "False", "reason": reason, "message": message,
-                 "lastHeartbeatTime": now, "lastTransitionTime": now}
-                for kind, reason, message in (
-                    ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-                    ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-                    ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"))] + [
-            {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": ready,
-             "lastHeartbeatTime": now, "lastTransitionTime": now}]
 
     def _pod_changed(self, event_type: str, pod: Obj, old: Obj | None) -> None:
         meta = pod["metadata"]
@@ -214,6 +194,10 @@ class Kubelet:
         self.cgroups.release(worker.uid)
         if self._stopping:
             return
+        if self.devices.release(worker.uid):
+            for waiting in self.workers.values():  # a pod admitted before devices were free looks again
+                if waiting.run is None:
+                    waiting.wake.set()
         live = self.client.peek("Pod", worker.namespace, worker.name)
         if live is not None and live["metadata"].get("uid") == worker.uid and live["metadata"].get("deletionTimestamp"):
             self._last_word(live)
@@ -305,6 +289,7 @@ class Kubelet:
         env = {k: podspec.rewrite_mounts(v, mounts) for k, v in env.items()}
         if (meta.get("labels") or {}).get(ROLE) == "driver":
             env.update(self._ray_env())
+        env.update(self.devices.env(meta["uid"], gpus_asked(container)))
         env.update({podspec.ENV_CLUSTER: self.cluster_root, podspec.ENV_POD: meta["uid"],
                     "HOSTNAME": (pod.get("spec") or {}).get("hostname") or meta["name"],
                     "KUBERNETES_SERVICE_HOST": ADDRESS, "KUBERNETES_SERVICE_PORT": str(self.api_port())})

@@ -64,17 +64,25 @@ AGE = Column("Age", "date", ".metadata.creationTimestamp")
 
 CORE = [
     Kind("", "v1", "Namespace", "namespaces", False, ("ns",), subresources=("status", "finalize")),
-    Kind("", "v1", "Pod", "pods", True, ("po",), ("all",), subresources=("status", "log"),
+    Kind("", "v1", "Pod", "pods", True, ("po",), ("all",), subresources=("status", "log", "eviction"),
          durable=False),
     Kind("", "v1", "Event", "events", True, ("ev",), persisted=False),  # an hour's history upstream; here, this run's
     Kind("", "v1", "Node", "nodes", False, ("no",), subresources=("status",), persisted=False),
     Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, ("pvc",), subresources=("status",)),
+    Kind("", "v1", "PersistentVolume", "persistentvolumes", False, ("pv",), subresources=("status",)),
     Kind("", "v1", "ConfigMap", "configmaps", True, ("cm",)),
     Kind("", "v1", "Secret", "secrets", True),
     Kind("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",)),
     Kind("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, ("sc",)),
     Kind("batch", "v1", "Job", "jobs", True, (), ("all",), subresources=("status",), durable=False),
+    # A kubelet's heartbeat (kube-node-lease), renewed every few seconds: never kept on disk.
+    Kind("coordination.k8s.io", "v1", "Lease", "leases", True, (), persisted=False),
+    Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("pdb",), subresources=("status",)),
 ]
+
+# What a subresource of another kind than its parent's takes and answers (discovery names it so:
+# kubectl drain looks for pods/eviction of kind policy/v1 Eviction before it evicts).
+SUBRESOURCE_KINDS = {"log": ("", "v1", "Pod", ("get",)), "eviction": ("policy", "v1", "Eviction", ("create",))}
 
 TRAINER = [
     Kind("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs", True, (), subresources=("status",),

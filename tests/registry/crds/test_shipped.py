@@ -17,6 +17,7 @@ from tests.registry.crds.conftest import REPO
 SHIPPED = ["manifests/runtime.yaml", "manifests/volume.yaml", "manifests/trainjob.yaml", "manifests/trainjob-gpu.yaml",
            "manifests/rayjob.yaml",
            "manifests/snapshots/volumesnapshot.yaml", "manifests/snapshots/volumesnapshotclass.yaml",
+           "manifests/nfs/storageclass.yaml",
            "manifests/embedded/torch-distributed.yaml", "tests/conformance/data/01-multi-node.yaml"]
 
 

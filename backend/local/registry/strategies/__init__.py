@@ -8,7 +8,7 @@ from typing import Callable
 from backend.local.registry.kinds import Kinds
 from backend.local.registry.strategies.batch import JobSetStrategy, JobStrategy
 from backend.local.registry.strategies.core import NamespaceStrategy, NodeStrategy, SecretStrategy
-from backend.local.registry.strategies.pods import PodStrategy
+from backend.local.registry.strategies.pods import TOLERATION_SECONDS, PodStrategy
 from backend.local.registry.strategies.rayjobs import RayJobStrategy
 from backend.local.registry.strategies.storage import ClaimStrategy, SnapshotContentStrategy, SnapshotStrategy
 from backend.local.registry.strategies.trainer import RuntimeStrategy, TrainJobStrategy
@@ -16,15 +16,17 @@ from backend.local.registry.strategy import Strategy
 
 
 def strategies(kinds: Kinds, check_state_root: Callable[[], None] = lambda: None,
-               clock: Callable[[], float] = time.time) -> dict[str, Strategy]:
+               clock: Callable[[], float] = time.time,
+               toleration_seconds: tuple[int, int] = (TOLERATION_SECONDS, TOLERATION_SECONDS)) -> dict[str, Strategy]:
     """Kind name -> its strategy; the kinds not named follow the plain rules. `check_state_root`
-    refuses (InvalidResource) a state root too long for what a RayJob's Ray needs."""
+    refuses (InvalidResource) a state root too long for what a RayJob's Ray needs;
+    `toleration_seconds`: (not-ready, unreachable), the DefaultTolerationSeconds plugin's."""
     named = kinds.named
     return {
         "Namespace": NamespaceStrategy(),
         "Secret": SecretStrategy(),
         "Node": NodeStrategy(),
-        "Pod": PodStrategy(clock),
+        "Pod": PodStrategy(clock, *toleration_seconds),
         "Job": JobStrategy(),
         "JobSet": JobSetStrategy(),
         "TrainJob": TrainJobStrategy(named("TrainJob")),

@@ -2,8 +2,9 @@
 kubelet can run.
 
 - create: core/v1 defaults (restartPolicy Always, a 30 s grace period, the default scheduler,
-  the DefaultTolerationSeconds plugin's not-ready/unreachable tolerations, container
-  terminationMessage defaults), status Pending with its QoS class. A pod the embedded kubelet
+  the DefaultTolerationSeconds plugin's not-ready/unreachable tolerations, their seconds the
+  cluster's --default-*-toleration-seconds, container terminationMessage defaults), JobSet's pod
+  webhooks (crds/jobset_pods.py: exclusive placement), status Pending with its QoS class. A pod the embedded kubelet
   could never run is refused (422) rather than left Pending forever: exactly one container, a
   command or args (images are not pulled), and volumes of the kinds it mounts.
 - update: the spec is fixed but for images, activeDeadlineSeconds and added tolerations, as
@@ -21,6 +22,7 @@ import os
 import time
 from typing import Callable
 
+from backend.local.registry.crds import jobset_pods
 from backend.local.registry.generic import rfc3339
 from backend.local.registry.status import ApiError, conflict, forbidden, invalid
 from backend.local.registry.strategy import Obj, Reader, Strategy
@@ -29,7 +31,8 @@ CONTROLLER_POD_ANNOTATION = "kfcockpit.io/controller-pid"  # on the controller's
 # A pod's ask to run its command exactly (torchrun) rather than forked warm (node/podspec.py).
 WARM_ANNOTATION = "kfcockpit.io/warm-start"
 DEFAULT_GRACE = 30
-_TOLERATION_SECONDS = 300  # the DefaultTolerationSeconds admission plugin's default
+TOLERATION_SECONDS = 300  # the DefaultTolerationSeconds admission plugin's default
+NOT_READY, UNREACHABLE = "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"
 _MOUNTED = ("persistentVolumeClaim", "configMap", "secret", "emptyDir", "projected")
 _MUTABLE = ("activeDeadlineSeconds", "tolerations")
 _IMMUTABLE_MESSAGE = ("Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
@@ -59,6 +62,40 @@ def unrunnable(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
     return problems
 
 
+def _native(resource: str) -> bool:
+    """Kubernetes' own resources (cpu, memory, ...) rather than extended ones (nvidia.com/gpu)."""
+    return "/" not in resource or resource.startswith(("kubernetes.io/", "requests.", "hugepages-"))
+
+
+def overcommitted(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
+    """An extended resource is never overcommitted (ValidateResourceRequirements): its limit is
+    set, its request equals it, and it is whole."""
+    from backend.quantity import quantity
+
+    problems = []
+    for i, container in enumerate(spec.get("containers") or []):
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        at = f"{path}.containers[{i}].resources"
+        for name in sorted({*requests, *limits}):
+            if _native(name):
+                continue
+            asked, bound = requests.get(name, limits.get(name)), limits.get(name)
+            try:
+                whole = float(quantity(asked)).is_integer()
+            except ValueError:
+                continue  # a malformed quantity is the schema's to refuse
+            if bound is None:
+                problems.append((f"{at}.limits", "Required value: Limit must be set for non overcommitable "
+                                                 "resources"))
+            elif quantity(asked) != quantity(bound):
+                problems.append((f"{at}.requests[{name}]", f'Invalid value: "{asked}": must be equal to {name} limit '
+                                                           f"of {bound}"))
+            elif not whole:
+                problems.append((f"{at}.requests[{name}]", f'Invalid value: "{asked}": must be an integer'))
+    return problems
+
+
 def default_spec(spec: Obj) -> None:
     """core/v1 defaults of a pod spec (a pod's, or a Job's pod template's)."""
     for key, value in (("restartPolicy", "Always"), ("terminationGracePeriodSeconds", DEFAULT_GRACE),
@@ -74,12 +111,24 @@ def default_spec(spec: Obj) -> None:
         container.setdefault("resources", {})
 
 
-def _default_tolerations(spec: Obj) -> None:
+def _requests_from_limits(spec: Obj) -> None:
+    """SetDefaults_Pod (pkg/apis/core/v1/defaults.go): a limit with no request is requested as
+    much; on a Pod only, not on a template."""
+    for container in spec.get("containers") or []:
+        resources = container.setdefault("resources", {})
+        if resources.get("limits"):
+            resources["requests"] = {**resources["limits"], **(resources.get("requests") or {})}
+
+
+def _default_tolerations(spec: Obj, seconds: dict[str, int]) -> None:
+    """plugin/pkg/admission/defaulttolerationseconds: a NoExecute toleration of each taint, unless
+    one already tolerates it (its key, or no key; NoExecute, or no effect)."""
     tolerations = spec.setdefault("tolerations", [])
-    for taint in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
-        if not any(t.get("key") == taint for t in tolerations):
+    for taint, after in seconds.items():
+        if not any(t.get("key") in (taint, None, "") and t.get("effect") in ("NoExecute", None, "")
+                   for t in tolerations):
             tolerations.append({"key": taint, "operator": "Exists", "effect": "NoExecute",
-                                "tolerationSeconds": _TOLERATION_SECONDS})
+                                "tolerationSeconds": after})
 
 
 def qos(spec: Obj) -> str:
@@ -98,18 +147,23 @@ def _without_mutable(spec: Obj) -> Obj:
 
 
 class PodStrategy(Strategy):
-    def __init__(self, clock: Callable[[], float] = time.time):
+    def __init__(self, clock: Callable[[], float] = time.time, not_ready_seconds: int = TOLERATION_SECONDS,
+                 unreachable_seconds: int = TOLERATION_SECONDS):
         self.clock = clock
+        self.toleration_seconds = {NOT_READY: not_ready_seconds, UNREACHABLE: unreachable_seconds}
 
     def prepare_for_create(self, obj: Obj, reader: Reader) -> None:
         spec = obj.setdefault("spec", {})
         default_spec(spec)
-        _default_tolerations(spec)
+        _requests_from_limits(spec)
+        _default_tolerations(spec, self.toleration_seconds)
+        jobset_pods.default_pod(obj, reader)
         obj["status"] = {"phase": "Pending", "qosClass": qos(spec)}
 
     def validate(self, obj: Obj, reader: Reader) -> list[str]:
         spec = obj["spec"]
-        problems = unrunnable(spec)
+        jobset_pods.validate_pod(obj, reader)
+        problems = unrunnable(spec) + overcommitted(spec)
         if spec.get("restartPolicy") not in ("Always", "OnFailure", "Never"):
             problems.append(("spec.restartPolicy", f"Unsupported value: {spec.get('restartPolicy')!r}: supported "
                                                    'values: "Always", "OnFailure", "Never"'))
