@@ -59,7 +59,10 @@ def test_a_rayjob_kuberay_refuses_is_stored_and_fails_validation(kubectl):
     status = json.loads(kubectl("get", "rayjob", "ua-ray", "-o", "jsonpath={.status}"))
     message = ("The RayJob spec is invalid: a RayJob with shutdownAfterJobFinishes set to false is not allowed to be "
                "suspended")
-    assert status == {"jobDeploymentStatus": "ValidationFailed", "reason": "ValidationFailed", "message": message}
+    # failed/succeeded: the CRD schema's defaults, which the API server applies to a status write
+    # too (apiextensions-apiserver's structural defaulting of the whole object)
+    assert status == {"jobDeploymentStatus": "ValidationFailed", "reason": "ValidationFailed", "message": message,
+                      "failed": 0, "succeeded": 0}
     events = kubectl("get", "events", "--field-selector", "involvedObject.name=ua-ray", "-o",
                      "jsonpath={.items[*].reason}")
     assert "InvalidRayJobSpec" in events.split()
