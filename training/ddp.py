@@ -80,6 +80,8 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
         sys.stderr.write(f"training.ddp: error: {exc}\n")
         return EXIT_USAGE
     device.apply(placement)
+    if placement.note:
+        sys.stderr.write(f"training.ddp: {placement.note}\n")
     rank, world = _init_process_group(placement.backend, args.collective_timeout)
     # From here SIGTERM (torchrun or the platform tearing the group down) only raises a flag:
     # the loop saves at the next step boundary, never halfway through an optimizer update.

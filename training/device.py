@@ -34,25 +34,34 @@ class DeviceError(ValueError):
     """A device or backend this machine cannot give; the message is one line naming what was seen."""
 
 
+# The GPUs an embedded cluster's node simulates for this pod (backend/local/node/devices.py): IDs
+# that name no device, on a machine without them.
+SIMULATED_ENV = "KFCOCKPIT_SIMULATED_GPUS"
+
+
 @dataclass(frozen=True)
 class Cuda:
-    """What torch.cuda reports on this machine."""
+    """What torch.cuda reports on this machine, and the simulated GPUs a pod was given."""
 
     available: bool
     count: int
+    simulated: str = ""
 
     @classmethod
     def here(cls) -> Cuda:
+        import os
+
         import torch
 
         available = torch.cuda.is_available()
-        return cls(available, torch.cuda.device_count() if available else 0)
+        return cls(available, torch.cuda.device_count() if available else 0, os.environ.get(SIMULATED_ENV, ""))
 
 
 @dataclass(frozen=True)
 class Placement:
     device: str  # "cpu" or "cuda:N", as torch.device spells it
     backend: str  # the process group's: "gloo" or "nccl"
+    note: str = ""  # what the run should say about its device (a simulated GPU)
 
     @property
     def device_type(self) -> str:
@@ -81,6 +90,9 @@ def decide(device: str, backend: str, rank_on_node: int, cuda: Cuda) -> Placemen
         raise DeviceError(f"--device must be one of {', '.join(DEVICES)}, got {device!r}")
     if backend not in BACKENDS:
         raise DeviceError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if device == "cuda" and not (cuda.available and cuda.count > 0) and cuda.simulated:
+        return Placement("cpu", "gloo", f"--device cuda on simulated GPU(s) {cuda.simulated}: training on the CPU "
+                                        "with gloo (the embedded cluster's node has no real GPU)")
     if device == "cuda" and not (cuda.available and cuda.count > 0):
         raise DeviceError("--device cuda, but torch sees no CUDA GPU here (torch.cuda.is_available() "
                           "is False); use --device cpu or auto")

@@ -142,3 +142,14 @@ def test_ray_train_refuses_cuda_its_cluster_lacks_in_one_line(tmp_path):
         "training.ray_train: error: --device cuda with 2 Ray worker(s), but the Ray cluster has 0 GPU(s); "
         "use fewer workers, --device cpu or auto"]
     assert list(tmp_path.iterdir()) == []  # no run directory
+
+
+def test_cuda_on_a_simulated_gpu_trains_on_the_cpu_and_says_so():
+    """An embedded cluster's node without real GPUs gives a pod simulated IDs
+    (backend/local/node/devices.py): `--device cuda` there runs on the CPU with gloo, saying so;
+    with no simulated GPU it stays the one-line refusal above."""
+    placed = device.decide("cuda", "auto", 0, device.Cuda(False, 0, simulated="GPU-1234"))
+    assert (placed.device, placed.backend) == ("cpu", "gloo")
+    assert placed.note.startswith("--device cuda on simulated GPU(s) GPU-1234: training on the CPU")
+    with pytest.raises(device.DeviceError):
+        device.decide("cuda", "auto", 0, device.Cuda(False, 0))

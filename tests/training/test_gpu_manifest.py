@@ -1,5 +1,5 @@
-"""manifests/trainjob-gpu.yaml, checked by validation only (the embedded cluster has no GPU nodes
-yet): it is a valid Trainer v2.3 TrainJob, runs the CUDA image and the one training command with
+"""manifests/trainjob-gpu.yaml by validation (tests/local/test_gpu_job.py runs it on simulated GPU
+nodes): it is a valid Trainer v2.3 TrainJob, runs the CUDA image and the one training command with
 --device cuda, and its processes per node follow from its GPUs as Trainer and torchrun derive them."""
 
 from __future__ import annotations

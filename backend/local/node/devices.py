@@ -8,7 +8,8 @@ Where the devices come from (`plan`, at the composition root):
   GPUs on two nodes: two each), none where it has none;
 - `--gpus-per-node G`: real devices when the machine has G for every node, else G simulated
   ones per node: IDs that name no device, so CUDA sees none and the pods train on CPU (`--device
-  auto`), which the node says with `kfcockpit.io/gpu-simulated: "true"`.
+  auto`, or `cuda` with the simulated IDs in KFCOCKPIT_SIMULATED_GPUS: the training core says it
+  trains on the CPU instead), which the node says with `kfcockpit.io/gpu-simulated: "true"`.
 
 A pod process here is not in a container whose runtime hides the other devices, so the kubelet
 also sets `CUDA_VISIBLE_DEVICES` to the same IDs (CUDA takes UUIDs): a pod sees exactly what it
@@ -30,6 +31,7 @@ RESOURCE = "nvidia.com/gpu"
 PRODUCT_LABEL, COUNT_LABEL = "nvidia.com/gpu.product", "nvidia.com/gpu.count"
 SIMULATED_LABEL = "kfcockpit.io/gpu-simulated"
 SIMULATED_PRODUCT = "Simulated-GPU"
+SIMULATED_ENV = "KFCOCKPIT_SIMULATED_GPUS"  # training/device.py reads it
 _NAMESPACE = uuid.UUID("6b1c8a52-25f4-4a53-9a1e-6f0e8d1d5b3a")
 
 
@@ -124,5 +126,9 @@ class Devices:
         """The environment a container of the pod gets for its devices."""
         if count <= 0:
             return {"CUDA_VISIBLE_DEVICES": ""} if self.hide_others else {}
-        ids = ",".join(g.id for g in self.allocate(uid, count))
-        return {"NVIDIA_VISIBLE_DEVICES": ids, "CUDA_VISIBLE_DEVICES": ids}
+        given = self.allocate(uid, count)
+        ids = ",".join(g.id for g in given)
+        env = {"NVIDIA_VISIBLE_DEVICES": ids, "CUDA_VISIBLE_DEVICES": ids}
+        if any(g.simulated for g in given):  # the training core then runs `--device cuda` on the CPU, and says so
+            env[SIMULATED_ENV] = ids
+        return env
