@@ -184,28 +184,11 @@ class PodCgroups:
         oom_kill count of memory.events in v2, of memory.oom_control in v1)."""
         if self.memory is None:
             return False
-        for name in ("memory.events", "memory.oom_control"):
-            try:
-                for line in (self.memory / uid / name).read_text().splitlines():
-                    key, _, count = line.partition(" ")
-                    if key == "oom_kill" and int(count) > 0:
-                        return True
-            except (OSError, ValueError):
-                continue
-        return False
+        return any(_counted(self.memory / uid / name, "oom_kill") for name in ("memory.events", "memory.oom_control"))
 
     def hit_limit(self, uid: str) -> bool:
         """Whether the pod was refused a process by its limit (pids.events' max count)."""
-        if self.pids is None:
-            return False
-        try:
-            for line in (self.pids / uid / "pids.events").read_text().splitlines():
-                key, _, count = line.partition(" ")
-                if key == "max" and int(count) > 0:
-                    return True
-        except (OSError, ValueError):
-            pass
-        return False
+        return self.pids is not None and _counted(self.pids / uid / "pids.events", "max")
 
     def release(self, uid: str) -> None:
         for hierarchy in self.hierarchies:
@@ -215,6 +198,19 @@ class PodCgroups:
         """Remove what is left (empty cgroups of pods gone) and this node's own."""
         for hierarchy in self.hierarchies:
             hierarchy.close()
+
+
+def _counted(events: Path, key: str) -> bool:
+    """Whether a cgroup's `<key> <count>` events file counts `key` above zero (False when the file
+    is not there or not readable)."""
+    try:
+        for line in events.read_text().splitlines():
+            name, _, count = line.partition(" ")
+            if name == key and int(count) > 0:
+                return True
+    except (OSError, ValueError):
+        pass
+    return False
 
 
 def _remove_stale(parent: Path) -> None:
