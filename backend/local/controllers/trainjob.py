@@ -26,6 +26,7 @@ import copy
 from typing import Callable, Hashable
 
 from backend.local.controllers import conditions, trainjob_status
+from backend.local.controllers.apply import upsert
 from backend.local.controllers.base import Controller, namespaced_key, owner_key
 from backend.local.registry.events import Record
 from backend.local.controllers.job import INDEX_FIELD_PATH, parse_time
@@ -53,17 +54,6 @@ def runtime_of(client: Client, trainjob: Obj) -> Obj | None:
         return None
     return client.get(kind, trainjob["metadata"]["namespace"] if kind == "TrainingRuntime" else None,
                       ref.get("name", ""))
-
-
-def _upsert(items: list[Obj], new: list[Obj], key: str = "name") -> list[Obj]:
-    merged = list(items)
-    for item in new:
-        at = next((i for i, old in enumerate(merged) if old.get(key) == item.get(key)), None)
-        if at is None:
-            merged.append(copy.deepcopy(item))
-        else:
-            merged[at] = copy.deepcopy(item)
-    return merged
 
 
 def build_jobset(trainjob: Obj, runtime: Obj, status: trainjob_status.StatusServer | None = None) -> Obj:
@@ -120,9 +110,9 @@ def _trainer_container(container: Obj, trainjob: Obj, nodes: int, procs: str | N
         for field in ("requests", "limits"):
             if per_node.get(field):
                 resources[field] = {**(resources.get(field) or {}), **per_node[field]}
-    env = _upsert(container.get("env") or [], trainer.get("env") or [])
+    env = upsert(container.get("env") or [], trainer.get("env") or [])
     if procs is not None:
-        env = _upsert(env, [
+        env = upsert(env, [
             {"name": "PET_NNODES", "value": str(nodes)},
             {"name": "PET_NPROC_PER_NODE", "value": str(procs)},
             {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": INDEX_FIELD_PATH}}},

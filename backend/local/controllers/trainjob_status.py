@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from backend.local.controllers.apply import upsert
 from backend.local.registry.strategy import Obj
 from backend.local.registry.tokens import trainer_status_audience, trainer_status_path
 
@@ -42,20 +43,20 @@ def config_map_name(trainjob: Obj) -> str:
 
 
 def enforce(pod_spec: Obj, containers: list[Obj], trainjob: Obj, server: StatusServer) -> None:
-    """The env, mount and volume, upserted by name as apply.Upsert* does."""
+    """The env, mount and volume, upserted by name (apply.py)."""
     meta = trainjob["metadata"]
     env = [{"name": ENV_URL, "value": server.address + trainer_status_path(meta["namespace"], meta["name"])},
            {"name": ENV_CA, "value": f"{MOUNT_PATH}/{CA_FILE}"},
            {"name": ENV_TOKEN, "value": f"{MOUNT_PATH}/{TOKEN_FILE}"}]
     for container in containers:
-        container["env"] = _upsert(container.get("env") or [], env)
-        container["volumeMounts"] = _upsert(container.get("volumeMounts") or [],
+        container["env"] = upsert(container.get("env") or [], env)
+        container["volumeMounts"] = upsert(container.get("volumeMounts") or [],
                                             [{"name": VOLUME, "mountPath": MOUNT_PATH, "readOnly": True}])
     volume = {"name": VOLUME, "projected": {"sources": [
         {"serviceAccountToken": {"audience": trainer_status_audience(meta["namespace"], meta["name"]),
                                  "expirationSeconds": TOKEN_SECONDS, "path": TOKEN_FILE}},
         {"configMap": {"name": config_map_name(trainjob), "items": [{"key": CA_FILE, "path": CA_FILE}]}}]}}
-    pod_spec["volumes"] = _upsert(pod_spec.get("volumes") or [], [volume])
+    pod_spec["volumes"] = upsert(pod_spec.get("volumes") or [], [volume])
 
 
 def ca_config_map(trainjob: Obj, server: StatusServer) -> Obj:
@@ -66,8 +67,3 @@ def ca_config_map(trainjob: Obj, server: StatusServer) -> Obj:
                                               "name": meta["name"], "uid": meta["uid"], "controller": True,
                                               "blockOwnerDeletion": True}]},
             "data": {CA_FILE: server.ca_cert}}
-
-
-def _upsert(items: list[Obj], new: list[Obj]) -> list[Obj]:
-    names = {item["name"] for item in new}
-    return [item for item in items if item.get("name") not in names] + new
