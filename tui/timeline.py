@@ -137,6 +137,7 @@ class FailureTimeline:
         self.goodput = Goodput()
         self.hangs = HangWatch()
         self._summary: "JobSummary | None" = None
+        self.total_steps: int | None = None  # the run's --steps, from a group's start line
 
     def reset(self, job: str | None = None) -> None:
         self.job = job
@@ -145,6 +146,7 @@ class FailureTimeline:
         self.goodput = Goodput()
         self.hangs = HangWatch()
         self._summary = None
+        self.total_steps = None
 
     def lines_resent(self) -> None:
         """The log stream reopened and sends the job's lines again from its start: the goodput
@@ -228,6 +230,8 @@ class FailureTimeline:
             fields = parse_line(text)
             event = fields.get("event")
             facts = self._facts(line.pod)
+            if event == "start":
+                self.total_steps = _int(fields.get("steps")) or self.total_steps
             if event == "start" and facts.start_line is None:
                 facts.start_line = line.time
             elif event == "resumed" and facts.resumed is None:

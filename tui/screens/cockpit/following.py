@@ -238,11 +238,7 @@ class Following(Part):
         screen.timeline.model.add_lines(batch)
         table = screen.pods_table
         table.progress(batch)
-        for line in batch:  # the run's length, from a group's start line (`steps=`): progress and ETA
-            if line.step is None and "event=start" in line.text:
-                total = _steps_of(line.text)
-                if total:
-                    screen.job_bar.total_steps = total
+        screen.job_bar.total_steps = screen.timeline.model.total_steps  # progress and the time left
         for line in reversed(batch):  # the newest group's newest step, to the job bar
             if line.step is not None:
                 pod = table.pods.get(line.pod)
@@ -283,13 +279,6 @@ class Following(Part):
             screen.job_bar.show_goodput(report)
             screen.timeline.show_goodput(report)
             self.changed("goodput")
-
-
-def _steps_of(text: str) -> int | None:
-    from training.logfmt import parse_line
-
-    value = parse_line(text).get("steps", "")
-    return int(value) if value.isdigit() else None
 
 
 def _first_focus(job: "JobSummary | None") -> "LogFocus":
