@@ -29,18 +29,15 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from backend.compare import resources  # noqa: E402
 from backend.connect import connect  # noqa: E402
 from backend.hangs import DEFAULT_FLOOR, DEFAULT_MULTIPLE, HangRule, HangWatch  # noqa: E402
 from backend.local.embedded import Embedded  # noqa: E402
 from backend.models import PodPhase, parse_manifests  # noqa: E402
+from backend.project import MANIFESTS  # noqa: E402
 from backend.settings import Settings  # noqa: E402
 
-MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
 JOB = "hang-bench"
-
-
-def lesson_resources() -> list:
-    return [r for name in ("runtime.yaml", "volume.yaml") for r in parse_manifests((MANIFESTS / name).read_text())]
 
 
 def hang_job(collective_timeout: str):
@@ -61,7 +58,7 @@ def torch_default_timeout() -> float:
 
 
 async def measure(cluster, rule: HangRule, collective_timeout: str) -> dict[str, float | None]:
-    for resource in lesson_resources():
+    for resource in (resources.runtime(), resources.volume("checkpoints")):  # the lesson's, as committed
         await cluster.apply(resource)
     await cluster.apply(hang_job(collective_timeout))
     watch = HangWatch(rule)
