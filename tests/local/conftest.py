@@ -88,6 +88,13 @@ def lesson_job(name: str = "lesson-ddp", steps: int | None = None, step_delay: f
     return changed
 
 
+async def run_until_step(cluster: KubeCluster, job: str, step: int) -> None:
+    """Return once the job's log shows a step at or past `step`."""
+    async for batch in cluster.stream_logs(job):
+        if any(line.step is not None and line.step >= step for line in batch):
+            return
+
+
 async def apply_all(cluster: KubeCluster, *resources) -> None:
     for resource in resources:
         await cluster.apply(resource)

@@ -11,7 +11,6 @@ import sys
 
 import pytest
 
-from backend.kube.cluster import KubeCluster
 from backend.local.embedded import Embedded
 from backend.local.registry.strategies.pods import WARM_ANNOTATION
 from backend.processes import is_zombie_or_gone
@@ -25,6 +24,7 @@ from tests.local.conftest import (
     embedded_cluster,
     lesson_job,
     lesson_resources,
+    run_until_step,
 )
 
 COMPLETE = frozenset({JobPhase.COMPLETE})
@@ -53,12 +53,6 @@ async def _wait_gone(pids: list[int], timeout: float) -> list[int]:
     return [pid for pid in pids if not is_zombie_or_gone(pid)]
 
 
-async def _run_until_step(cluster: KubeCluster, job: str, step: int) -> None:
-    async for batch in cluster.stream_logs(job):
-        if any(line.step is not None and line.step >= step for line in batch):
-            return
-
-
 async def test_one_controller_per_state_root(home):
     racing = asyncio.gather(*(Embedded(home).up() for _ in range(3)), return_exceptions=True)
     async with embedded_cluster(home):  # the client path, racing them to start it
@@ -79,7 +73,7 @@ async def test_killing_the_controller_leaves_no_worker_and_the_next_one_finishes
     await apply_all(cluster, *lesson_resources())
     annotations = {WARM_ANNOTATION: "false"} if launch == "exec" else None
     await cluster.apply(lesson_job(steps=40, step_delay=0.05, annotations=annotations))
-    await asyncio.wait_for(_run_until_step(cluster, "lesson-ddp", 8), WAIT)
+    await asyncio.wait_for(run_until_step(cluster, "lesson-ddp", 8), WAIT)
     pods = await cluster.list_pods("lesson-ddp")
     assert {p.labels["kfcockpit.io/launch"] for p in pods} == {launch}
     processes = cluster_processes(home)
@@ -106,7 +100,7 @@ async def test_a_pod_watch_lives_through_a_new_controller(cluster, home):
     # Enough steps that the group is still training when the controller dies, however long the
     # watch and the log stream take to be seen following (a busy machine): ~6 s of steps.
     await cluster.apply(lesson_job(steps=STEPS, step_delay=0.05))
-    await asyncio.wait_for(_run_until_step(cluster, "lesson-ddp", 5), WAIT)
+    await asyncio.wait_for(run_until_step(cluster, "lesson-ddp", 5), WAIT)
     events = []
     listed = asyncio.Event()
 
@@ -199,7 +193,7 @@ async def test_a_state_root_deeper_than_a_socket_path_allows(tmp_path):
 async def test_losing_the_warm_zygote_takes_its_workers_and_the_group_comes_back(cluster, home):
     await apply_all(cluster, *lesson_resources())
     await cluster.apply(lesson_job(steps=40, step_delay=0.05))
-    await asyncio.wait_for(_run_until_step(cluster, "lesson-ddp", 5), WAIT)
+    await asyncio.wait_for(run_until_step(cluster, "lesson-ddp", 5), WAIT)
     (zygote,) = [w for w in (await Embedded(home).status())["warm"] if w["workers"]]
     workers = [pid for pid in cluster_processes(home) if pid != zygote["pid"]]
     assert len(workers) == 2

@@ -13,7 +13,7 @@ from backend.errors import ClusterError, NotFound
 from backend.goodput.job import measure_job
 from backend.hangs import HangRule
 from backend.models import JobPhase, PodPhase
-from tests.local.conftest import WAIT, apply_all, cli, lesson_job, lesson_resources
+from tests.local.conftest import WAIT, apply_all, cli, lesson_job, lesson_resources, run_until_step
 
 COMPLETE = frozenset({JobPhase.COMPLETE})
 
@@ -33,12 +33,6 @@ async def _running_pods(cluster, job: str) -> dict[int, str]:
     raise AssertionError("the pod watch ended")
 
 
-async def _stepping(cluster, job: str, step: int) -> None:
-    async for batch in cluster.stream_logs(job):
-        if any(line.step is not None and line.step >= step for line in batch):
-            return
-
-
 async def test_a_frozen_rank_is_reported_as_a_hang_and_thawed_the_job_completes(cluster, home):
     await apply_all(cluster, *lesson_resources())
     job = lesson_job("frozen", steps=200, step_delay=0.02)
@@ -47,7 +41,7 @@ async def test_a_frozen_rank_is_reported_as_a_hang_and_thawed_the_job_completes(
     job.spec.trainer.resources_per_node.requests["cpu"] = "500m"
     await cluster.apply(job)
     pods = await asyncio.wait_for(_running_pods(cluster, "frozen"), WAIT)
-    await asyncio.wait_for(_stepping(cluster, "frozen", 5), WAIT)
+    await asyncio.wait_for(run_until_step(cluster, "frozen", 5), WAIT)
 
     await cluster.freeze_pod(pods[1], True)
     await asyncio.wait_for(_rank_0_waits(cluster, "frozen"), WAIT)
