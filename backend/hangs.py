@@ -81,14 +81,15 @@ class Hang:
         return (f"hang: {who} after step {self.step}, silent {self.silent:.0f}s (usual step "
                 f"{_seconds(self.usual)}, limit {self.limit:.0f}s); {pods}{waits}")
 
-    def short(self) -> str:
-        """For a one-line bar: who stopped, where, for how long, against the usual step."""
+    def short(self) -> tuple[str, str]:
+        """For a one-line bar: who stopped and where, then for how long against the usual step
+        (the part a narrow bar can go without)."""
         if self.stopped:
             who = ("rank " if len(self.stopped) == 1 else "ranks ") + ",".join(map(str, self.stopped[:4]))
             who += "…" if len(self.stopped) > 4 else ""
         else:
             who = f"1 of {len(self.unheard)} unheard ranks"
-        return f"HUNG {who} at step {self.step}: {self.silent:.0f}s silent (step {_seconds(self.usual)})"
+        return f"HUNG {who} at step {self.step}", f": {self.silent:.0f}s silent (step {_seconds(self.usual)})"
 
     def as_dict(self) -> dict:
         return {"step": self.step, "silent_seconds": self.silent, "usual_step_seconds": self.usual,

@@ -117,3 +117,20 @@ async def test_the_jobs_own_progress_report_is_shown_where_its_cluster_has_one()
         bar.job = bar.job.model_copy(update={"progress": 40, "remaining": 75})  # status.trainerStatus
         await pilot.pause()
         assert "step 40 40% ~1m15s left" in bar.render().plain, bar.render().plain
+
+
+async def test_a_hang_at_a_long_step_is_never_cut_at_80_columns():
+    """At 80 columns a hang keeps who stopped and where; its silence goes before the line is cut."""
+    from backend.hangs import Hang
+
+    app = BarApp()
+    async with app.run_test(size=(80, 3)) as pilot:
+        bar = app.query_one(JobBar)
+        busy_bar(bar)
+        bar.running_step = None
+        bar.job = JobSummary(name="lesson-ddp", phase=JobPhase.RUNNING, num_nodes=2, max_restarts=3, created=0.0)
+        bar.hang = Hang(step=12345, silent=154.0, usual=0.164, limit=10.0, stopped=(0,), waiting=(1,),
+                        running=(0, 1))
+        await pilot.pause()
+        shown = bar.render().plain
+        assert cell_len(shown) <= 80 and shown.endswith("HUNG rank 0 at step 12345"), shown

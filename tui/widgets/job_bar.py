@@ -100,7 +100,8 @@ class JobBar(Widget):
                       ("job", (phase, fmt.JOB_PHASE_STYLE.get(phase, ""))),
                       ("attempt", _attempt(job))]
             if self.hang is not None:
-                parts.append(("hang", (f"  {self.hang.short()}", "bold $error")))
+                where, silence = self.hang.short()
+                parts += [("hang", (f"  {where}", "bold $error")), ("silence", (silence, "bold $error"))]
             step, loss = self.progress
             total = self.total_steps
             if step is not None:
@@ -134,10 +135,10 @@ class JobBar(Widget):
 
 
 # What goes first when the line is too narrow: the time lost beside the goodput (the timeline has
-# it), the brand, the loss (the pods table and the chart show it), the time left, the platform, the goodput's
-# share, the restart budget, the step. The connection, the job, a hang and the running step always
-# stay.
-DROP_ORDER = ("badput", "brand", "loss", "eta", "platform", "goodput", "attempt", "step")
+# it), the brand, the loss (the pods table and the chart show it), the time left, the platform, the
+# goodput's share, the restart budget, the step, how long a hang has been silent (the timeline says).
+# The connection, the job, which rank hangs where, and the running step always stay.
+DROP_ORDER = ("badput", "brand", "loss", "eta", "platform", "goodput", "attempt", "step", "silence")
 
 
 def _attempt(job: "JobSummary") -> tuple[str, str] | str:
