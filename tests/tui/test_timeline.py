@@ -200,3 +200,16 @@ def test_a_rank_the_kernel_killed_at_its_memory_limit_is_said_to_be_oomkilled():
     assert [m.what for m in restart.moments][:2] == [
         "failure seen: pod 1-old1x (rank 1) OOMKilled, exit 137 (SIGKILL)",
         "rank 1's last line: step=3 loss=0.5 rank=1 world=2"]
+
+
+def test_a_failed_ranks_last_line_full_of_brackets_is_shown_as_it_is():
+    from tui.widgets.timeline_view import restart_content
+
+    nasty = "[ray-train] up: env:// [rank=0, w… [/] [b]x[/b] [@click=app.quit]quit[/] [red"
+    t = FailureTimeline("j")
+    t.pod_event(ev("ADDED", "j-node-0-1-old1x", 1, 0, PodPhase.RUNNING, created=100.0, started=101.0), 101.0)
+    t.add_lines([LogLine("j-node-0-1-old1x", 1, 102.0, nasty)])
+    t.pod_event(ev("MODIFIED", "j-node-0-1-old1x", 1, 0, PodPhase.FAILED, created=100.0, started=101.0,
+                   finished=103.0, reason="Error", exit_code=1), 103.0)
+    [restart] = t.restarts()
+    assert f"rank 1's last line: {nasty}" in restart_content(restart).plain
