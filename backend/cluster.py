@@ -21,10 +21,12 @@ from backend.errors import ClusterError, InvalidResource, NotFound, Timeout, Una
 from backend.models import (
     Check,
     Checkpoint,
+    ClusterEvent,
     JobPhase,
     JobSummary,
     LogFocus,
     LogLine,
+    NodeEvent,
     Pod,
     PodEvent,
     PodUsage,
@@ -58,6 +60,8 @@ class Capabilities:
     machine, so resource requests and node selection place them but isolate nothing.
     `pipelines_here`: pipelines run on this machine with kfp.local, not on a Pipelines endpoint.
     `freezes_pods`: its kubelet stops a pod's processes on FREEZE_ANNOTATION (`freeze_pod`).
+    `fail_node(name)` / `restore_node(name)`: the machine of a node lost (every process on it ends,
+    its kubelet stops posting status), or back; each returns one line saying what it did.
     `fresh(home)`: a clean cluster of its kind at a new state root. `volume_path(claim)`: the
     directory of a bound claim's files on this machine, in the settings' namespace (a kfp.local
     task's mount; `Cluster.wait_volume` first). `warm()`:
@@ -70,6 +74,8 @@ class Capabilities:
     pods_here: bool = False
     pipelines_here: bool = False
     freezes_pods: bool = False
+    fail_node: Callable[[str], Awaitable[str]] | None = None
+    restore_node: Callable[[str], Awaitable[str]] | None = None
     fresh: Callable[[Path], FreshCluster] | None = None
     volume_path: Callable[[str], Path] | None = None
     warm: Callable[[], Awaitable[None]] | None = None
@@ -110,6 +116,20 @@ class Cluster(Protocol):
 
     def watch_jobs(self) -> AsyncIterator[JobSummary]:
         """Each job's summary now, then again whenever its phase or restart attempt changes."""
+        ...
+
+    def watch_nodes(self) -> AsyncIterator[NodeEvent]:
+        """List-then-watch of the nodes: each node's summary (Ready, cordoned, taints, allocatable,
+        and what the unfinished pods bound to it request), then again whenever that changes."""
+        ...
+
+    def watch_events(self) -> AsyncIterator[ClusterEvent]:
+        """List-then-watch of the Events in the cockpit's namespace and those about Nodes: each
+        one there is, then each new one and each repeat."""
+        ...
+
+    async def cordon_node(self, name: str, unschedulable: bool) -> None:
+        """kubectl cordon (True) or uncordon (False); NotFound if there is no such node."""
         ...
 
     def stream_logs(self, job: str, follow: bool = True,

@@ -3,9 +3,9 @@ parts that do the work.
 
 Declared resources go to the API server as they are (TrainJob, TrainingRuntime, PVC,
 VolumeSnapshot, KubeRay's RayJob; resources.py). Jobs (`job_ops.py`: a job is the TrainJob or else
-the RayJob of that name), pods (`pod_ops.py`), a job's merged logs (`job_logs.py`) and what lies on
-volumes (`volume_ops.py`: checkpoints and metrics from a reader pod, CSI VolumeSnapshots) share one
-`Resources` and one `Watches` (list then watch, in threads feeding asyncio).
+the RayJob of that name), pods (`pod_ops.py`), nodes and Events (`nodes.py`), a job's merged logs
+(`job_logs.py`) and what lies on volumes (`volume_ops.py`: checkpoints and metrics from a reader
+pod, CSI VolumeSnapshots) share one `Resources` and one `Watches` (list then watch, in threads feeding asyncio).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from backend.kube.job_logs import last_lines, stream_logs
 from backend.kube.job_ops import JobOps
 from backend.kube.logs import DEFAULT_LOG_READ_TIMEOUT
 from backend.kube.metrics import pod_usage, rank_selector
+from backend.kube.nodes import NodeOps
 from backend.kube.pod_ops import PodOps
 from backend.kube.resources import Resources
 from backend.kube.volume_ops import VolumeOps
@@ -27,10 +28,12 @@ from backend.kube.watches import Watches
 from backend.models import (
     Check,
     Checkpoint,
+    ClusterEvent,
     JobPhase,
     JobSummary,
     LogFocus,
     LogLine,
+    NodeEvent,
     Pod,
     PodEvent,
     PodUsage,
@@ -58,6 +61,7 @@ class KubeCluster:
         self._jobs = JobOps(self.resources, watches)
         self._pods = PodOps(self.resources, watches, log_read_timeout)
         self._volumes = VolumeOps(self.resources, watches, reader_timeout, snapshot_timeout)
+        self._nodes = NodeOps(self.resources, watches)
 
     @classmethod
     def from_settings(cls, settings: Settings, capabilities: Capabilities | None = None) -> "KubeCluster":
@@ -126,6 +130,17 @@ class KubeCluster:
 
     async def last_lines(self, job: str, ranks: Collection[int], count: int = 2) -> list[LogLine]:
         return await last_lines(self._pods, job, ranks, count)
+
+    # ------------------------------------------------------------------ nodes and events
+
+    def watch_nodes(self) -> AsyncIterator[NodeEvent]:
+        return self._nodes.watch()
+
+    def watch_events(self) -> AsyncIterator[ClusterEvent]:
+        return self._nodes.events()
+
+    async def cordon_node(self, name: str, unschedulable: bool) -> None:
+        await self._nodes.cordon(name, unschedulable)
 
     # ------------------------------------------------------------------ volumes, checkpoints, snapshots
 

@@ -36,6 +36,8 @@ KINDS = {k.name: k for k in (
     Kind("StorageClass", "storage.k8s.io", "v1", "storageclasses", False),
     Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims"),
     Kind("Pod", "", "v1", "pods"),
+    Kind("Node", "", "v1", "nodes", False),
+    Kind("Event", "", "v1", "events"),
     Kind("PodMetrics", "metrics.k8s.io", "v1beta1", "pods"),  # read only: kubectl top pod
 )}
 
@@ -55,8 +57,10 @@ def contains(live: Any, desired: Any) -> bool:
     return live == desired or str(live) == str(desired)
 
 
-# Core kinds use CoreV1Api's `<op>_namespaced_<suffix>` methods, the rest CustomObjectsApi.
-_CORE = {"Pod": "pod", "PersistentVolumeClaim": "persistent_volume_claim"}
+# Core kinds use CoreV1Api's `<op>_namespaced_<suffix>` methods (`<op>_<suffix>` for a cluster's
+# Node, `list_<suffix>_for_all_namespaces` across namespaces), the rest CustomObjectsApi.
+_CORE = {"Pod": "pod", "PersistentVolumeClaim": "persistent_volume_claim", "Event": "event", "Node": "node"}
+ALL_NAMESPACES = "*"  # a `namespace` for a list (and watch) across every namespace
 _CORE_OP = {"get": "read", "list": "list", "create": "create", "patch": "patch", "delete": "delete"}
 
 
@@ -78,6 +82,11 @@ class Resources:
         positional arguments; ListWatch uses the `list` one."""
         k = KINDS[kind]
         ns = namespace or self.namespace
+        if kind in _CORE and op == "list" and ns == ALL_NAMESPACES:
+            return getattr(self.core, f"list_{_CORE[kind]}_for_all_namespaces"), ()
+        if kind in _CORE and not k.namespaced:
+            fn = getattr(self.core, f"{_CORE_OP[op]}_{_CORE[kind]}")
+            return fn, {"list": (), "create": (body,), "get": (name,), "patch": (name, body), "delete": (name,)}[op]
         if kind in _CORE:
             fn = getattr(self.core, f"{_CORE_OP[op]}_namespaced_{_CORE[kind]}")
             args = {"list": (ns,), "create": (ns, body), "get": (name, ns),

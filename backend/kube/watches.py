@@ -20,9 +20,10 @@ class Watches:
         self.resources = resources
         self.read_timeout = read_timeout
 
-    def watch(self, kind: str, label_selector: str | None = None,
-              field_selector: str | None = None) -> AsyncIterator[WatchEvent]:
-        fn, args = self.resources.bind("list", kind)
+    def watch(self, kind: str, label_selector: str | None = None, field_selector: str | None = None,
+              namespace: str | None = None) -> AsyncIterator[WatchEvent]:
+        """`namespace`: another than the cockpit's, or resources.ALL_NAMESPACES."""
+        fn, args = self.resources.bind("list", kind, namespace=namespace)
         watch = ListWatch(self.resources.conn, fn, *args, label_selector=label_selector,
                           field_selector=field_selector, read_timeout=self.read_timeout,
                           what=f"{kind} watch", missing=missing_type(kind))

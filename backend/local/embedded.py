@@ -31,13 +31,15 @@ DESCRIPTION = "the embedded local cluster"
 
 def capabilities(settings: Settings) -> Capabilities:
     """What the embedded cluster offers beside its API: its pods and pipelines run on this
-    machine, a fresh one anywhere, volumes' files readable here, warm workers, a controller
-    started again when a connection lost it, and its own setup checks."""
+    machine, its nodes' machines fail and come back on request, a fresh one anywhere, volumes'
+    files readable here, warm workers, a controller started again when a connection lost it,
+    and its own setup checks."""
     embedded = Embedded(settings.home)
     namespace = settings.namespace or "default"
     return Capabilities(
         description=DESCRIPTION, record=f"{DESCRIPTION} (state in {settings.home})",
         pods_here=True, pipelines_here=True, freezes_pods=True,
+        fail_node=embedded.fail_node, restore_node=embedded.restore_node,
         fresh=lambda home: Fresh(settings.model_copy(update={"home": home})),
         volume_path=lambda claim: embedded.mount(claim, namespace),
         warm=embedded.warm, checks=embedded.checks, revive=embedded.revive)

@@ -6,7 +6,8 @@
 - `manifests`: YAML documents parsed into those, errors as one-line ManifestErrors.
 - `labels`: the label keys pods are found by, on both platforms.
 - `observed`: what the cockpit observes (pods, log lines, job summaries, checkpoints, snapshots,
-  checks, evidence). `focus`: which pods' logs a followed job's stream reads.
+  checks, evidence); `nodes`, the nodes and Events. `focus`: which pods' logs a followed job's
+  stream reads.
 
 Callers import from here (`from backend.models import TrainJob`); the modules import each other
 directly.
@@ -48,6 +49,7 @@ from backend.models.labels import (
 )
 from backend.models.focus import MAX_FOLLOWED, LogFocus
 from backend.models.manifests import KINDS, Resource, parse_manifests, parse_resource, unknown_fields, yaml_documents
+from backend.models.nodes import GPU, ClusterEvent, NodeEvent, NodeSummary, Taint
 from backend.models.observed import (
     Check,
     Checkpoint,
@@ -123,4 +125,6 @@ __all__ = [
     "PodPhase", "PodUsage", "RunMetrics", "Snapshot", "VolumeInfo",
     # focus
     "MAX_FOLLOWED", "LogFocus",
+    # nodes and events
+    "GPU", "ClusterEvent", "NodeEvent", "NodeSummary", "Taint",
 ]

@@ -32,26 +32,11 @@ from typing import Callable
 from backend.local.controllers.tainteviction import tolerates
 from backend.local.registry import labels as selectors
 from backend.local.registry.strategy import Obj
-from backend.quantity import quantity
+from backend.quantity import allocatable, quantity, requests_of
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 Verdict = tuple[list[str], bool]  # (reasons, resolvable by preemption)
-
-
-def requests_of(pod: Obj) -> dict[str, float]:
-    """What a pod asks of a node: its containers' requests (limits for those not requested)."""
-    total: Counter[str] = Counter()
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-        for name, value in asked.items():
-            total[name] += quantity(value)
-    return dict(total)
-
-
-def allocatable(node: Obj) -> dict[str, float]:
-    return {k: quantity(v) for k, v in ((node.get("status") or {}).get("allocatable") or {}).items()}
 
 
 @dataclass

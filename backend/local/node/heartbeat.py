@@ -11,6 +11,10 @@
   `renew` seconds; when renewals stop (the node failed), the node lifecycle controller marks the
   node Unknown after its grace period. A live kubelet whose node was marked so (late on a busy
   machine) posts Ready again at its next renewal.
+- Events: a Ready condition that turns True again (a node restored, or taken for lost while it
+  lived) is recorded as NodeReady, "Node <name> status is now: NodeReady", as the kubelet's
+  ReadyCondition setter (pkg/kubelet/nodestatus/setters.go) records a transition; the first
+  registration, which has no condition to turn, records none.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import time
 
 from backend.local.node.network import ADDRESS
 from backend.local.registry.client import Client
+from backend.local.registry.events import Record
 from backend.local.registry.status import ApiError
 
 log = logging.getLogger("kfcockpit.kubelet")
@@ -41,8 +46,8 @@ def micro_time(epoch: float) -> str:
 
 class Heartbeat:
     def __init__(self, client: Client, name: str, capacity: dict[str, str], allocatable: dict[str, str],
-                 labels: dict[str, str], problem: str = "", renew: float = 10.0):
-        self.client, self.name, self.renew = client, name, renew
+                 labels: dict[str, str], problem: str = "", renew: float = 10.0, record: Record | None = None):
+        self.client, self.name, self.renew, self.record = client, name, renew, record
         self.capacity, self.allocatable, self.labels, self.problem = capacity, allocatable, labels, problem
 
     def register(self) -> None:
@@ -66,8 +71,9 @@ class Heartbeat:
         else:
             live["metadata"]["labels"] = {**(live["metadata"].get("labels") or {}), **labels}
             live = self.client.update("Node", live)
+            was_ready = _ready(live)
             live["status"] = status
-            self.client.update_status("Node", live)
+            self._ready_again(self.client.update_status("Node", live), was_ready)
         self.beat()
 
     def _conditions(self) -> list[Obj]:
@@ -114,11 +120,20 @@ class Heartbeat:
         (a heartbeat late on a busy machine, the event loop held up past the grace period) is
         Ready again at the next renewal, and the controller takes its taints off."""
         node = self.client.peek("Node", None, self.name)
-        conditions = ((node or {}).get("status") or {}).get("conditions") or []
-        if node is None or any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+        if node is None or _ready(node):
             return
+        conditions = (node.get("status") or {}).get("conditions") or []
         log.warning("node %s: its status said %s; posting Ready again", self.name,
                     next((c.get("status") for c in conditions if c.get("type") == "Ready"), "nothing"))
         live = self.client.get("Node", None, self.name)
         live["status"]["conditions"] = self._conditions()
-        self.client.update_status("Node", live)
+        self._ready_again(self.client.update_status("Node", live), was_ready=False)
+
+    def _ready_again(self, node: Obj, was_ready: bool) -> None:
+        if self.record is not None and not was_ready:
+            self.record(node, "Normal", "NodeReady", f"Node {self.name} status is now: NodeReady")
+
+
+def _ready(node: Obj) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

@@ -85,7 +85,7 @@ class Kubelet:
         self.allocatable = allocatable or capacity
         self.devices = devices or Devices([], machine_has_gpus=False)
         self.heartbeat = Heartbeat(client, name, capacity, self.allocatable, labels or {}, cgroups.problem,
-                                   lease_renew)
+                                   lease_renew, record)
         self.network, self.cgroups, self._record = network, cgroups, record
         self.pids_limit, self.api_port, self.zygotes = pids_limit, api_port, zygotes
         self.ray_temp = ray_temp
