@@ -26,6 +26,9 @@ class Action:
     # The narrowest terminal whose footer shows it (the key works at any width): at 80 columns
     # every label must fit beside the palette's, whole.
     footer_from: int = 0
+    # The view whose keys these are (a panel's name): they work, and the footer shows them, only
+    # while it is shown; while it is, the footer shows its keys and the few that work everywhere.
+    view: str | None = None
 
 
 ACTIONS: tuple[Action, ...] = (
@@ -85,6 +88,19 @@ ACTIONS: tuple[Action, ...] = (
     Action("show_tab('timeline')", "6", "Time", "Show the failure timeline",
            "Each restart from failure to the first step trained again, timed.", footer=False,
            group=TAB_GROUP),
+    Action("toggle_nodes", "N", "Nodes", "Show or hide the nodes view",
+           "The cluster's nodes: Ready, cordoned, GPUs, CPU and memory requested of what each offers, pods; "
+           "N again goes back."),
+    Action("fail_node", "x", "Fail", "Fail the selected node",
+           "In the nodes view, on the embedded cluster: the node's machine is lost (asks first); its pods' "
+           "processes end, it goes NotReady, its pods are evicted and the job restarts on the nodes left.",
+           view="nodes"),
+    Action("restore_node", "u", "Restore", "Restore the selected node",
+           "In the nodes view, on the embedded cluster: the failed node's machine is back (asks first); it "
+           "registers Ready again and its taints go.", view="nodes"),
+    Action("cordon_node", "C", "Cordon", "Cordon or uncordon the selected node",
+           "In the nodes view: keep new pods off the node, or let them on again (asks first), as kubectl "
+           "cordon and uncordon do.", view="nodes"),
     Action("zoom", "z", "Zoom", "Zoom the focused panel",
            "The focused panel fills the screen; z again puts it back.", footer_from=100),
     Action("toggle_checklist", "h", "Steps", "Hide or show the checklist",
@@ -106,9 +122,21 @@ def bindings() -> list[Binding]:
     ]
 
 
-def hidden_from_footer(width: int) -> set[str]:
-    """The actions the footer leaves out at this terminal width."""
-    return {a.action for a in ACTIONS if a.footer_from > width}
+EVERYWHERE = ("help", "quit")  # in the footer whatever view is shown
+
+
+def hidden_from_footer(width: int, view: str | None = None) -> set[str]:
+    """The actions the footer leaves out at this terminal width, with `view` shown (or none)."""
+    hidden = {a.action for a in ACTIONS if a.footer_from > width}
+    if view is not None:
+        hidden |= {a.action for a in ACTIONS if a.view != view and a.action not in EVERYWHERE
+                   and a.action != f"toggle_{view}"}
+    return hidden
+
+
+def view_of(action: str) -> str | None:
+    """The view an action's key belongs to (None: it works everywhere)."""
+    return next((a.view for a in ACTIONS if a.action == action), None)
 
 
 def key_names(action: Action) -> str:

@@ -7,6 +7,11 @@ data. Facts are kept per pod as they arrive; which restart they belong to is wor
 the timeline is read, so a log line that arrives before its pod's first watch event (the two
 streams are not ordered with each other) still lands in the right place.
 
+What the cluster did about the nodes the group ran on and the Events about its pods and its
+JobSet (`node_timeline.py`, fed by the node and Event watches) join each restart in their order;
+when one of those nodes stopped being Ready, the restart is that node's failure, timed from the
+first sign of it (a peer's failure, or the node's Ready condition).
+
 It also keeps the job's goodput (`backend.goodput`), fed from the same observations: every line,
 each failed pod's end as a failure (a deleted one too, as the timeline counts it), and the job's
 creation and end when the screen sees the job itself; and whether its newest group hangs
@@ -24,12 +29,13 @@ from typing import TYPE_CHECKING, Sequence
 
 from backend.goodput import Goodput
 from backend.hangs import HangWatch
-from tui.format import short_name
+from tui.format import node_name, rank_label, short_name
+from tui.node_timeline import NodeHistory, when
 
 if TYPE_CHECKING:
     from backend.goodput import GoodputReport
     from backend.hangs import Hang
-    from backend.models import JobSummary, LogLine, Pod, PodEvent
+    from backend.models import ClusterEvent, JobSummary, LogLine, NodeSummary, Pod, PodEvent
 
 FINISHED = ("Succeeded", "Failed")
 # Saves that happen because the group is going down (a periodic save is not part of a failure).
@@ -43,6 +49,7 @@ class PodFacts:
     name: str
     rank: int = 0
     attempt: int = 0
+    node: str = ""  # the node it was bound to
     created: float | None = None
     started: float | None = None
     ended: float | None = None  # finished, or seen deleted
@@ -87,20 +94,11 @@ class Restart:
     moments: tuple[Moment, ...]
     steps_lost: int | None  # None until the new group has resumed
     recovery_seconds: float | None  # failure seen → first resumed step; None while recovering
+    node: str | None = None  # the node whose failure this was
 
     @property
     def recovered(self) -> bool:
         return self.recovery_seconds is not None
-
-
-def _when(stamp: float | None, seen_at: float) -> float:
-    """When a pod fact happened: Kubernetes keeps pod times to the whole second (metav1.Time), the
-    log lines they are ordered with to the microsecond. A fact seen within the second its stamp
-    names happened just now, so the moment it was seen is the finer time; an older stamp (a pod
-    listed when the cockpit joined) is all there is."""
-    if stamp is None:
-        return seen_at
-    return seen_at if stamp == int(stamp) and 0 <= seen_at - stamp < 1.0 else stamp
 
 
 def _signal(code: int) -> str:
@@ -138,6 +136,7 @@ class FailureTimeline:
         self.hangs = HangWatch()
         self._summary: "JobSummary | None" = None
         self.total_steps: int | None = None  # the run's --steps, from a group's start line
+        self.nodes = NodeHistory()  # the cluster's: kept when another job is followed
 
     def reset(self, job: str | None = None) -> None:
         self.job = job
@@ -176,6 +175,14 @@ class FailureTimeline:
         if summary.finished is not None:
             self.goodput.finish(summary.finished)
 
+    def node_seen(self, node: "NodeSummary", seen_at: float) -> None:
+        if self.nodes.node_seen(node, seen_at):
+            self.version += 1
+
+    def event_seen(self, event: "ClusterEvent", seen_at: float) -> None:
+        if self.nodes.event_seen(event, seen_at):
+            self.version += 1
+
     def pod_event(self, event: "PodEvent", seen_at: float) -> None:
         pod: "Pod" = event.pod
         deleted = event.type.value == "DELETED"
@@ -183,15 +190,15 @@ class FailureTimeline:
         facts = self._facts(pod.name)
         was_failed = facts.failed and facts.ended is not None
         before = (facts.attempt, facts.started, facts.phase, facts.ended, facts.deleted, facts.reason)
-        facts.rank, facts.attempt = pod.rank, pod.restart_attempt
-        facts.created = facts.created if facts.created is not None else _when(pod.created, seen_at)
-        facts.started = facts.started or (_when(pod.started, seen_at) if pod.started else None)
+        facts.rank, facts.attempt, facts.node = pod.rank, pod.restart_attempt, pod.node or facts.node
+        facts.created = facts.created if facts.created is not None else when(pod.created, seen_at)
+        facts.started = facts.started or (when(pod.started, seen_at) if pod.started else None)
         if not deleted or pod.phase.value in FINISHED:
             facts.phase = pod.phase.value
         facts.reason = pod.reason or facts.reason
         facts.exit_code = pod.exit_code if pod.exit_code is not None else facts.exit_code
         if (pod.phase.value in FINISHED or deleted) and facts.ended is None:
-            facts.ended = _when(pod.finished, seen_at)
+            facts.ended = when(pod.finished, seen_at)
         facts.deleted = facts.deleted or deleted
         if facts.failed and facts.ended is not None and not was_failed:
             self.goodput.failure(facts.ended)  # once per pod, at the finer of its two times
@@ -282,7 +289,15 @@ class FailureTimeline:
 
     def _restart(self, attempt: int, old: list[PodFacts], new: list[PodFacts]) -> Restart | None:
         failed = [p for p in old if p.failed and p.ended is not None]
-        if not failed and not new:
+        nodes = {p.node for p in old if p.node}
+        born = min((p.created for p in old if p.created is not None), default=0.0)
+        # What the cluster did counts for this restart from the group's start until the new group
+        # fails (a failure before this one's is an earlier run's, whose lines the volume kept).
+        began = min((p.ended for p in failed), default=born)
+        until = min((p.ended for p in new if p.failed and p.ended is not None and p.ended > began),
+                    default=float("inf"))
+        lost = self.nodes.lost(nodes, born, until)
+        if not failed and not new and lost is None:
             return None
         if failed:
             first = min(failed, key=lambda p: p.ended)
@@ -294,9 +309,18 @@ class FailureTimeline:
                                   f"{first.rank}) {first.why}", "failure")]
             if first.last_line:
                 moments.append(Moment(t0, f"rank {first.rank}'s last line: {first.last_line[:160]}"))
+        elif lost is not None:  # the node went before any pod of the group was seen to end
+            t0, moments = lost.at, []
         else:  # the new group is here but the failure itself was never seen (joined late)
             t0 = min((p.created for p in new if p.created is not None), default=0.0)
             moments = [Moment(t0, "failure not seen (the cockpit joined later)", "failure")]
+        if lost is not None:
+            t0 = min(t0, lost.at)
+            on_it = sorted({p.rank for p in old if p.node == lost.node})
+            ranks = f" (rank {', '.join(map(rank_label, on_it))} ran there)" if on_it else ""
+            moments.insert(0, Moment(t0, f"node {lost.node} failed{ranks}", "failure"))
+            told = self.nodes.told(nodes, [p.name for p in (*old, *new)], self.job, t0, until)
+            moments += [Moment(at, what, kind) for at, what, kind in told]
         newest = max((p.last_step[1] for p in old if p.last_step is not None), default=None)
         for p in old:
             for at, step, reason, seconds in p.saves:
@@ -316,7 +340,9 @@ class FailureTimeline:
                 moments.append(Moment(min(cap, min(created)), f"new pods created (attempt {attempt + 1})", "up"))
             started = [p.started for p in new if p.started is not None]
             if started and len(started) == len(new):
-                moments.append(Moment(min(cap, max(started)), f"{len(new)} new pods running", "up"))
+                placed = sorted({node_name(p.node) for p in new if p.node})
+                on = f" on {', '.join(placed)}" if placed else ""
+                moments.append(Moment(min(cap, max(started)), f"{len(new)} new pods running{on}", "up"))
             formed = [p.start_line for p in new if p.start_line is not None]
             if formed:
                 moments.append(Moment(min(formed), "rendezvous complete (event=start)", "up"))
@@ -326,7 +352,7 @@ class FailureTimeline:
             at, from_step = min(resumed)
             moments.append(Moment(at, f"checkpoint loaded: resumed from step {from_step}", "resume"))
         stepped = [p.first_step for p in new if p.first_step is not None]
-        recovery = lost = None
+        recovery = steps_lost = None
         if stepped:
             at, step = min(stepped)
             moments.append(Moment(at, f"first step trained again: step {step}", "step"))
@@ -334,6 +360,6 @@ class FailureTimeline:
             recovery = max(0.0, at - t0) if failed else None
             start = from_step if from_step is not None else step - 1
             if newest is not None:
-                lost = max(0, newest - start)
+                steps_lost = max(0, newest - start)
         moments.sort(key=lambda m: m.at)  # stable: moments at one time stay in the order of events
-        return Restart(attempt, t0, tuple(moments), lost, recovery)
+        return Restart(attempt, t0, tuple(moments), steps_lost, recovery, lost.node if lost is not None else None)

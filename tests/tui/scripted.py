@@ -23,11 +23,14 @@ class ScriptedCluster:
         self.pods: asyncio.Queue = asyncio.Queue()
         self.logs: asyncio.Queue = asyncio.Queue()
         self.jobs: asyncio.Queue = asyncio.Queue()
+        self.nodes: asyncio.Queue = asyncio.Queue()  # NodeEvents
+        self.events: asyncio.Queue = asyncio.Queue()  # ClusterEvents
         self.focus = None
         self.tails: list = []  # what last_lines answers (the test sets it)
         self.asked: tuple[int, ...] = ()
         self.killed: list[str] = []  # the pods kill_pod was asked to end
         self.frozen: list[tuple[str, bool]] = []  # what freeze_pod was asked
+        self.cordoned: list[tuple[str, bool]] = []  # what cordon_node was asked
         self.capabilities = Capabilities(description="the scripted cluster", record="scripted", freezes_pods=True)
 
     async def list_jobs(self):
@@ -39,6 +42,17 @@ class ScriptedCluster:
     async def watch_jobs(self):
         while True:
             yield await self.jobs.get()
+
+    async def watch_nodes(self):
+        while True:
+            yield await self.nodes.get()
+
+    async def watch_events(self):
+        while True:
+            yield await self.events.get()
+
+    async def cordon_node(self, name: str, unschedulable: bool) -> None:
+        self.cordoned.append((name, unschedulable))
 
     async def watch_pods(self, job: str):
         while True:

@@ -33,6 +33,10 @@ PANELS = """\
 - **checkpoints**: files on the volume (step, loss, world size, size, valid) and its snapshots;
   space marks two snapshots, `c` compares them.
 - **loss**: one curve per run, the followed job live.
+- **nodes** (`N` opens and closes it): the cluster's nodes, live: Ready (True, False, Unknown), cordoned,
+  GPUs, CPU and memory the pods on it request of what it offers, pods; under it the selected node's
+  Ready reason and taints. On the selected node: `x` fails its machine and `u` restores it (the
+  embedded cluster), `C` cordons or uncordons it; each asks first. The timeline tells what follows.
 
 Jobs keep running when you quit, like on a real cluster. In a browser: `kfcockpit serve`.
 """

@@ -1,5 +1,5 @@
-"""The right-hand panels (step, pods, logs, timeline, loss, checkpoints) and how they share the
-screen. Imported and mounted just after the first paint: their widgets (DataTable, TextArea, Log,
+"""The right-hand panels (step, pods, logs, timeline, loss, checkpoints, nodes) and how they share
+the screen. Imported and mounted just after the first paint: their widgets (DataTable, TextArea, Log,
 Select, plotext) are most of what the cockpit would otherwise import and lay out first.
 
 Two arrangements of the same widgets, never two copies of them:
@@ -7,8 +7,10 @@ Two arrangements of the same widgets, never two copies of them:
   restart, the resumed line and the recovery are seen together without a key. Checkpoints, which
   nobody watches live, show zoomed on request (4).
 - "tabs" (smaller, 80x24 over SSH): one panel at a time under a tab bar.
-A zoomed panel (z) fills the body in either arrangement. Whatever is hidden loses the focus, so a
-key never acts on a panel the learner cannot see.
+A zoomed panel (z) fills the body in either arrangement. The nodes view is only ever shown zoomed
+(N opens and closes it): it is about the cluster, not the followed job, and its table wants the
+whole width. Whatever is hidden loses the focus, so a key never acts on a panel the learner
+cannot see.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tui.widgets.checkpoints import CheckpointsPanel
 from tui.widgets.log_view import LogView
 from tui.widgets.loss_chart import LossChart
 from tui.widgets.message import WidgetMessage
+from tui.widgets.nodes_table import NodesPanel
 from tui.widgets.pods_table import PodsTable
 from tui.widgets.rank_summary import RankSummary
 from tui.widgets.step_view import StepView
@@ -40,7 +43,9 @@ PANELS: dict[str, tuple[str, str]] = {
     "checkpoints": ("ckpt-panel", "Checkpoints"),
     "loss": ("loss-chart", "Loss"),
     "timeline": ("timeline", "Timeline"),
+    "nodes": ("nodes-panel", "Nodes"),
 }
+ZOOMED_ONLY = ("nodes",)  # never a tab nor in the grid: shown zoomed
 GRID = ("pods", "step", "logs", "timeline", "loss")  # in grid order; the logs span two rows
 GRID_MIN = (120, 36)  # the terminal size from which everything fits on one screen
 
@@ -80,7 +85,8 @@ class Panels(Container):
         self.clock = clock
 
     def compose(self) -> ComposeResult:
-        yield Tabs(*(Tab(label, id=name) for name, (_, label) in PANELS.items()), id="panel-tabs")
+        yield Tabs(*(Tab(label, id=name) for name, (_, label) in PANELS.items() if name not in ZOOMED_ONLY),
+                   id="panel-tabs")
         # In grid order (the grid places them as they come): pods and, below them, the logs in
         # the wide column; the step card, the timeline and the loss in the narrow one.
         with Vertical(id="pods-panel", classes="panel") as pods:
@@ -93,6 +99,9 @@ class Panels(Container):
         yield TimelineView(id="timeline", classes="panel")
         yield LossChart(id="loss-chart", classes="panel")
         yield CheckpointsPanel(clock=self.clock, id="ckpt-panel", classes="panel")
+        with NodesPanel(id="nodes-panel", classes="panel") as nodes:
+            nodes.border_title = "nodes"
+            nodes.border_subtitle = "x fail · u restore · C cordon · N close"
 
     def on_mount(self) -> None:
         self.arrangement = arrangement_for(*self.app.size)
@@ -118,7 +127,9 @@ class Panels(Container):
         give it the keys."""
         if self.zoomed is not None and self.zoomed != name:
             self.zoomed = None
-        if self.arrangement == "tabs":
+        if name in ZOOMED_ONLY:
+            self.zoomed = name
+        elif self.arrangement == "tabs":
             self.active = name
         elif name not in GRID:
             self.zoomed = name
@@ -143,7 +154,8 @@ class Panels(Container):
 
     def focus_panel(self, name: str) -> None:
         target = self.panel(name)
-        inner = {"pods": "#pods-table", "logs": "#log-lines", "checkpoints": "#ckpt-table"}.get(name)
+        inner = {"pods": "#pods-table", "logs": "#log-lines", "checkpoints": "#ckpt-table",
+                 "nodes": "#nodes-table"}.get(name)
         if inner is not None:
             target = target.query_one(inner)
         if not _hidden(target):

@@ -66,6 +66,8 @@ def restart_content(r: "Restart") -> Content:
                                 (f" · recovered in {r.recovery_seconds:.1f} s", "bold $success"), lost)
     else:
         head = Content.assemble((f"restart {r.attempt + 1}", "bold"), (" · recovering…", "bold $warning"))
+    if r.node is not None:
+        head = Content.assemble(head, (f" · node {r.node} failed", "$error"))
     parts: list = [head]
     for m in r.moments:
         glyph, style = GLYPH.get(m.kind, GLYPH["info"])

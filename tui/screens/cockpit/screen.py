@@ -31,6 +31,7 @@ from backend.errors import USER_ERRORS, one_line
 from tui import actions
 from tui.screens.cockpit.following import GOODPUT_SECONDS, HANG_SECONDS, Following
 from tui.screens.cockpit.lesson import LessonDriver
+from tui.screens.cockpit.nodes import NodeActions
 from tui.screens.cockpit.pods import PodActions
 from tui.screens.cockpit.storage import Storage
 from tui.live import LOST, Backoff
@@ -68,6 +69,7 @@ class CockpitScreen(Screen):
         self.lesson = LessonDriver(self)
         self.storage = Storage(self)
         self.pod_actions = PodActions(self)
+        self.node_actions = NodeActions(self)
 
     # ------------------------------------------------------------------ layout
 
@@ -145,6 +147,9 @@ class CockpitScreen(Screen):
 
         if isinstance(self.app.focused, TextArea):
             return False
+        view = actions.view_of(action)
+        if view is not None:
+            return self.panels.is_shown(view)
         if action in ("run_step", "verify_step"):
             focused = self.app.focused
             return focused is None or focused is self.checklist or self.panels.panel_of(focused) == "step"
@@ -153,9 +158,10 @@ class CockpitScreen(Screen):
     @property
     def active_bindings(self) -> dict[str, ActiveBinding]:
         """What the footer offers: at 80 columns the least needed keys make room for the others'
-        labels whole (they still work, and help lists them)."""
+        labels whole (they still work, and help lists them); the nodes view offers its own."""
         bindings = super().active_bindings
-        narrow = actions.hidden_from_footer(self.app.size.width)
+        view = "nodes" if self.panels_ready and self.panels.is_shown("nodes") else None
+        narrow = actions.hidden_from_footer(self.app.size.width, view)
         return {key: active._replace(binding=replace(active.binding, show=False))
                 if active.binding.action in narrow else active for key, active in bindings.items()}
 
@@ -187,6 +193,7 @@ class CockpitScreen(Screen):
                 await asyncio.sleep(delay)
         self.lesson.show_lesson()
         self.following.watch_jobs()
+        self.node_actions.watch()
         self.storage.refresh()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -250,6 +257,7 @@ class CockpitScreen(Screen):
 
     def on_panels_shown(self, event: "Panels.Shown") -> None:
         self.set_class(self.panels.zoomed is not None, "-zoomed")
+        self.refresh_bindings()  # the nodes view's keys come and go with it
         if event.name == "checkpoints" and self.session.cluster is not None:
             self.storage.refresh()
         elif event.name == "loss":
@@ -294,6 +302,19 @@ class CockpitScreen(Screen):
 
     def action_restart_group(self) -> None:
         self.pod_actions.ask_restart_group()
+
+    def action_toggle_nodes(self) -> None:
+        self.node_actions.toggle_view()
+        self.refresh_bindings()
+
+    def action_fail_node(self) -> None:
+        self.node_actions.ask_fail()
+
+    def action_restore_node(self) -> None:
+        self.node_actions.ask_restore()
+
+    def action_cordon_node(self) -> None:
+        self.node_actions.ask_cordon()
 
     def action_show_logs(self) -> None:
         in_pods = self.panels.panel_of(self.app.focused) == "pods"
@@ -362,7 +383,9 @@ class CockpitScreen(Screen):
     def commands(self) -> Iterator[tuple[str, str, Callable[[], object]]]:
         """(title, help, callback) for every action, step and job: the palette lists them all."""
         for a in actions.ACTIONS:
-            yield a.title, a.help, (lambda name=a.action: self.run_action(name))
+            # A view's key works only in its view; from the palette it opens the view and says how.
+            yield a.title, a.help, ((lambda name=a.action: getattr(self, f"action_{name}")()) if a.view
+                                    else (lambda name=a.action: self.run_action(name)))
         lesson = self.session.lesson
         for step in (lesson.steps if lesson is not None else []):
             yield (f"Go to {step.label}: {step.title}", step.done_when,
