@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from training import metrics
+from training.process_start import start_ticks
 
 NAME_RE = re.compile(r"^ckpt-step-(\d{6,})\.pt$")
 FORMAT = 3
@@ -155,16 +156,6 @@ def _create_exclusive(path: Path, content: bytes) -> bool:
     return True
 
 
-def _proc_start_time(pid: int) -> str | None:
-    """The start time of process `pid` (clock ticks since boot), None if it is gone or a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3
-    return None if fields[0] in ("Z", "X") else fields[19]
-
-
 def _machine() -> dict:
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
@@ -175,7 +166,7 @@ def _machine() -> dict:
 
 
 def _this_process() -> dict:
-    return dict(_machine(), pid=os.getpid(), start=_proc_start_time(os.getpid()))
+    return dict(_machine(), pid=os.getpid(), start=start_ticks(os.getpid()))
 
 
 def _holder_alive(path: Path) -> bool:
@@ -188,7 +179,7 @@ def _holder_alive(path: Path) -> bool:
     here = _machine()
     if not isinstance(holder, dict) or not here["boot"] or any(holder.get(k) != here[k] for k in here):
         return True
-    return _proc_start_time(int(holder["pid"])) == holder.get("start")
+    return start_ticks(int(holder["pid"])) == holder.get("start")
 
 
 def write_sidecar(data: Path, meta: dict) -> None:
