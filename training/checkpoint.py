@@ -5,13 +5,14 @@ the periodic checkpoints without stopping the loop: `save` hands the state to a 
 first copies its tensors into buffers kept from save to save, while the loop already computes the
 next step's gradients; the loop waits for that copy only before its next optimizer update
 (`before_update`), the first moment the live tensors change. The thread then streams torch.save
-through a sha256 into a temp file, fsyncs, renames, writes the sidecar and prunes to the newest
-`keep`. One save is in flight at a time.
+through a CRC-32 into a temp file, renames it, writes the sidecar that commits it, fsyncs and
+prunes to the newest `keep`. One save is in flight at a time.
 
 `save_now` is the survivor's save: any rank, synchronous, before the process exits. Every rank
 of a data-parallel group holds the same state, so survivors of a peer failure may all try; the
-first to claim the step writes it, the others leave it. It skips the fsync: the group's restart
-waits for this save, and at 1 GB the fsync was most of it (seconds per recovery). The next group
+first to claim the step writes it, the others leave it. It skips the fsync, and waits for a
+periodic save in flight only until that one is committed: the group's restart waits for this
+save, and at 1 GB an fsync was most of it (seconds per recovery). The next group
 reads the file from the page cache anyway, and its rank 0 fsyncs the checkpoint it resumed from
 in the background; if the machine goes down before that, the checksum rejects a torn file at the
 next resume and an older, synced checkpoint is taken.
@@ -20,19 +21,19 @@ Resume picks the newest checkpoint whose checksum holds, reporting each one it s
 
 Whatever device trained, the file holds CPU tensors (the copy is made into CPU buffers, a
 survivor's state is moved there before torch.save) and names its writer's device in the sidecar,
-so plain `torch.load(path, weights_only=True)` opens it on a machine without a GPU. Loading maps
-every tensor to the CPU as well (a file saved elsewhere with device tensors opens too); the loop
-then copies them onto its own device.
+so plain `torch.load(path, weights_only=True)` opens it on a machine without a GPU. Loading reads
+every tensor onto the CPU as well (a file saved elsewhere with device tensors opens too); the loop
+then moves them onto its own device.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import queue
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -46,30 +47,31 @@ from training.loop import emit
 # "crash_before_rename@15:periodic" only in the periodic save (a rank killed mid-save).
 FAULT_ENV = "KFCOCKPIT_FAULT"
 
-# The sidecar's sha256 is the checksum; torch's own zip CRC32 would be a second pass over the same
-# gigabyte (2.6 s instead of 3.6 s for 1 GB here). torch.load reads such files as usual.
+# The sidecar's CRC-32 is the checksum; torch's own zip CRC32 per record would be a second, slower
+# pass over the same gigabyte (2.6 s instead of 3.6 s for 1 GB here). torch.load reads such files
+# as usual.
 serialization_config.save.compute_crc32 = False
 
 NAME_BYTES = 4096  # the longest name `rank0_choice` carries: a path (Linux's PATH_MAX)
-_SHARED_CHUNK = 1 << 16  # torch.save's writes at least this long are tensor data, hashed in place
+_SHARED_CHUNK = 1 << 16  # torch.save's writes at least this long are tensor data, read in place
 
 
-class _HashingFile:
-    """What torch.save writes through: the file, with the sha256 and size taken on the way. The
-    hash runs on a thread of its own beside the writes (hashlib and write both let go of the GIL
-    on large buffers): at 1 GB that is half a second off a survivor's save, which a restart waits
-    for. torch.save hands over its headers in buffers it reuses (copied here) and a tensor's data
-    as a view of its storage, which does not change until torch.save returns (hashed in place)."""
+class _ChecksummingFile:
+    """What torch.save writes through: the file, with the checksum and size taken on the way. The
+    checksum runs on a thread of its own beside the writes (zlib and write both let go of the GIL
+    on large buffers): a restart waits for a survivor's save. torch.save hands over its headers
+    in buffers it reuses (copied here) and a tensor's data as a view of its storage, which does
+    not change until torch.save returns (read in place)."""
 
     def __init__(self, f):
-        self.f, self.sha256, self.size = f, hashlib.sha256(), 0
+        self.f, self.checksum, self.size = f, fmt.Crc32(), 0
         self._chunks: queue.SimpleQueue = queue.SimpleQueue()
-        self._hasher = threading.Thread(target=self._hash, name="checkpoint-hash", daemon=True)
-        self._hasher.start()
+        self._summer = threading.Thread(target=self._sum, name="checkpoint-checksum", daemon=True)
+        self._summer.start()
 
-    def _hash(self) -> None:
+    def _sum(self) -> None:
         while (chunk := self._chunks.get()) is not None:
-            self.sha256.update(chunk)
+            self.checksum.update(chunk)
 
     def write(self, data) -> int:
         view = memoryview(data)
@@ -81,10 +83,10 @@ class _HashingFile:
         self.f.flush()
 
     def hexdigest(self) -> str:
-        """The checksum of everything written (waits for the hash to catch up)."""
+        """The checksum of everything written (waits for it to catch up)."""
         self._chunks.put(None)
-        self._hasher.join()
-        return self.sha256.hexdigest()
+        self._summer.join()
+        return self.checksum.hexdigest()
 
 
 def sidecar_meta(state: dict, reason: str, rank: int) -> dict:
@@ -114,29 +116,51 @@ def _take_for_reuse(old: Path | None, tmp: Path) -> bool:
 
 
 def write_files(directory: Path, state: dict, reason: str, rank: int, durable: bool = True,
-                reuse: Path | None = None) -> Path:
+                reuse: Path | None = None, on_commit: Callable[[], None] | None = None) -> Path:
     """torch.save to a temp file (`reuse`'s file, written over, when it can be taken: see
-    `_take_for_reuse`), fsync (if `durable`), rename, then the sidecar that commits it."""
+    `_take_for_reuse`), rename, the sidecar that commits it, `on_commit()`, then (if `durable`)
+    the fsync.
+
+    Committed before it is durable: a survivor's save waits for a periodic save in flight to be
+    committed, never for its fsync (at 1 GB, seconds on a restart's path). If the machine goes
+    down in between, the checksum rejects the torn file at the next boot's resume (verify_file
+    reads every file an earlier boot wrote) and an older checkpoint is taken. The file is closed
+    before the rename, which is when an NFS client sends its data to the server."""
     started = time.perf_counter()
     step = int(state["step"])
     final = directory / fmt.file_name(step)
     tmp = directory / fmt.temp_name(step, os.getpid())
     with open(tmp, "r+b" if _take_for_reuse(reuse, tmp) else "wb") as f:
-        hashed = _HashingFile(f)
-        torch.save(on_cpu(state), hashed)
+        summed = _ChecksummingFile(f)
+        torch.save(on_cpu(state), summed)
         f.truncate()  # a reused file may have been longer
         f.flush()
-        digest = hashed.hexdigest()
-        if durable:
-            os.fsync(f.fileno())
+        digest = summed.hexdigest()
     if os.environ.get(FAULT_ENV) in (f"crash_before_rename@{step}", f"crash_before_rename@{step}:{reason}"):
         os._exit(137)
     fmt.sidecar_path(final).unlink(missing_ok=True)  # re-saving a step: the old sidecar no longer applies
     os.replace(tmp, final)
-    fmt.write_sidecar(final, dict(sidecar_meta(state, reason, rank), bytes=hashed.size, sha256=digest))
-    emit(event="checkpoint_saved", step=step, reason=reason, file=final.name, bytes=hashed.size,
+    fmt.write_sidecar(final, dict(sidecar_meta(state, reason, rank), bytes=summed.size,
+                                  **{summed.checksum.name: digest}))
+    if on_commit is not None:
+        on_commit()
+    if durable:
+        _fsync_path(final)
+    emit(event="checkpoint_saved", step=step, reason=reason, file=final.name, bytes=summed.size,
          seconds=time.perf_counter() - started, rank=rank)
     return final
+
+
+def _fsync_path(path: Path) -> None:
+    """fsync a file by name; nothing to do if it is gone (pruned meanwhile)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def save_once(directory: Path, state: dict, reason: str, rank: int, reuse: Path | None = None) -> bool:
@@ -158,14 +182,7 @@ def sync_in_background(path: Path) -> None:
 
     def sync() -> None:
         for file in (path, fmt.sidecar_path(path)):
-            try:
-                fd = os.open(file, os.O_RDONLY)
-            except OSError:
-                return  # pruned meanwhile: nothing left to keep
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync_path(file)
 
     threading.Thread(target=sync, name="checkpoint-sync", daemon=True).start()
 
@@ -202,11 +219,12 @@ def rank0_choice(name: str) -> str:
 
 
 def load_state(path: Path) -> dict:
-    """The state in `path`, its tensors mapped from the file (the page cache, after a survivor's
-    save or a first read), not read into new memory: the model copies its weights out, and
-    Adam's moments are copied on their first update. Nothing may write the file over while they
-    are in use: a store never reuses the file it loaded (FileCheckpoints._reusable)."""
-    return torch.load(path, weights_only=True, map_location="cpu", mmap=True)
+    """The state in `path`, read into this process's memory (from the page cache, after a
+    survivor's save or a first read). Not mapped: a mapped file's pages are copied one 4 KiB
+    fault at a time on their first write, and Adam writes every one of its moments in the first
+    step. At 1 GB that made the first step after a restart 1.0-1.2 s longer; reading the file
+    whole costs 0.55 s (measured here), and the model takes the read tensors as they are."""
+    return torch.load(path, weights_only=True, map_location="cpu")
 
 
 def on_cpu(state: dict) -> dict:
@@ -245,8 +263,9 @@ class FileCheckpoints:
         self._failure: BaseException | None = None
         self._staged = threading.Event()
         self._staged.set()
+        self._committed = threading.Event()  # the save in flight is a checkpoint (maybe not synced yet)
+        self._committed.set()
         self._buffers: list[torch.Tensor] = []  # the copy of the last save, reused by the next
-        self._loaded: Path | None = None  # the file this process resumed from (its tensors map it)
         if rank == 0:
             directory.mkdir(parents=True, exist_ok=True)
             # Leftovers of a writer that died mid-save; no writer runs while a group starts.
@@ -262,8 +281,7 @@ class FileCheckpoints:
         chosen = rank0_choice(found.name if found else "")
         if not chosen:
             return None
-        self._loaded = self.directory / chosen
-        return load_state(self._loaded)
+        return load_state(self.directory / chosen)
 
     def save(self, state: dict) -> None:
         """A periodic checkpoint (rank 0), written while training goes on."""
@@ -271,6 +289,7 @@ class FileCheckpoints:
             return
         self.wait()
         self._staged.clear()
+        self._committed.clear()
         self._writer = threading.Thread(target=self._stage_and_write, args=(state,),
                                         name="checkpoint-writer", daemon=True)
         self._writer.start()
@@ -280,11 +299,12 @@ class FileCheckpoints:
 
     def save_now(self, state: dict, reason: str) -> None:
         """Save `state` before this process exits, unless a checkpoint of its step exists or
-        another survivor claimed it. Waits for a periodic save in flight first."""
-        try:
-            self.wait()
-        except Exception as exc:  # noqa: BLE001 - that save failed; this one may still succeed
-            emit(event="checkpoint_failed", reason=str(exc), rank=self.rank)
+        another survivor claimed it. A periodic save in flight is waited for until it is
+        committed, not synced: the process may leave during its fsync (see write_files)."""
+        self._committed.wait()
+        if self._failure is not None:  # that save failed; this one may still succeed
+            failure, self._failure = self._failure, None
+            emit(event="checkpoint_failed", reason=str(failure), rank=self.rank)
         if save_once(self.directory, state, reason, self.rank, reuse=self._reusable()):
             self._prune()
 
@@ -302,6 +322,7 @@ class FileCheckpoints:
             staged = self._stage(state)
         except BaseException as exc:  # noqa: BLE001 - surfaced by the next save() or wait()
             self._failure = exc
+            self._committed.set()
             return
         finally:
             self._staged.set()  # never leave the loop waiting
@@ -309,13 +330,16 @@ class FileCheckpoints:
         try:
             if fmt.claim(self.directory, step):
                 try:
-                    write_files(self.directory, staged, "periodic", self.rank, reuse=self._reusable())
+                    write_files(self.directory, staged, "periodic", self.rank, reuse=self._reusable(),
+                                on_commit=self._committed.set)
                 except BaseException:
                     fmt.release(self.directory, step)  # a survivor may still save this step
                     raise
                 self._prune()
         except BaseException as exc:  # noqa: BLE001 - surfaced by the next save() or wait()
             self._failure = exc
+        finally:
+            self._committed.set()
 
     def _stage(self, state: dict) -> dict:
         """`state` with its tensors copied to the CPU (exact resume: later steps cannot change the
@@ -329,10 +353,9 @@ class FileCheckpoints:
 
     def _reusable(self) -> Path | None:
         """The checkpoint the save about to be made will prune (the oldest, when `keep` are
-        committed), to be written over: never the file this process's tensors map, nor one while
-        fewer than two others remain."""
+        committed), to be written over; never one while fewer than two others remain."""
         committed = [p for p in fmt.list_files(self.directory) if fmt.sidecar_path(p).exists()]
-        if self.keep < 2 or len(committed) < self.keep or committed[0] == self._loaded:
+        if self.keep < 2 or len(committed) < self.keep:
             return None
         return committed[0]
 

@@ -24,7 +24,7 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
-from training import device, metrics, run_record
+from training import device, metrics, process_start, run_record
 from training.options import (
     EXIT_USAGE,
     OneLineParser,
@@ -90,9 +90,11 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
     signal.signal(signal.SIGTERM, lambda *_: terminated.set())
     if args.ckpt_dir is not None:
         run_record.start(args.ckpt_dir, rank)
+    began = process_start.started_at()  # before the group formed: the restart breakdown's point
     emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps,
          restart=os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"), device=placement.device,
-         backend=placement.backend, precision=cfg.precision)
+         backend=placement.backend, precision=cfg.precision,
+         **({"process_started": round(began, 3)} if began is not None else {}))
     store = FileCheckpoints(args.ckpt_dir, cfg.keep, rank) if args.ckpt_dir else None
     try:
         training = run(cfg, rank, world, store, stop=terminated, placement=placement)

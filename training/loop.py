@@ -192,6 +192,12 @@ class Training:
         self.x, self.y = (t.to(self.device) for t in dataset.tensors)
         self.plan = BatchPlan(dataset, cfg, rank, world)
         self.module = build_model(cfg, self.device, initialise=resume_from is None)
+        if resume_from is not None:
+            # The checkpoint's tensors become the weights (on the CPU the very tensors read): no
+            # second copy of them on a restart's path. Before DDP and the optimizer take the
+            # parameters, which assigning replaces.
+            self.module.load_state_dict({name: tensor.to(self.device) for name, tensor in resume_from["model"].items()},
+                                        assign=True)
         self.carrier = _LossCarrier(self.module).to(self.device)
         # No broadcast of rank 0's weights at start (init_sync): every rank already holds the same
         # ones, seeded alike or loaded from the one checkpoint rank 0 chose. At 1 GB that
@@ -204,7 +210,7 @@ class Training:
         self.first_started_at = time.time()
         self.resumes = 0
         if resume_from is not None:
-            self.load(resume_from)
+            self.load(resume_from, weights=False)
 
     def train_step(self, before_update: Callable[[], None] | None = None) -> float:
         """One optimizer step; returns the loss averaged over all workers (same on every rank).
@@ -248,8 +254,10 @@ class Training:
             "device": self.placement.device,  # of the writer; the tensors are saved on the CPU
         }
 
-    def load(self, state: dict) -> None:
-        self.module.load_state_dict(state["model"])
+    def load(self, state: dict, weights: bool = True) -> None:
+        """Restore `state` into this worker; `weights=False`: the model holds its weights already."""
+        if weights:
+            self.module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])
         self.steps_done = int(state["step"])

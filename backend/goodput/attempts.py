@@ -2,6 +2,7 @@
 between. A group (an attempt) is what ml-goodput-measurement calls a segment: the run of steps
 between a (re)start and the next disruption.
 
+    processes_started    its last rank's process began (`process_started=` of the start lines)
     started           S  the group formed (its first `event=start` line: printed after rendezvous)
     resumed           R  the checkpoint was loaded (`event=resumed`, with `restore_seconds`)
     training_started  T  its loop began its first step (`event=training_started`)
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 @dataclass
 class Attempt:
     started: float
+    processes_started: float | None = None
     resumed: float | None = None
     resumed_from: int | None = None
     restore_seconds: float = 0.0

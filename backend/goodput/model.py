@@ -98,6 +98,10 @@ class Goodput:
                 return
             if self._groups.started(rank, pid) or not self.attempts:
                 self.attempts.append(Attempt(started=at))
+            began = _number(fields.get("process_started"))
+            if began:  # the kernel's start of this rank's process: the group's is its last rank's
+                attempt = self.attempts[-1]
+                attempt.processes_started = max(attempt.processes_started or began, began)
         elif event == "resumed":
             attempt = self._current(at)
             attempt.resumed = at if attempt.resumed is None else min(attempt.resumed, at)
@@ -241,7 +245,8 @@ class Goodput:
         created, started = self._pods.get(index, (None, None))
         return RestartTimes(
             attempt=index, failure_seen=failure if failure is None else min(failure, attempt.started),
-            survivors_saved=before.survivor_save_done, pods_created=created, pods_started=started,
+            survivors_saved=before.survivor_save_done, pods_created=created,
+            pods_started=attempt.processes_started or started,  # to 10 ms where the lines say
             group_formed=attempt.started, checkpoint_loaded=attempt.resumed,
             first_step=attempt.times[0] if attempt.stepped else None)
 

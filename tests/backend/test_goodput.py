@@ -275,6 +275,29 @@ def test_a_restart_is_taken_apart_from_the_failure_to_the_first_step():
     assert sum(seconds for _, seconds in restart.stages()) == approx(3.0)
 
 
+def test_a_restarts_processes_start_is_the_kernels_where_the_start_lines_give_it():
+    """Pods carry whole seconds; a start line's process_started (from /proc, to 10 ms) is taken
+    instead, the group's from its last rank."""
+    from backend.models import Pod, PodPhase
+
+    t = Timeline()
+    t.start(0.0)
+    t.training(0.0)
+    t.steps(1, 5, at=1.0, every=1.0)
+    t.add(5.9, "event=checkpoint_saved step=5 reason=peer_failure file=x bytes=1 seconds=0.3 rank=0")
+    for rank, began in ((0, 6.41), (1, 6.48)):
+        t.add(7.0, f"event=start rank={rank} world=2 pid={100 + rank} process_started={began}")
+    t.resumed(7.5, from_step=5)
+    t.training(7.5, step=5)
+    t.steps(6, 7, at=8.5, every=1.0)
+    model = Goodput(started=0.0)
+    model.observe_pod(Pod(name="j-1-0", job="j", rank=0, restart_attempt=1, created=6.0,
+                          phase=PodPhase.RUNNING, started=6.0))
+    model.feed_lines(t.lines)
+    (restart,) = model.report().restart_times
+    assert (restart.pods_created, restart.pods_started, restart.group_formed) == (6.0, 6.48, 7.0)
+
+
 # ---------------------------------------------------------------------------- live
 
 def _saved_killed_and_resumed() -> Timeline:

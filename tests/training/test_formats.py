@@ -43,6 +43,22 @@ def test_inspect_tells_valid_from_truncated_corrupt_and_unfinished(tmp_path):
     assert [p.name for p in fmt.list_files(tmp_path)] == [fmt.file_name(s) for s in (5, 6, 7, 8)]
 
 
+def test_a_checkpoint_of_format_2_is_checked_by_its_sha256(tmp_path):
+    """Format 3 writes a CRC-32 (zlib's, as zip's); a sidecar written before names a sha256."""
+    import hashlib
+    import zlib
+
+    payload = b"x" * 100
+    new = fmt.write_checkpoint(tmp_path, {"step": 1, "world_size": 2}, payload)
+    assert fmt.read_meta(new)["crc32"] == f"{zlib.crc32(payload):08x}" and fmt.read_meta(new)["format"] == 3
+    old = tmp_path / fmt.file_name(2)
+    old.write_bytes(payload)
+    fmt.write_sidecar(old, {"step": 2, "world_size": 2, "bytes": 100, "sha256": hashlib.sha256(payload).hexdigest()})
+    assert fmt.inspect(old).valid
+    old.write_bytes(b"y" * 100)
+    assert fmt.inspect(old).problem == "checksum mismatch"
+
+
 def test_one_claim_per_step(tmp_path):
     assert fmt.claim(tmp_path, 17)
     assert not fmt.claim(tmp_path, 17)
