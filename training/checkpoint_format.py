@@ -262,13 +262,31 @@ def verify_file(data: Path, trust_this_boot: bool = False) -> dict:
     size = data.stat().st_size
     if size != meta["bytes"]:
         raise InvalidCheckpoint(f"truncated: {size} of {meta['bytes']} bytes")
-    here = writer_machine()
-    if trust_this_boot and here["boot"] and all(meta.get(key) == here[key] for key in here):
+    if trust_this_boot and written_this_boot(meta):
         return meta
     name = checksum_name(meta)
     if file_checksum(data, name) != meta[name]:
         raise InvalidCheckpoint("checksum mismatch")
     return meta
+
+
+def written_this_boot(meta: dict) -> bool:
+    """The sidecar names this host and its current boot (see verify_file's trust_this_boot)."""
+    here = writer_machine()
+    return bool(here["boot"]) and all(meta.get(key) == here[key] for key in here)
+
+
+def newest_trusted(directory: Path) -> Path | None:
+    """The newest data file verify_file(trust_this_boot=True) accepts without reading it whole
+    (committed, whole, written on this host since its boot), or None; silent, never slow."""
+    for path in reversed(list_files(directory)):
+        try:
+            meta = read_meta(path)
+            if path.stat().st_size == meta["bytes"] and written_this_boot(meta):
+                return path
+        except (InvalidCheckpoint, OSError):
+            continue
+    return None
 
 
 def inspect(path: Path, verify: bool = True) -> CheckpointInfo:

@@ -82,6 +82,11 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
     device.apply(placement)
     if placement.note:
         sys.stderr.write(f"training.ddp: {placement.note}\n")
+    # The store before the group: its newest checkpoint is read while the peers' processes start
+    # (RANK is the rank env:// init gives this process).
+    store = FileCheckpoints(args.ckpt_dir, cfg.keep, int(os.environ.get("RANK", "0"))) if args.ckpt_dir else None
+    if store is not None:
+        store.prefetch()
     rank, world = _init_process_group(placement.backend, args.collective_timeout)
     # From here SIGTERM (torchrun or the platform tearing the group down) only raises a flag:
     # the loop saves at the next step boundary, never halfway through an optimizer update.
@@ -95,7 +100,6 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
          restart=os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"), device=placement.device,
          backend=placement.backend, precision=cfg.precision,
          **({"process_started": round(began, 3)} if began is not None else {}))
-    store = FileCheckpoints(args.ckpt_dir, cfg.keep, rank) if args.ckpt_dir else None
     try:
         training = run(cfg, rank, world, store, stop=terminated, placement=placement)
     except ConfigError as exc:  # a configuration that only fails once the world size is known

@@ -184,6 +184,38 @@ def test_a_resumed_state_is_read_not_mapped_so_its_file_may_be_written_over(tmp_
     assert all(torch.equal(state["model"][name], tensor) for name, tensor in expected.items())
 
 
+def test_a_survivors_save_writes_over_the_oldest_while_one_other_remains(tmp_path):
+    """A restart waits for the survivor's save: it takes a cached file sooner than a periodic
+    save would (two committed of keep=3), one fewer being kept until the periodic saves catch up."""
+    import os
+
+    training = _training(0)
+    store = FileCheckpoints(tmp_path, keep=3, rank=0)
+    _saved(store, training, 2)
+    inode = os.stat(tmp_path / fmt.file_name(1)).st_ino
+    training.train_step()
+    store.save_now(training.state(), "peer_failure")
+    assert [int(fmt.NAME_RE.match(p.name).group(1)) for p in fmt.list_files(tmp_path)] == [2, 3]
+    assert os.stat(tmp_path / fmt.file_name(3)).st_ino == inode and fmt.verify_file(tmp_path / fmt.file_name(3))
+    _saved(store, training, 1)  # a periodic save does not: three are kept again
+    assert len(fmt.list_files(tmp_path)) == 3
+
+
+def test_the_checkpoint_read_while_the_group_forms_is_the_one_resumed_unless_another_is_chosen(tmp_path):
+    training = _training(0)
+    store = FileCheckpoints(tmp_path, keep=3, rank=0)
+    _saved(store, training, 2)
+    resumed = FileCheckpoints(tmp_path, keep=3, rank=0)
+    resumed.prefetch()
+    assert resumed._prefetch.path == tmp_path / fmt.file_name(2)
+    assert int(resumed.load_latest()["step"]) == 2 and resumed._prefetch is None
+    # a newer step committed after the read began (a survivor still saving): the chosen file is read
+    early = FileCheckpoints(tmp_path, keep=3, rank=0)
+    early.prefetch()
+    _saved(store, training, 1)
+    assert int(early.load_latest()["step"]) == 3
+
+
 def test_a_survivor_waits_for_a_periodic_save_to_be_committed_not_for_its_fsync(tmp_path, monkeypatch):
     """At 1 GB an fsync takes seconds, and a restart waits for the survivor's save: the periodic
     save in flight is a checkpoint once committed, and the survivor writes its step without
