@@ -200,7 +200,12 @@ def test_measured_figures_are_consistent(measured, index):
     assert m.last_step_before_recovery >= m.killed_at_step
     assert 0 < m.resumed_from_step <= m.last_step_before_recovery and m.restarts == 1
     # both ways the survivor saves the step the kill interrupted (SIGTERM, peer failure, or Ray's
-    # worker shutdown), so the restarted group resumes there, not at the last periodic checkpoint
-    assert m.resumed_from_step >= m.killed_at_step
+    # worker shutdown), so the restarted group resumes there, not at the last periodic checkpoint;
+    # if not, the survivor's own lines say what it did (its save, Ray's hold on the teardown)
+    lines = measured.trainer_lines if m.side == "trainer" else measured.ray_lines
+    survivor = [line.text for line in lines
+                if "event=shutdown_hold" in line.text or "event=checkpoint_saved" in line.text
+                and parse_line(line.text).get("reason") in SURVIVOR_REASONS]
+    assert m.resumed_from_step >= m.killed_at_step, (m.side, m.killed_at_step, m.resumed_from_step, survivor)
     assert m.steps_lost == m.last_step_before_recovery - m.resumed_from_step < PLAN.ckpt_every
     assert run_path(measured, m).is_dir() and m.job.startswith(m.run_dir.split("/")[0])
