@@ -353,15 +353,11 @@ class FileCheckpoints:
 
     def _stage_and_write(self, state: dict) -> None:
         try:
-            staged = self._stage(state)
-        except BaseException as exc:  # noqa: BLE001 - surfaced by the next save() or wait()
-            self._failure = exc
-            self._committed.set()
-            return
-        finally:
-            self._staged.set()  # never leave the loop waiting
-        step = int(state["step"])
-        try:
+            try:
+                staged = self._stage(state)
+            finally:
+                self._staged.set()  # never leave the loop waiting
+            step = int(state["step"])
             if fmt.claim(self.directory, step):
                 try:
                     write_files(self.directory, staged, "periodic", self.rank, reuse=self._reusable(),
@@ -373,7 +369,7 @@ class FileCheckpoints:
         except BaseException as exc:  # noqa: BLE001 - surfaced by the next save() or wait()
             self._failure = exc
         finally:
-            self._committed.set()
+            self._committed.set()  # nor a survivor: this save is committed, or never will be
 
     def _stage(self, state: dict) -> dict:
         """`state` with its tensors copied to the CPU (exact resume: later steps cannot change the

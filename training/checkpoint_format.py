@@ -258,15 +258,21 @@ def verify_file(data: Path, trust_this_boot: bool = False) -> dict:
     cache holds exactly what was written, so reading the whole file to check it (a fifth of a
     second per GB, on a restart's path) proves nothing more. Another host's file, or an earlier
     boot's, is read whole."""
-    meta = read_meta(data)
-    size = data.stat().st_size
-    if size != meta["bytes"]:
-        raise InvalidCheckpoint(f"truncated: {size} of {meta['bytes']} bytes")
+    meta = _whole_by_size(data)
     if trust_this_boot and written_this_boot(meta):
         return meta
     name = checksum_name(meta)
     if file_checksum(data, name) != meta[name]:
         raise InvalidCheckpoint("checksum mismatch")
+    return meta
+
+
+def _whole_by_size(data: Path) -> dict:
+    """The sidecar of a committed data file as long as the sidecar says; raises InvalidCheckpoint."""
+    meta = read_meta(data)
+    size = data.stat().st_size
+    if size != meta["bytes"]:
+        raise InvalidCheckpoint(f"truncated: {size} of {meta['bytes']} bytes")
     return meta
 
 
@@ -281,8 +287,7 @@ def newest_trusted(directory: Path) -> Path | None:
     (committed, whole, written on this host since its boot), or None; silent, never slow."""
     for path in reversed(list_files(directory)):
         try:
-            meta = read_meta(path)
-            if path.stat().st_size == meta["bytes"] and written_this_boot(meta):
+            if written_this_boot(_whole_by_size(path)):
                 return path
         except (InvalidCheckpoint, OSError):
             continue
