@@ -264,22 +264,31 @@ async def test_a_pod_bounded_by_its_pids_limit_fails_and_says_why(tmp_path):
         assert "limit of 20 processes" in _state(failed)["state"]["terminated"]["message"]
 
 
+def _memory_hog(chunk_mib: int) -> str:
+    """A pod's script that keeps allocating `chunk_mib` at a time, saying how much it holds."""
+    return ("held = []\n"
+            f"for i in range(64):\n    held.append(bytearray(b'\\x01') * ({chunk_mib} << 20))\n"
+            f"    print('held', (i + 1) * {chunk_mib}, 'MiB', flush=True)\n")
+
+
+async def _held_mib(node, pod: str) -> list[int]:
+    """What a `_memory_hog` pod said it held, MiB, line by line."""
+    return [int(line.split()[1]) for line in (await _log(node, pod)).splitlines() if line.startswith("held")]
+
+
 async def test_the_nodes_pods_together_hold_no_more_than_its_allocatable_memory(tmp_path):
     """--enforce-node-allocatable=pods: the pods' cgroup is limited to the node's allocatable
     memory, so a pod that keeps allocating is killed by the kernel inside it (SIGKILL, 137) and
     neither this process nor the rest of the machine is touched."""
     client = plane()
-    script = ("import sys\nheld = []\n"
-              "for i in range(64):\n    held.append(bytearray(b'\\x01') * (32 << 20))\n"
-              "    print('held', (i + 1) * 32, 'MiB', flush=True)\n")
     async with kubelet(tmp_path, client, memory_max=128 << 20) as node:
         if node.cgroups.memory is None:
             pytest.skip("no writable memory cgroup on this machine")
-        _pod(client, "hog", [PY, "-c", script])
+        _pod(client, "hog", [PY, "-c", _memory_hog(32)])
         failed = await until(client, "Pod", "default", "hog", _phase("Failed"))
         assert (_state(failed)["state"]["terminated"]["exitCode"], _state(failed)["state"]["terminated"]["reason"]) \
             == (137, "OOMKilled")
-        held = [int(line.split()[1]) for line in (await _log(node, "hog")).splitlines() if line.startswith("held")]
+        held = await _held_mib(node, "hog")
         assert held and max(held) <= 128
 
 
@@ -287,19 +296,16 @@ async def test_a_pod_over_its_memory_limit_ends_oomkilled_and_the_others_run_on(
     """resources.limits.memory is the pod's own cgroup limit: the kernel kills it there, the
     kubelet reports OOMKilled (exit 137) as upstream's does, and a pod beside it is untouched."""
     client = plane()
-    hog = ("held = []\n"
-           "for i in range(64):\n    held.append(bytearray(b'\\x01') * (16 << 20))\n"
-           "    print('held', (i + 1) * 16, 'MiB', flush=True)\n")
     async with kubelet(tmp_path, client, memory_max=2 << 30) as node:
         if node.cgroups.memory is None:
             pytest.skip("no writable memory cgroup on this machine")
         _pod(client, "small", [PY, "-c", "import time; print('up', flush=True); time.sleep(600)"],
              container={"resources": {"limits": {"memory": "256Mi"}}})
-        _pod(client, "hog", [PY, "-c", hog], container={"resources": {"limits": {"memory": "96Mi"}}})
+        _pod(client, "hog", [PY, "-c", _memory_hog(16)], container={"resources": {"limits": {"memory": "96Mi"}}})
         failed = await until(client, "Pod", "default", "hog", _phase("Failed"))
         terminated = _state(failed)["state"]["terminated"]
         assert (terminated["exitCode"], terminated["reason"]) == (137, "OOMKilled")
-        held = [int(line.split()[1]) for line in (await _log(node, "hog")).splitlines() if line.startswith("held")]
+        held = await _held_mib(node, "hog")
         assert held and max(held) <= 96
         assert client.get("Pod", "default", "small")["status"]["phase"] == "Running"
 
