@@ -88,9 +88,10 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
     if store is not None:
         store.prefetch()
     rank, world = _init_process_group(placement.backend, args.collective_timeout)
-    # From here SIGTERM (torchrun or the platform tearing the group down) only raises a flag:
-    # the loop saves at the next step boundary, never halfway through an optimizer update.
-    # Before, it ends the process as usual (nothing to save while the group forms).
+    # From here SIGTERM (torchrun or the platform tearing the group down) only raises a flag: the
+    # loop saves the newest complete step at once, beside the step in flight (never halfway through
+    # an optimizer update), and leaves (training/exit_save.py). Before, it ends the process as usual
+    # (nothing to save while the group forms).
     terminated = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: terminated.set())
     if args.ckpt_dir is not None:
@@ -101,7 +102,8 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
          backend=placement.backend, precision=cfg.precision,
          **({"process_started": round(began, 3)} if began is not None else {}))
     try:
-        training = run(cfg, rank, world, store, stop=terminated, placement=placement)
+        training = run(cfg, rank, world, store, stop=terminated, placement=placement,
+                       exit_on_stop=lambda: _leave(EXIT_TERMINATED))
     except ConfigError as exc:  # a configuration that only fails once the world size is known
         sys.stderr.write(f"training.ddp: error: {exc}\n")
         return EXIT_USAGE
@@ -132,9 +134,13 @@ def main(argv: list[str] | None = None) -> NoReturn:
         # GIL; if that thread is still releasing a finished work item, it waits for the GIL and
         # both hang (seen here: rank 0 stuck for good after event=done). Output is flushed and
         # files are fsynced by now; the OS closes the sockets.
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-        os._exit(code)
+        _leave(code)
+
+
+def _leave(code: int) -> NoReturn:
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,9 @@ import random
 import sys
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import asdict
-from typing import Callable, Protocol
+from typing import Callable, ContextManager, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +31,7 @@ from torch.utils.data import DistributedSampler, TensorDataset
 from training import run_record
 from training.monitors import LoopMonitors
 from training.device import Placement
+from training.exit_save import ExitSave, StopRequested
 from training.logfmt import format_line
 from training.options import TrainConfig
 
@@ -89,10 +91,6 @@ class PeerFailure(Exception):
         first_line = (str(cause).splitlines() or [type(cause).__name__])[0]
         super().__init__(f"collective failed after step {complete_step}: {first_line}")
         self.complete_step = complete_step
-
-
-class StopRequested(Exception):
-    """SIGTERM arrived (a group teardown or a stopped job); raised at a step boundary."""
 
 
 class BatchPlan:
@@ -212,11 +210,13 @@ class Training:
         if resume_from is not None:
             self.load(resume_from, weights=False)
 
-    def train_step(self, before_update: Callable[[], None] | None = None) -> float:
+    def train_step(self, before_update: Callable[[], None] | None = None,
+                   updating: Callable[[], ContextManager[None]] = nullcontext) -> float:
         """One optimizer step; returns the loss averaged over all workers (same on every rank).
 
         `before_update` runs between the gradients and the update: the last moment the state of
-        the previous step is still there (a checkpoint being copied waits for it)."""
+        the previous step is still there (a checkpoint being copied waits for it). The update and
+        the step counter run inside `updating()` (ExitSave.update: never while a save reads them)."""
         idx = self.plan.indices(self.steps_done).to(self.device)
         self.optimizer.zero_grad(set_to_none=True)
         self.carrier.carrier.grad = None  # not in the optimizer: cleared by hand
@@ -230,12 +230,13 @@ class Training:
             if self.world == 1:
                 raise
             raise PeerFailure(self.steps_done, exc) from exc
-        if before_update is not None:
-            before_update()
-        self.optimizer.step()
-        value = float(self.carrier.carrier.grad.item())  # the mean loss over all workers
-        self.steps_done += 1
-        self.loss_history.append(value)
+        with updating():
+            if before_update is not None:
+                before_update()
+            self.optimizer.step()
+            value = float(self.carrier.carrier.grad.item())  # the mean loss over all workers
+            self.steps_done += 1
+            self.loss_history.append(value)
         return value
 
     def state(self) -> dict:
@@ -303,12 +304,15 @@ def run(
     on_step: Callable[[Training, float], None] | None = None,
     stop: threading.Event | None = None,
     placement: Placement = CPU,
+    exit_on_stop: Callable[[], None] | None = None,
 ) -> Training:
     """Resume if a checkpoint exists, train to cfg.steps, checkpoint every cfg.ckpt_every steps.
 
     A failed collective (PeerFailure) or `stop` set (StopRequested, checked at each step
     boundary, and ending a --step-delay pause at once: the platform's grace period must not be
     spent asleep) first saves the newest complete step, so a restarted group loses no work.
+    With `exit_on_stop`, a stop is saved at once, mid-step, and `exit_on_stop()` then ends the
+    process (training/exit_save.py).
     With no store (no volume) nothing is resumed or saved, and no state is built to be dropped.
     A checkpoint of another world size is refused (ConfigError) before anything is built."""
     restoring = time.perf_counter()
@@ -342,13 +346,16 @@ def run(
     first_step = training.steps_done
     warm_at = None  # after the first step (DDP's bucket set-up): steady-state throughput from here
     monitors = LoopMonitors(emit, rank, world, cfg.steps)
+    exit_save = ExitSave(lambda reason: _save_before_exit(checkpoints, training, reason))
+    if stop is not None and exit_on_stop is not None:
+        exit_save.watch(stop, exit_on_stop)
     try:
         while training.steps_done < cfg.steps:
             monitors.step_begins(training.steps_done + 1)
             try:
-                loss = training.train_step(before_update)
+                loss = training.train_step(before_update, exit_save.update)
             except PeerFailure:
-                _save_before_exit(checkpoints, training, "peer_failure")
+                exit_save.save("peer_failure")
                 raise
             finally:
                 monitors.step_ends()
@@ -368,9 +375,10 @@ def run(
             waited[0] += time.perf_counter() - began
             stopping = stop.wait(cfg.step_delay) if stop is not None else _pause(cfg.step_delay)
             if stopping:
-                _save_before_exit(checkpoints, training, "sigterm")
+                exit_save.save("sigterm")
                 raise StopRequested(f"stopped after step {step}")
     finally:
+        exit_save.close()
         monitors.close()
     finish_saves = getattr(checkpoints, "wait", None)  # None too when there is no store
     began = time.perf_counter()
