@@ -97,14 +97,16 @@ def sidecar_meta(state: dict, reason: str, rank: int) -> dict:
 
 
 def _take_for_reuse(old: Path | None, tmp: Path) -> bool:
-    """Move `old` (a checkpoint about to be pruned) to `tmp`, to be written over in place. Its
+    """Move `old` (a checkpoint about to be pruned, or the unfinished file of a writer that died)
+    to `tmp`, to be written over in place. Its
     pages are in the page cache, and filling cached pages costs a fraction of allocating new ones
     (measured here on ext4: 0.1 s instead of 2.4 s per GB), as databases recycle old log segments.
     Only a file nothing else links: a snapshot's hard link must keep its bytes, so the link count
     is checked after the move (a hidden temp name, which a snapshot skips). False: write a new file."""
     if old is None:
         return False
-    fmt.sidecar_path(old).unlink(missing_ok=True)  # uncommit first: it is no checkpoint from here on
+    if fmt.NAME_RE.match(old.name):
+        fmt.sidecar_path(old).unlink(missing_ok=True)  # uncommit first: it is no checkpoint from here on
     try:
         os.rename(old, tmp)
     except OSError:
@@ -384,8 +386,12 @@ class FileCheckpoints:
     def _reusable(self, urgent: bool = False) -> Path | None:
         """The checkpoint the save about to be made will prune (the oldest, when `keep` are
         committed), to be written over. `urgent`: a survivor's save, which a restart waits for,
-        takes the oldest while one other remains, leaving one fewer kept until the periodic saves
-        catch up: a new file's page cache cost 2.4-5 s per GB here, a cached one 0.1 s."""
+        takes the unfinished file of a writer that died mid-save if there is one (a rank killed
+        during its periodic save: that save took the oldest checkpoint's file), else the oldest
+        checkpoint while one other remains, leaving one fewer kept until the periodic saves catch
+        up: a new file's page cache cost 2.4-5 s per GB here, a cached one 0.1 s."""
+        if urgent and (abandoned := fmt.abandoned_temp(self.directory)) is not None:
+            return abandoned
         committed = [p for p in fmt.list_files(self.directory) if fmt.sidecar_path(p).exists()]
         if self.keep < 2 or len(committed) < (2 if urgent else self.keep):
             return None

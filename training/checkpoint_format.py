@@ -77,6 +77,9 @@ def temp_name(step: int, pid: int) -> str:
     return f".{file_name(step)}.tmp-{pid}"
 
 
+_TEMP_RE = re.compile(r"^\.ckpt-step-(\d{6,})\.pt\.tmp-\d+$")
+
+
 def claim_name(step: int, generation: int = 0) -> str:
     name = f".ckpt-step-{step:06d}.claim"
     return f"{name}.{generation}" if generation else name
@@ -132,6 +135,23 @@ def claim(directory: Path, step: int) -> bool:
         if _holder_alive(path):
             return False
         generation += 1
+
+
+def abandoned_temp(directory: Path) -> Path | None:
+    """The data file of a save whose writer died mid-way (every holder of its step's claim known
+    dead, see `claim`): garbage, whose pages were being written a moment ago. None if none is."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return None
+    for name in names:
+        found = _TEMP_RE.match(name)
+        if found is None:
+            continue
+        claims = claim_names(directory, int(found.group(1)))
+        if claims and not any(_holder_alive(held) for held in claims):
+            return directory / name
+    return None
 
 
 def release(directory: Path, step: int) -> None:

@@ -201,6 +201,46 @@ def test_a_survivors_save_writes_over_the_oldest_while_one_other_remains(tmp_pat
     assert len(fmt.list_files(tmp_path)) == 3
 
 
+# A rank's writer killed mid-save: it claimed step 3 and had written part of the step's file.
+CLAIM_WRITE_AND_DIE = """
+import os, sys
+from pathlib import Path
+from training import checkpoint_format as fmt
+directory = Path(sys.argv[1])
+assert fmt.claim(directory, 3)
+(directory / fmt.temp_name(3, os.getpid())).write_bytes(bytes(1 << 20))
+"""
+
+
+def test_a_survivors_save_writes_over_the_file_a_writer_killed_mid_save_left(tmp_path):
+    """That writer had taken the oldest checkpoint's file, so as few as one checkpoint may be left
+    committed, and the unfinished file holds the pages written last: the survivor's save takes it
+    (a new file's pages cost seconds per GB here), and no committed checkpoint is written over."""
+    import os
+
+    training = _training(0)
+    _saved(FileCheckpoints(tmp_path, keep=2, rank=0), training, 2)
+    dead = subprocess.run([sys.executable, "-c", CLAIM_WRITE_AND_DIE, str(tmp_path)], cwd=REPO, env=env(),
+                          capture_output=True, text=True, timeout=120)
+    assert dead.returncode == 0, dead.stderr
+    (unfinished,) = [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
+    assert fmt.abandoned_temp(tmp_path) == unfinished
+    inode = os.stat(unfinished).st_ino
+    training.train_step()
+    FileCheckpoints(tmp_path, keep=2, rank=1).save_now(training.state(), "peer_failure")
+    assert [p.name for p in fmt.list_files(tmp_path)] == [fmt.file_name(2), fmt.file_name(3)]  # keep=2
+    assert os.stat(tmp_path / fmt.file_name(3)).st_ino == inode
+    assert fmt.verify_file(tmp_path / fmt.file_name(3))["reason"] == "peer_failure"
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
+
+
+def test_a_temp_file_whose_writer_lives_is_not_taken(tmp_path):
+    fmt.claim(tmp_path, 3)  # this process: alive
+    (tmp_path / fmt.temp_name(3, 12345)).write_bytes(b"x")
+    (tmp_path / fmt.temp_name(4, 12345)).write_bytes(b"x")  # no claim at all: not known abandoned
+    assert fmt.abandoned_temp(tmp_path) is None
+
+
 def test_the_checkpoint_read_while_the_group_forms_is_the_one_resumed_unless_another_is_chosen(tmp_path):
     training = _training(0)
     store = FileCheckpoints(tmp_path, keep=3, rank=0)

@@ -116,7 +116,11 @@ def test_rank_0_killed_mid_periodic_save_leaves_the_step_to_the_survivor(straigh
     crashed = run(torchrun_cmd(2, *ARGS, "--step-delay", "0.5", "--ckpt-dir", str(killed)),
                   KFCOCKPIT_FAULT="crash_before_rename@15:periodic")
     assert crashed.returncode != 0
-    assert list(killed.glob(".ckpt-step-000015.pt.tmp-*")), "rank 0 did not die mid-save"
+    # Rank 0 died holding step 15's claim (the survivor took it over: generation 1), and the
+    # survivor wrote over the unfinished file it left, whose pages were just written.
+    assert sorted(p.name for p in fmt.claim_names(killed, 15)) == [fmt.claim_name(15), fmt.claim_name(15, 1)], \
+        "rank 0 did not die mid-save"
+    assert not list(killed.glob(".ckpt-step-*.pt.tmp-*"))
     (survivor,) = [e for e in crashed.events("checkpoint_saved") if e["reason"] != "periodic"]
     assert (survivor["rank"], survivor["step"]) == ("1", "15")
 
