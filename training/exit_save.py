@@ -8,6 +8,10 @@ Whichever comes first starts it:
   instead of at that step's end or at its failed all-reduce: at 1 GB a step lasts 1.6 s and a
   restart waits for this save (the dead peer's core is free for it meanwhile).
 
+Once stopped, the step in flight stops too (`abandon_step_on`): it is checked before each layer's
+forward and as each gradient is computed, so the training thread no longer competes with the save
+for the cores (with gloo a dead peer is only noticed when the backward pass ends).
+
 The state saved is one whole step's: the optimizer update runs inside `update()`, which the save
 excludes, and once the save is made no update follows (StopRequested: the step in flight is
 abandoned, as the checkpoint says it is at the step before). Nothing the step computes before its
@@ -20,7 +24,10 @@ import sys
 import threading
 import traceback
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 class StopRequested(Exception):
@@ -77,3 +84,18 @@ class ExitSave:
     def close(self) -> None:
         """The loop has ended: a stop from here on is the caller's to handle."""
         self._closed = True
+
+
+def abandon_step_on(stop: threading.Event, module: "nn.Module") -> None:
+    """Make the step in flight end (StopRequested, out of forward or backward) once `stop` is set:
+    checked before each child module's forward and as each parameter's gradient is computed. Only
+    for a process that leaves after its save: DDP's reducer is left mid-step."""
+
+    def check(*_) -> None:
+        if stop.is_set():
+            raise StopRequested("stopped mid-step: the step in flight is abandoned")
+
+    for child in module.children():
+        child.register_forward_pre_hook(check)
+    for parameter in module.parameters():
+        parameter.register_hook(lambda grad: (check(), grad)[1])

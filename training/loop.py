@@ -31,7 +31,7 @@ from torch.utils.data import DistributedSampler, TensorDataset
 from training import run_record
 from training.monitors import LoopMonitors
 from training.device import Placement
-from training.exit_save import ExitSave, StopRequested
+from training.exit_save import ExitSave, StopRequested, abandon_step_on
 from training.logfmt import format_line
 from training.options import TrainConfig
 
@@ -349,6 +349,7 @@ def run(
     exit_save = ExitSave(lambda reason: _save_before_exit(checkpoints, training, reason))
     if stop is not None and exit_on_stop is not None:
         exit_save.watch(stop, exit_on_stop)
+        abandon_step_on(stop, training.module)
     try:
         while training.steps_done < cfg.steps:
             monitors.step_begins(training.steps_done + 1)
@@ -356,6 +357,9 @@ def run(
                 loss = training.train_step(before_update, exit_save.update)
             except PeerFailure:
                 exit_save.save("peer_failure")
+                raise
+            except StopRequested:  # abandoned mid-step, or no update after the stop's save
+                exit_save.save("sigterm")
                 raise
             finally:
                 monitors.step_ends()

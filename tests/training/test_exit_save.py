@@ -10,7 +10,7 @@ import torch
 
 from training import checkpoint_format as fmt
 from training.checkpoint import FileCheckpoints, load_state
-from training.exit_save import ExitSave, StopRequested
+from training.exit_save import ExitSave, StopRequested, abandon_step_on
 from training.loop import Training
 from training.options import TrainConfig
 
@@ -93,3 +93,22 @@ def test_nothing_is_saved_for_a_stop_after_the_loop_ended():
     stop.set()
     watcher.join(60)
     assert not watcher.is_alive() and reasons == [] and not left.is_set()
+
+
+@pytest.mark.parametrize("stopped_in", ["forward", "backward"])
+def test_a_stopped_rank_abandons_the_step_in_flight_and_its_state_is_untouched(stopped_in):
+    """So the training thread stops competing with the save for the cores (a dead gloo peer is
+    only noticed when the backward pass ends, a step later at 1 GB)."""
+    training = _training(steps=2)
+    stop = threading.Event()
+    abandon_step_on(stop, training.module)
+    layers = list(training.module.children())
+    if stopped_in == "forward":
+        layers[1].register_forward_hook(lambda *_: stop.set())  # the next layer's forward stops
+    else:
+        layers[-1].register_forward_hook(lambda *_: stop.set())  # forward ends; backward stops
+    before = _weights(training)
+    with pytest.raises(StopRequested):
+        training.train_step()
+    assert training.steps_done == 2
+    assert all(torch.equal(a, b) for a, b in zip(before, _weights(training)))
