@@ -7,6 +7,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -24,11 +25,16 @@ class Result:
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh state root per test, for this process and every command it starts."""
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh state root per test, for this process and every command it starts. An embedded
+    cluster a command started there is stopped after the test, as a user would (`cluster down`):
+    its controller would otherwise idle ten minutes before it leaves."""
     root = tmp_path / "home"
     monkeypatch.setenv("KFCOCKPIT_HOME", str(root))
-    return root
+    yield root
+    if (root / "cluster").exists():
+        down = kfcockpit("cluster", "down", home=root, timeout=120)
+        assert down.code == 0, down.err
 
 
 @pytest.fixture
