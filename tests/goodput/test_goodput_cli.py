@@ -38,7 +38,9 @@ async def test_a_killed_and_resumed_job_shows_its_restart_and_parts_that_add_up(
     report = json.loads(shown.stdout)
     assert report["job"] == "gp" and report["phase"] == "Complete"
     assert report["steps_kept"] == 30 and report["restarts"] == 1 and report["attempts_unseen"] == 0
-    assert abs(report["goodput"] - followed.goodput) < 0.01  # line times: the worker's, the kubelet's
+    # Line times are the worker's here and the kubelet's there (it reads a line a little later
+    # under load): the two books may differ by a fraction of a second, never by a part booked apart.
+    assert abs(report["goodput"] - followed.goodput) * followed.total < 0.15  # seconds
     (restart,) = report["restart_times"]
     assert restart["group_formed"] < restart["checkpoint_loaded"] <= restart["first_step"]
     parts = sum(report[p] for p in PARTS)
