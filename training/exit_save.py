@@ -37,8 +37,7 @@ class StopRequested(Exception):
 class ExitSave:
     def __init__(self, save: Callable[[str], None]):
         self._save = save  # save(reason): the store's survivor save of the current state
-        self._updating = threading.Lock()
-        self._once = threading.Lock()
+        self._updating = threading.Lock()  # held by the update, and by the save for its whole length
         self.done = False  # a save before exit was made (or tried): no update may follow
         self._closed = False
 
@@ -53,14 +52,13 @@ class ExitSave:
     def save(self, reason: str) -> None:
         """Save the newest complete step, once per process whoever asks (a second caller waits
         for the first's save to finish, so neither leaves before the file is committed)."""
-        with self._once:
+        with self._updating:
             if self.done:
                 return
-            with self._updating:
-                try:
-                    self._save(reason)
-                finally:
-                    self.done = True
+            try:
+                self._save(reason)
+            finally:
+                self.done = True
 
     def watch(self, stop: threading.Event, then: Callable[[], None]) -> threading.Thread:
         """On `stop`, save at once on a thread of its own, then call `then` (which ends the
