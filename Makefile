@@ -42,7 +42,7 @@ TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 # Catching a test that fails at random: rerun TESTS (files, directories or node ids) N times, each
 # run a fresh pytest process (session fixtures such as an embedded cluster or a Ray run are made
