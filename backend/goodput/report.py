@@ -44,9 +44,17 @@ class RestartTimes:
     first_step: float | None = None
 
     def stages(self) -> list[tuple[str, float]]:
-        """(point, seconds since the previous known point) for each point known after the first."""
+        """(point, seconds since the previous known point) for each point known after the first;
+        they add up to `seconds`. A point from the API is a whole second (a pod's creation): one
+        that seems to come before the point it follows is taken as that point, else the next
+        stage would count the second's truncation as its own time."""
         known = [(name, getattr(self, name)) for name in RESTART_POINTS if getattr(self, name) is not None]
-        return [(name, max(0.0, at - known[i][1])) for i, (name, at) in enumerate(known[1:])]
+        stages, previous = [], known[0][1] if known else 0.0
+        for name, at in known[1:]:
+            at = max(at, previous)
+            stages.append((name, at - previous))
+            previous = at
+        return stages
 
     @property
     def seconds(self) -> float | None:

@@ -275,6 +275,18 @@ def test_a_restart_is_taken_apart_from_the_failure_to_the_first_step():
     assert sum(seconds for _, seconds in restart.stages()) == approx(3.0)
 
 
+def test_a_whole_second_point_before_the_one_it_follows_counts_as_that_one_and_the_stages_add_up():
+    """The pods' creation from the API is truncated to the second: 6.0 for new pods made at 6.95,
+    after the survivors' save at 6.4. Their start (6.99) is not 0.99 s after it."""
+    from backend.goodput.report import RestartTimes
+
+    restart = RestartTimes(attempt=1, failure_seen=6.1, survivors_saved=6.4, pods_created=6.0, pods_started=6.99,
+                           group_formed=7.1, checkpoint_loaded=7.2, first_step=8.0)
+    stages = dict(restart.stages())
+    assert stages["pods_created"] == 0.0 and stages["pods_started"] == approx(0.59)
+    assert sum(stages.values()) == approx(restart.seconds) == approx(1.9)
+
+
 def test_a_restarts_processes_start_is_the_kernels_where_the_start_lines_give_it():
     """Pods carry whole seconds; a start line's process_started (from /proc, to 10 ms) is taken
     instead, the group's from its last rank."""
