@@ -56,6 +56,13 @@ NAME_BYTES = 4096  # the longest name `rank0_choice` carries: a path (Linux's PA
 _SHARED_CHUNK = 1 << 16  # torch.save's writes at least this long are tensor data, read in place
 
 
+class Superseded(Exception):
+    """A periodic save given up for a survivor's save of a newer step (FileCheckpoints.save_now)."""
+
+
+_WRITE_CHUNK = 64 << 20  # a superseded save stops within one of these (~20 ms here)
+
+
 class _ChecksummingFile:
     """What torch.save writes through: the file, with the checksum and size taken on the way. The
     checksum runs on a thread of its own beside the writes (zlib and write both let go of the GIL
@@ -63,8 +70,9 @@ class _ChecksummingFile:
     in buffers it reuses (copied here) and a tensor's data as a view of its storage, which does
     not change until torch.save returns (read in place)."""
 
-    def __init__(self, f):
+    def __init__(self, f, superseded: threading.Event | None = None):
         self.f, self.checksum, self.size = f, fmt.Crc32(), 0
+        self._superseded = superseded
         self._chunks: queue.SimpleQueue = queue.SimpleQueue()
         self._summer = threading.Thread(target=self._sum, name="checkpoint-checksum", daemon=True)
         self._summer.start()
@@ -74,10 +82,14 @@ class _ChecksummingFile:
             self.checksum.update(chunk)
 
     def write(self, data) -> int:
-        view = memoryview(data)
+        view = memoryview(data).cast("B")
         self._chunks.put(view if view.nbytes >= _SHARED_CHUNK else bytes(view))
         self.size += view.nbytes
-        return self.f.write(view)
+        for start in range(0, view.nbytes, _WRITE_CHUNK):
+            if self._superseded is not None and self._superseded.is_set():
+                raise Superseded()
+            self.f.write(view[start:start + _WRITE_CHUNK])
+        return view.nbytes
 
     def flush(self) -> None:
         self.f.flush()
@@ -118,10 +130,12 @@ def _take_for_reuse(old: Path | None, tmp: Path) -> bool:
 
 
 def write_files(directory: Path, state: dict, reason: str, rank: int, durable: bool = True,
-                reuse: Path | None = None, on_commit: Callable[[], None] | None = None) -> Path:
+                reuse: Path | None = None, on_commit: Callable[[], None] | None = None,
+                superseded: threading.Event | None = None) -> Path:
     """torch.save to a temp file (`reuse`'s file, written over, when it can be taken: see
     `_take_for_reuse`), rename, the sidecar that commits it, `on_commit()`, then (if `durable`)
-    the fsync.
+    the fsync. Once `superseded` is set the write stops (Superseded), leaving its temp file, named
+    by step and pid, for the save that superseded it to write over.
 
     Committed before it is durable: a survivor's save waits for a periodic save in flight to be
     committed, never for its fsync (at 1 GB, seconds on a restart's path). If the machine goes
@@ -133,7 +147,7 @@ def write_files(directory: Path, state: dict, reason: str, rank: int, durable: b
     final = directory / fmt.file_name(step)
     tmp = directory / fmt.temp_name(step, os.getpid())
     with open(tmp, "r+b" if _take_for_reuse(reuse, tmp) else "wb") as f:
-        summed = _ChecksummingFile(f)
+        summed = _ChecksummingFile(f, superseded)
         torch.save(on_cpu(state), summed)
         f.truncate()  # a reused file may have been longer
         f.flush()
@@ -294,6 +308,8 @@ class FileCheckpoints:
         self._staged.set()
         self._committed = threading.Event()  # the save in flight is a checkpoint (maybe not synced yet)
         self._committed.set()
+        self._in_flight: int | None = None  # the step of the periodic save being written
+        self._superseded = threading.Event()
         self._buffers: list[torch.Tensor] = []  # the copy of the last save, reused by the next
         self._prefetch: _Prefetch | None = None
         if rank == 0:
@@ -326,6 +342,8 @@ class FileCheckpoints:
         self.wait()
         self._staged.clear()
         self._committed.clear()
+        self._superseded.clear()
+        self._in_flight = int(state["step"])
         self._writer = threading.Thread(target=self._stage_and_write, args=(state,),
                                         name="checkpoint-writer", daemon=True)
         self._writer.start()
@@ -335,13 +353,25 @@ class FileCheckpoints:
 
     def save_now(self, state: dict, reason: str) -> None:
         """Save `state` before this process exits, unless a checkpoint of its step exists or
-        another survivor claimed it. A periodic save in flight is waited for until it is
-        committed, not synced: the process may leave during its fsync (see write_files)."""
+        another survivor claimed it. A periodic save in flight of an older step is given up and
+        its file written over: this save supersedes it, and a restart waits for this one (at 1 GB
+        the wait for the older one to commit was 0.7 s of a restart). One of the same step is
+        waited for until it is committed, not synced: the process may leave during its fsync
+        (see write_files)."""
+        in_flight, step = self._in_flight, int(state["step"])
+        if in_flight is not None and in_flight < step:
+            self._superseded.set()
         self._committed.wait()
-        if self._failure is not None:  # that save failed; this one may still succeed
+        reuse = None
+        if self._failure is not None:  # that save failed or was given up; this one may still succeed
             failure, self._failure = self._failure, None
-            emit(event="checkpoint_failed", reason=str(failure), rank=self.rank)
-        if save_once(self.directory, state, reason, self.rank, reuse=self._reusable(urgent=True)):
+            if isinstance(failure, Superseded):
+                emit(event="checkpoint_superseded", step=in_flight, by=step, rank=self.rank)
+                taken = self.directory / fmt.temp_name(in_flight, os.getpid())
+                reuse = taken if taken.exists() else None
+            else:
+                emit(event="checkpoint_failed", reason=str(failure), rank=self.rank)
+        if save_once(self.directory, state, reason, self.rank, reuse=reuse or self._reusable(urgent=True)):
             self._prune()
 
     def wait(self) -> None:
@@ -362,8 +392,10 @@ class FileCheckpoints:
             step = int(state["step"])
             if fmt.claim(self.directory, step):
                 try:
+                    if self._superseded.is_set():
+                        raise Superseded()
                     write_files(self.directory, staged, "periodic", self.rank, reuse=self._reusable(),
-                                on_commit=self._committed.set)
+                                on_commit=self._committed.set, superseded=self._superseded)
                 except BaseException:
                     fmt.release(self.directory, step)  # a survivor may still save this step
                     raise
@@ -371,6 +403,7 @@ class FileCheckpoints:
         except BaseException as exc:  # noqa: BLE001 - surfaced by the next save() or wait()
             self._failure = exc
         finally:
+            self._in_flight = None
             self._committed.set()  # nor a survivor: this save is committed, or never will be
 
     def _stage(self, state: dict) -> dict:

@@ -286,6 +286,48 @@ def test_a_survivor_waits_for_a_periodic_save_to_be_committed_not_for_its_fsync(
     store.wait()
 
 
+def test_a_survivors_save_gives_up_an_older_periodic_save_in_flight_and_writes_over_its_file(tmp_path, monkeypatch,
+                                                                                               capsys):
+    """A kill during rank 0's periodic save: the survivor's state is a newer step, so waiting for
+    the older save to commit (0.7 s of a 1 GB restart) buys nothing. That save stops between two
+    chunks and the survivor's is written over its half-written file, whose pages are cached."""
+    import threading
+
+    import training.checkpoint as checkpoint
+
+    writing, release = threading.Event(), threading.Event()
+    real_save = torch.save
+
+    def held_save(obj, f, *args, **kwargs):  # the periodic save is held at its start, mid-flight
+        if not writing.is_set():
+            writing.set()
+            assert release.wait(30)
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint.torch, "save", held_save)
+    training = _training(0)
+    store = FileCheckpoints(tmp_path, keep=3, rank=0)
+    training.train_step()
+    store.save(training.state())  # step 1, held in its write
+    assert writing.wait(30)
+    training.train_step()
+    expected = {name: t.clone() for name, t in training.state()["model"].items()}
+    survivor = threading.Thread(target=store.save_now, args=(training.state(), "sigterm"))
+    survivor.start()
+    assert store._superseded.wait(30)  # the survivor gave the step-1 save up before it went on
+    release.set()
+    survivor.join(60)
+    assert not survivor.is_alive()
+    (saved,) = fmt.list_files(tmp_path)  # step 1 never committed; no temp file left behind
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".ckpt-step-000002.claim")) == \
+        sorted([saved.name, fmt.sidecar_path(saved).name])
+    assert fmt.verify_file(saved)["step"] == 2
+    loaded = checkpoint.load_state(saved)["model"]
+    assert all(torch.equal(loaded[name], t) for name, t in expected.items())
+    lines = capsys.readouterr().out
+    assert "event=checkpoint_superseded step=1 by=2" in lines and "checkpoint_failed" not in lines
+
+
 def test_a_file_this_boot_wrote_is_trusted_by_its_size_another_is_hashed(tmp_path):
     training = _training(0)
     store = FileCheckpoints(tmp_path, keep=3, rank=0)
