@@ -15,9 +15,10 @@ async def test_a_killed_and_resumed_job_shows_its_restart_and_parts_that_add_up(
     await apply_all(cluster, *lesson_resources(), lesson_job("gp", steps=30, step_delay=0.05))
     created = (await cluster.get_job("gp")).created
     live = Goodput(started=created)  # what the cockpit computes while it follows the job
-    victim = None
+    victim, superseded = None, 0
     async for batch in cluster.stream_logs("gp"):
         live.feed_lines(batch)
+        superseded += sum("event=checkpoint_superseded" in line.text for line in batch)
         if victim is None and any(line.step is not None and line.step >= 10 for line in batch):
             victim = next(p for p in await cluster.list_pods("gp") if p.rank == 1)
             await cluster.kill_pod(victim.name)
@@ -27,7 +28,9 @@ async def test_a_killed_and_resumed_job_shows_its_restart_and_parts_that_add_up(
     followed = live.report()
     assert followed.restarts == 1 and followed.steps_kept == 30
     assert followed.infrastructure_recovery > 0 and followed.program_startup > 0 and followed.productive > 0
-    assert followed.saves >= 6  # every 5 steps, some twice (done again after the restart)
+    # every 5 steps, some twice (done again after the restart), but one the survivor's save of a
+    # newer step gave up (a kill during a periodic save: training/checkpoint.py, Superseded)
+    assert superseded <= 1 and followed.saves >= 6 - superseded
     parts = sum(seconds for _, seconds in followed.parts())
     assert abs(parts - followed.total) < 1e-6 and 0 < followed.goodput < 1
 
