@@ -319,7 +319,7 @@ def test_a_survivors_save_gives_up_an_older_periodic_save_in_flight_and_writes_o
     survivor.join(60)
     assert not survivor.is_alive()
     (saved,) = fmt.list_files(tmp_path)  # step 1 never committed; no temp file left behind
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".ckpt-step-000002.claim")) == \
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(fmt.claim_name(2))) == \
         sorted([saved.name, fmt.sidecar_path(saved).name])
     assert fmt.verify_file(saved)["step"] == 2
     loaded = checkpoint.load_state(saved)["model"]
