@@ -70,6 +70,7 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
     import torch
 
     from training.checkpoint import FileCheckpoints
+    from training.exit_save import PeerLost
     from training.loop import ConfigError, PeerFailure, StopRequested, emit, run
 
     torch.set_num_threads(args.threads)
@@ -94,6 +95,7 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
     # (nothing to save while the group forms).
     terminated = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: terminated.set())
+    peers = _watch_peers(rank, world)
     if args.ckpt_dir is not None:
         run_record.start(args.ckpt_dir, rank)
     began = process_start.started_at()  # before the group formed: the restart breakdown's point
@@ -103,11 +105,15 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
          **({"process_started": round(began, 3)} if began is not None else {}))
     try:
         training = run(cfg, rank, world, store, stop=terminated, placement=placement,
-                       exit_on_stop=lambda: _leave(EXIT_TERMINATED))
+                       exit_on_stop=lambda: _leave(EXIT_TERMINATED),
+                       peers=peers, exit_on_peer_lost=lambda: _peer_lost(rank, peers))
     except ConfigError as exc:  # a configuration that only fails once the world size is known
         sys.stderr.write(f"training.ddp: error: {exc}\n")
         return EXIT_USAGE
     except PeerFailure as exc:
+        sys.stderr.write(f"training.ddp: rank {rank}: {exc}\n")
+        return EXIT_PEER_FAILURE
+    except PeerLost as exc:  # the training thread got there before the peer watch's exit
         sys.stderr.write(f"training.ddp: rank {rank}: {exc}\n")
         return EXIT_PEER_FAILURE
     except StopRequested:
@@ -116,6 +122,22 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
     if rank == 0 and args.ckpt_dir is not None:
         metrics.write_json(args.ckpt_dir / metrics.FILE_NAME, training.final_metrics("torchrun"))
     return 0
+
+
+def _watch_peers(rank: int, world: int):
+    """training.peer_watch over the group's rendezvous store (torch's own, kept by the default
+    group): a dead peer's save starts when its process goes, not a step later."""
+    import torch.distributed as dist
+
+    from training.peer_watch import PeerWatch, master_addr
+
+    return PeerWatch.start(rank, world, dist.distributed_c10d._get_default_store(), master_addr())
+
+
+def _peer_lost(rank: int, peers) -> NoReturn:
+    sys.stderr.write(f"training.ddp: rank {rank}: rank {peers.lost_rank}'s process is gone "
+                     "(its peer-watch connection closed); the newest complete step is saved\n")
+    _leave(EXIT_PEER_FAILURE)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

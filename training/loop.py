@@ -32,6 +32,7 @@ from training import run_record
 from training.monitors import LoopMonitors
 from training.device import Placement
 from training.exit_save import ExitSave, StopRequested, abandon_step_on
+from training.peer_watch import PeerWatch
 from training.logfmt import format_line
 from training.options import TrainConfig
 
@@ -305,6 +306,8 @@ def run(
     stop: threading.Event | None = None,
     placement: Placement = CPU,
     exit_on_stop: Callable[[], None] | None = None,
+    peers: PeerWatch | None = None,
+    exit_on_peer_lost: Callable[[], None] | None = None,
 ) -> Training:
     """Resume if a checkpoint exists, train to cfg.steps, checkpoint every cfg.ckpt_every steps.
 
@@ -312,7 +315,8 @@ def run(
     boundary, and ending a --step-delay pause at once: the platform's grace period must not be
     spent asleep) first saves the newest complete step, so a restarted group loses no work.
     With `exit_on_stop`, a stop is saved at once, mid-step, and `exit_on_stop()` then ends the
-    process (training/exit_save.py).
+    process (training/exit_save.py); with `peers` and `exit_on_peer_lost`, a peer's process gone
+    the same (training/peer_watch.py), and `peers` hears this rank's goodbye when the loop ends.
     With no store (no volume) nothing is resumed or saved, and no state is built to be dropped.
     A checkpoint of another world size is refused (ConfigError) before anything is built."""
     restoring = time.perf_counter()
@@ -346,10 +350,13 @@ def run(
     first_step = training.steps_done
     warm_at = None  # after the first step (DDP's bucket set-up): steady-state throughput from here
     monitors = LoopMonitors(emit, rank, world, cfg.steps)
-    exit_save = ExitSave(lambda reason: _save_before_exit(checkpoints, training, reason))
+    exit_save = ExitSave(lambda reason: _save_before_exit(checkpoints, training, reason),
+                         leaving=exit_on_stop is not None)
     if stop is not None and exit_on_stop is not None:
         exit_save.watch(stop, exit_on_stop)
-        abandon_step_on(stop, training.module)
+        if peers is not None and exit_on_peer_lost is not None:
+            exit_save.watch_peers(peers.lost, exit_on_peer_lost)
+        abandon_step_on(exit_save.check, training.module)
     try:
         while training.steps_done < cfg.steps:
             monitors.step_begins(training.steps_done + 1)
@@ -384,6 +391,8 @@ def run(
     finally:
         exit_save.close()
         monitors.close()
+    if peers is not None:
+        peers.finish()
     finish_saves = getattr(checkpoints, "wait", None)  # None too when there is no store
     began = time.perf_counter()
     if finish_saves is not None:

@@ -101,7 +101,12 @@ def test_a_stopped_rank_abandons_the_step_in_flight_and_its_state_is_untouched(s
     only noticed when the backward pass ends, a step later at 1 GB)."""
     training = _training(steps=2)
     stop = threading.Event()
-    abandon_step_on(stop, training.module)
+
+    def check() -> None:
+        if stop.is_set():
+            raise StopRequested("stopped")
+
+    abandon_step_on(check, training.module)
     layers = list(training.module.children())
     if stopped_in == "forward":
         layers[1].register_forward_hook(lambda *_: stop.set())  # the next layer's forward stops
