@@ -52,7 +52,9 @@ class PeerWatch:
         watch = cls(rank)
         try:
             if rank == 0:
-                listener = socket.create_server(("", 0), backlog=min(world, 4096))
+                dual = socket.has_dualstack_ipv6()  # MASTER_ADDR may name either family
+                listener = socket.create_server(("", 0), family=socket.AF_INET6 if dual else socket.AF_INET,
+                                                backlog=min(world, 4096), dualstack_ipv6=dual)
                 store.set(STORE_KEY, str(listener.getsockname()[1]))
                 target, args = watch._serve, (listener, world - 1)
             else:
@@ -127,7 +129,12 @@ class PeerWatch:
                 if sock in pending:
                     pending[sock] += data
                     if data and b"\n" in pending[sock]:
-                        peer = int(pending.pop(sock).split(b"\n")[0])
+                        first_line = pending.pop(sock).split(b"\n")[0]
+                        if not first_line.isdigit():  # not one of ours: nothing to watch
+                            selector.unregister(sock)
+                            sock.close()
+                            continue
+                        peer = int(first_line)
                         with self._lock:
                             self._armed[sock] = peer
                         try:

@@ -98,3 +98,14 @@ def test_the_survivor_saves_when_its_peer_dies_not_at_the_next_collective(tmp_pa
     (saved,) = [parse_line(line) for line in out.splitlines() if "event=checkpoint_saved" in line]
     assert (saved["step"], saved["reason"], saved["rank"]) == ("1", "peer_failure", "0")
     assert os.path.exists(ckpt / saved["file"])
+
+
+def test_a_rank_waits_for_rank_0s_store_to_listen_and_gives_up_quietly():
+    """training.ddp probes rank 0's rendezvous store before init_process_group (torch's client,
+    refused once, backs off for up to a second)."""
+    from training.ddp import _wait_for_store
+
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        _wait_for_store("127.0.0.1", listening.getsockname()[1], timeout=60)  # returns at once
+        listening.accept()[0].close()  # the probe's connection reached the server
+    _wait_for_store("127.0.0.1", _free_port(), timeout=0.05)  # nobody listens: returns, init will say so
