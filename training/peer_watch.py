@@ -152,6 +152,7 @@ class PeerWatch:
                     said_goodbye.add(sock)
                 if not data:
                     selector.unregister(sock)
+                    sock.close()
                     if sock not in said_goodbye:
                         self._report(self._armed[sock])
 
