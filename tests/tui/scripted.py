@@ -31,6 +31,7 @@ class ScriptedCluster:
         self.killed: list[str] = []  # the pods kill_pod was asked to end
         self.frozen: list[tuple[str, bool]] = []  # what freeze_pod was asked
         self.cordoned: list[tuple[str, bool]] = []  # what cordon_node was asked
+        self.streams = 0  # log streams opened
         self.capabilities = Capabilities(description="the scripted cluster", record="scripted", freezes_pods=True)
 
     async def list_jobs(self):
@@ -60,6 +61,7 @@ class ScriptedCluster:
 
     async def stream_logs(self, job: str, follow: bool = True, focus=None):
         self.focus = focus  # whose lines the test should send, as a real stream reads only those
+        self.streams += 1
         while True:
             yield await self.logs.get()
 

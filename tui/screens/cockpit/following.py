@@ -85,6 +85,11 @@ class Following(Part):
         self.connected()
         before = self.jobs.get(job.name)
         self.jobs[job.name] = job
+        if job.name == self.followed and before is not None and job.created != before.created:
+            # Deleted and applied again: another job of the same name, whose pods and logs the
+            # old job's watches (ended with it) would never show.
+            self.followed = None
+            self.follow(job.name, by_user=self.followed_by_user)
         if job.name == self.followed:
             self.screen.job_bar.job = job
             self.screen.timeline.model.job_seen(job)
