@@ -130,10 +130,7 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
     except ConfigError as exc:  # a configuration that only fails once the world size is known
         sys.stderr.write(f"training.ddp: error: {exc}\n")
         return EXIT_USAGE
-    except PeerFailure as exc:
-        sys.stderr.write(f"training.ddp: rank {rank}: {exc}\n")
-        return EXIT_PEER_FAILURE
-    except PeerLost as exc:  # the training thread got there before the peer watch's exit
+    except (PeerFailure, PeerLost) as exc:  # PeerLost: the training thread got there before the watch's exit
         sys.stderr.write(f"training.ddp: rank {rank}: {exc}\n")
         return EXIT_PEER_FAILURE
     except StopRequested:

@@ -88,43 +88,31 @@ class ExitSave:
     def watch(self, stop: threading.Event, then: Callable[[], None]) -> threading.Thread:
         """On `stop`, save at once on a thread of its own, then call `then` (which ends the
         process: the teardown waits for it). Nothing happens if the loop has ended first (`close`)."""
-
-        self._stops.append((stop, StopRequested))
-
-        def save_when_stopped() -> None:
-            stop.wait()
-            if self._closed:
-                return
-            try:
-                self._stop_and_save("sigterm")
-            except BaseException:  # noqa: BLE001 - printed; the process still leaves as asked
-                traceback.print_exc(file=sys.stderr)
-            finally:
-                then()
-
-        thread = threading.Thread(target=save_when_stopped, name="exit-save", daemon=True)
-        thread.start()
-        return thread
+        return self._watch(stop, StopRequested, "sigterm", then, "exit-save")
 
     def watch_peers(self, lost: threading.Event, then: Callable[[], None]) -> threading.Thread:
         """On `lost` (a peer's process is gone), save at once on a thread of its own, then call
         `then` (which ends the process, as a failed collective would; the training thread,
         meanwhile, raises PeerLost at its next check). Nothing happens if the loop has ended
         first (`close`)."""
-        self._stops.append((lost, PeerLost))
+        return self._watch(lost, PeerLost, PEER_LOST, then, "exit-save-peers")
 
-        def save_when_lost() -> None:
-            lost.wait()
+    def _watch(self, event: threading.Event, error: type[StopRequested], reason: str,
+               then: Callable[[], None], name: str) -> threading.Thread:
+        self._stops.append((event, error))
+
+        def save_when_set() -> None:
+            event.wait()
             if self._closed:
                 return
             try:
-                self._stop_and_save(PEER_LOST)
+                self._stop_and_save(reason)
             except BaseException:  # noqa: BLE001 - printed; the process still leaves
                 traceback.print_exc(file=sys.stderr)
             finally:
                 then()
 
-        thread = threading.Thread(target=save_when_lost, name="exit-save-peers", daemon=True)
+        thread = threading.Thread(target=save_when_set, name=name, daemon=True)
         thread.start()
         return thread
 
