@@ -7,9 +7,13 @@ platform sees a failure; kubectl, k9s and the Kubeflow SDK show a healthy job me
 
 This reads what the goodput reads, the workers' lines and the pods' phases, on any cluster: once
 the group's newest step line is older than `HangRule.limit` (a multiple of the recent step time,
-never below a floor that covers checkpoint saves), and a pod of the group still runs, the group
-hangs. Which rank stopped: one that is behind the others' step, else one that went silent while
-the others print `event=waiting` (the training loop's heartbeat while a step overruns: a frozen
+never below a floor that covers checkpoint saves), and every pod of the newest attempt runs, the
+group hangs. Silence while a pod waits (for a node), ends or goes (a group torn down, restarting)
+has a reason the platform shows, and is no hang. Ranks are the ranks' own (`rank=` of their
+lines, `Pod.ranks` of their pods), several to a pod where a pod runs one per GPU.
+
+Which rank stopped: one that is behind the others' step, else one that went silent while the
+others print `event=waiting` (the training loop's heartbeat while a step overruns: a frozen
 process prints nothing, a rank blocked in a collective on it says so), else every rank.
 
 A rank whose pod runs but whose lines were never heard (it printed nothing, or, in the cockpit
@@ -139,12 +143,16 @@ class HangWatch:
                 self._rank(line.rank).done = True
 
     def pod(self, pod) -> None:
-        """A pod as listed or watched (`backend.models.Pod`); only the newest attempt's count."""
+        """A pod as listed or watched (`backend.models.Pod`): each of its ranks runs while it
+        does; only the newest attempt's count. A new attempt is a new group: the old one's
+        silence is no hang of it (it is being torn down, or its pods wait for a node)."""
         if pod.rank < 0 or pod.restart_attempt < self._attempt:
             return
         if pod.restart_attempt > self._attempt:
             self._attempt, self._running = pod.restart_attempt, {}
-        self._running[pod.rank] = pod.phase == "Running"
+            self._ranks, self._steps = {}, []
+        for rank in pod.ranks:
+            self._running[rank] = pod.phase == "Running"
 
     def usual_step(self) -> float | None:
         recent = self._steps[-self.window - 1:]
@@ -152,8 +160,8 @@ class HangWatch:
         return median(intervals) if intervals else None
 
     def check(self, now: float) -> Hang | None:
-        if not self._steps or not any(self._running.values()):
-            return None  # not stepping yet, or no pod runs (a failure the platform sees)
+        if not self._steps or not self._running or not all(self._running.values()):
+            return None  # not stepping yet, or a pod waits, ended or goes: silence with a reason
         if self._ranks and all(r.done for r in self._ranks.values()):
             return None
         step, at = self._steps[-1]

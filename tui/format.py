@@ -43,9 +43,26 @@ def rank_label(rank: int) -> str:
     return DRIVER_LABEL if rank < 0 else str(rank)
 
 
+def ranks_label(ranks: "tuple[int, ...] | range") -> str:
+    """`rank 1`, `ranks 2-3`: the ranks of one pod (one per process it runs), for sentences."""
+    ranks = tuple(ranks)
+    if len(ranks) == 1:
+        return f"rank {rank_label(ranks[0])}"
+    return f"ranks {pod_ranks(ranks)}"
+
+
+def pod_ranks(ranks: "tuple[int, ...] | range") -> str:
+    """A pod's RANK cell: `1`, or `2-3` for a pod that runs two."""
+    ranks = tuple(ranks)
+    if len(ranks) > 1 and ranks == tuple(range(ranks[0], ranks[-1] + 1)):
+        return f"{ranks[0]}-{ranks[-1]}"
+    return ",".join(map(rank_label, ranks))
+
+
 def rank_sort_key(label: str) -> int:
     """Workers by rank, the driver after them (its row is not the one to kill by accident)."""
-    return int(label) if label.isdigit() else 1_000_000
+    first = label.split("-")[0]
+    return int(first) if first.isdigit() else 1_000_000
 
 
 def node_name(node: str) -> str:

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 _UNPRINTABLE = {c: "?" for c in range(32) if c != 9}
 
 
-MARK_POD = "\x00mark"  # the "pod" of a separator line: no worker printed it, and every filter shows it
 MARK_LEAD = "────"
 
 
@@ -109,11 +108,13 @@ class LogBuffer:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._lines: deque[str] = deque(maxlen=capacity)
-        self._pods: deque[str] = deque(maxlen=capacity)
-        # pod name → (one shared string for it, not one per line; its rank; its lines' prefix):
-        # a pod's rank is its label, so the prefix is made once, not per line.
-        self._known: dict[str, tuple[str, int, str]] = {}
-        self._ranks: dict[str, int] = {}  # pod name → rank
+        # (pod, rank) → (one shared string for the pod, not one per line; the rank; its lines'
+        # prefix): made once per rank, not per line. A pod runs one rank per GPU, each line
+        # says its own (`rank=`), so a pod may have several.
+        self._known: dict[tuple[str, int], tuple[str, int, str]] = {}
+        self._entries: deque[tuple[str, int, str] | None] = deque(maxlen=capacity)  # None: a mark
+        self._ranks: dict[str, int] = {}  # pod name → its first rank seen
+        self.ranks: dict[int, None] = {}  # every rank seen, in order of first line
         self.added = 0  # worker lines ever added
 
     def __len__(self) -> int:
@@ -125,41 +126,45 @@ class LogBuffer:
         return dict(self._ranks)
 
     @property
-    def pod_count(self) -> int:
-        """len(pods) without the copy (asked after every batch)."""
-        return len(self._ranks)
+    def source_count(self) -> int:
+        """The (pod, rank) pairs seen, without a copy (asked after every batch)."""
+        return len(self._known)
 
     def clear(self) -> None:
         self._lines.clear()
-        self._pods.clear()
         self._known.clear()
+        self._entries.clear()
         self._ranks.clear()
+        self.ranks.clear()
 
     def add(self, batch: Iterable["LogLine"], keep: LogFilter) -> list[str]:
         """Store a batch; return the display lines that pass `keep`, in order."""
         shown: list[str] = []
-        add_line, add_pod, show = self._lines.append, self._pods.append, shown.append
+        add_line, add_entry, show = self._lines.append, self._entries.append, shown.append
         known = self._known
         filtering = keep.active
         added = 0
         for line in batch:
             added += 1
-            entry = known.get(line.pod)
-            if entry is None:  # first line of a pod: remember it once, announce it
-                entry = known[line.pod] = (line.pod, line.rank, rank_prefix(line.rank))
-                self._ranks[line.pod] = line.rank
-                marker = new_pod_line(line.pod, line.rank)
-                add_line(marker)
-                add_pod(line.pod)
-                if not filtering or keep.accepts(marker, line.pod, line.rank):
-                    show(marker)
+            entry = known.get((line.pod, line.rank))
+            if entry is None:  # first line of a rank: remember it once, announce it
+                entry = known[(line.pod, line.rank)] = (line.pod, line.rank, rank_prefix(line.rank))
+                self.ranks[line.rank] = None
+                first = line.pod not in self._ranks
+                self._ranks.setdefault(line.pod, line.rank)
+                if first:
+                    marker = new_pod_line(line.pod, line.rank)
+                    add_line(marker)
+                    add_entry(entry)
+                    if not filtering or keep.accepts(marker, line.pod, line.rank):
+                        show(marker)
             pod, rank, prefix = entry
             text = line.text
             if not text.isprintable():
                 text = text.translate(_UNPRINTABLE)
             display = prefix + text
             add_line(display)
-            add_pod(pod)
+            add_entry(entry)
             if not filtering or keep.accepts(display, pod, rank):
                 show(display)
         self.added += added
@@ -169,16 +174,15 @@ class LogBuffer:
         """A separator (a kill, a restart) between the lines of two attempts; shown by every filter."""
         display = mark_line(text)
         self._lines.append(display)
-        self._pods.append(MARK_POD)
+        self._entries.append(None)
         return display
 
     def matching(self, keep: LogFilter) -> list[str]:
         """Every retained line that passes `keep` (used when the filter changes)."""
         if not keep.active:
             return list(self._lines)
-        ranks = self._ranks
-        return [d for d, p in zip(self._lines, self._pods)
-                if p is MARK_POD or keep.accepts(d, p, ranks.get(p, -1))]
+        return [d for d, e in zip(self._lines, self._entries)
+                if e is None or keep.accepts(d, e[0], e[1])]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._lines)

@@ -24,16 +24,18 @@ way down), `event=resumed from_step=N` (the checkpoint loaded) and the first `st
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
 from backend.goodput import Goodput
 from backend.hangs import HangWatch
-from tui.format import node_name, rank_label, short_name
+from tui.format import node_name, rank_label, ranks_label as fmt_ranks, short_name
 from tui.node_timeline import NodeHistory, when
 
 if TYPE_CHECKING:
-    from backend.goodput import GoodputReport
+    from backend.goodput import GoodputReport, RestartTimes
+    from backend.goodput.job import JobHistory
     from backend.hangs import Hang
     from backend.models import ClusterEvent, JobSummary, LogLine, NodeSummary, Pod, PodEvent
 
@@ -47,7 +49,8 @@ class PodFacts:
     """What one pod did, as seen: from its watch events and its own lines."""
 
     name: str
-    rank: int = 0
+    rank: int = 0  # its node rank (the pod's index)
+    ranks: tuple[int, ...] = ()  # the global ranks it runs (one per process; () before its pod is seen)
     attempt: int = 0
     node: str = ""  # the node it was bound to
     created: float | None = None
@@ -55,18 +58,24 @@ class PodFacts:
     ended: float | None = None  # finished, or seen deleted
     phase: str = "Pending"
     reason: str = ""
+    message: str = ""  # why, where the reason needs it (what the scheduler found short)
     exit_code: int | None = None
     deleted: bool = False
     start_line: float | None = None  # event=start: the process group formed
     resumed: tuple[float, int] | None = None  # (time, from_step)
     first_step: tuple[float, int] | None = None  # the first step line
     last_step: tuple[float, int] | None = None  # the newest step line
-    saves: list[tuple[float, int, str, str]] = field(default_factory=list)  # (time, step, reason, seconds)
+    saves: list[tuple[float, int, str, str, int]] = field(default_factory=list)  # (time, step, reason, seconds, rank)
     last_line: str = ""  # the newest line it printed (a failed rank's last words)
 
     @property
     def failed(self) -> bool:
         return self.phase == "Failed" or (self.deleted and self.phase != "Succeeded")
+
+    @property
+    def ranks_label(self) -> str:
+        """`rank 1`, `ranks 2-3`: who it ran, as its pod says, else as its lines did."""
+        return fmt_ranks(self.ranks or (self.rank,))
 
     @property
     def why(self) -> str:
@@ -99,6 +108,39 @@ class Restart:
     @property
     def recovered(self) -> bool:
         return self.recovery_seconds is not None
+
+
+# What each point of a restart the run's record told is called in the timeline.
+RECORDED_POINTS = {"failure_seen": ("failure seen (from the run's record: its pods are gone)", "failure"),
+                   "survivors_saved": ("the survivors saved their step", "save"),
+                   "pods_created": ("new pods created", "up"), "pods_started": ("new processes started", "up"),
+                   "group_formed": ("rendezvous complete (event=start)", "up"),
+                   "checkpoint_loaded": ("checkpoint loaded", "resume"),
+                   "first_step": ("first step trained again", "step")}
+
+
+def _recorded(times: "RestartTimes") -> Restart:
+    """A restart from the run's record alone (its pods and their events are gone): the points
+    its lines tell, timed as `kfcockpit goodput` times them."""
+    from backend.goodput.report import RESTART_POINTS
+
+    points = [(name, getattr(times, name)) for name in RESTART_POINTS if getattr(times, name) is not None]
+    moments = tuple(Moment(at, *RECORDED_POINTS[name]) for name, at in points)
+    began = points[0][1] if points else 0.0
+    recovery = times.seconds
+    if recovery is None and times.first_step is not None:
+        recovery = max(0.0, times.first_step - began)
+    return Restart(times.attempt - 1, began, moments, None, recovery)
+
+
+def _cause(restart: Restart, job: str | None) -> str:
+    """` after kfcockpit-worker2 was lost`, ` after rank 1 failed`: what a restart came after."""
+    if restart.node is not None:
+        return f" after {restart.node} was lost"
+    failure = next((m for m in restart.moments if m.kind == "failure"), None)
+    if failure is None or not failure.what.startswith("failure seen: "):
+        return ""
+    return " after " + failure.what.removeprefix("failure seen: ").split(")")[0] + ") failed"
 
 
 def _signal(code: int) -> str:
@@ -137,6 +179,7 @@ class FailureTimeline:
         self._summary: "JobSummary | None" = None
         self.total_steps: int | None = None  # the run's --steps, from a group's start line
         self.nodes = NodeHistory()  # the cluster's: kept when another job is followed
+        self._history_state()
 
     def reset(self, job: str | None = None) -> None:
         self.job = job
@@ -146,17 +189,48 @@ class FailureTimeline:
         self.hangs = HangWatch()
         self._summary = None
         self.total_steps = None
+        self._history_state()
 
-    def lines_resent(self) -> None:
-        """The log stream reopened and sends the job's lines again from its start: the goodput
-        is counted again from them (the failures seen stay)."""
-        self.goodput = Goodput()
-        self.hangs = HangWatch()
+    def _history_state(self) -> None:
+        self.history: "JobHistory | None" = None  # what the platform and the volume kept
+        self._recorded: Counter[tuple[int, str]] = Counter()  # its lines not yet read again live
+        self._held: list["LogLine"] | None = None  # lines for the goodput while the history loads
+        self._recorded_restarts: tuple["RestartTimes", ...] = ()
+
+    def history_expected(self) -> None:
+        """The job's history is being read: the goodput waits for it (lines are held, then
+        counted once: those the record has are in it already)."""
+        self._held = []
+
+    def history_read(self, history: "JobHistory | None") -> None:
+        """The job as the platform and its volume keep it (`backend.goodput.job.job_history`,
+        what `kfcockpit goodput` measures): its goodput from every group it had, however late
+        it is opened, and the restarts whose pods are gone; then the held lines. None: there
+        was none to read (the lines held are counted as they are)."""
+        held, self._held = self._held or [], None
+        if history is not None:
+            self.history = history
+            self._recorded_restarts = history.goodput().report().restart_times
+            self._recount()
+        self._feed_goodput(held)
+        self.version += 1
+
+    def _recount(self) -> None:
+        """The goodput from the history again (or from nothing), with the failures seen."""
+        history = self.history
+        self.goodput = history.goodput() if history is not None else Goodput()
+        self._recorded = history.recorded() if history is not None else Counter()
         if self._summary is not None:
             self.job_seen(self._summary)
         for facts in self.pods.values():
             if facts.failed and facts.ended is not None:
                 self.goodput.failure(facts.ended)
+
+    def lines_resent(self) -> None:
+        """The log stream reopened and sends the job's lines again from its start: the goodput
+        is counted again from them (the failures seen stay)."""
+        self.hangs = HangWatch()
+        self._recount()
 
     def _facts(self, name: str) -> PodFacts:
         facts = self.pods.get(name)
@@ -191,11 +265,13 @@ class FailureTimeline:
         was_failed = facts.failed and facts.ended is not None
         before = (facts.attempt, facts.started, facts.phase, facts.ended, facts.deleted, facts.reason)
         facts.rank, facts.attempt, facts.node = pod.rank, pod.restart_attempt, pod.node or facts.node
+        facts.ranks = tuple(pod.ranks)
         facts.created = facts.created if facts.created is not None else when(pod.created, seen_at)
         facts.started = facts.started or (when(pod.started, seen_at) if pod.started else None)
         if not deleted or pod.phase.value in FINISHED:
             facts.phase = pod.phase.value
         facts.reason = pod.reason or facts.reason
+        facts.message = pod.message if not pod.phase.finished else ""
         facts.exit_code = pod.exit_code if pod.exit_code is not None else facts.exit_code
         if (pod.phase.value in FINISHED or deleted) and facts.ended is None:
             facts.ended = when(pod.finished, seen_at)
@@ -206,14 +282,15 @@ class FailureTimeline:
             self.version += 1  # a step or loss update changes nothing here: no redraw
 
     def add_lines(self, batch: Sequence["LogLine"]) -> None:
-        """A batch of the merged log, in order. Step lines, nearly all of them, are counted once
-        per batch, not per line: the goodput takes each run of them together, and of a pod's
-        step lines in a batch only its first and last can change its facts."""
+        """A batch of the merged log, in order. Of a pod's step lines in a batch only its first
+        and last can change its facts."""
         from training.logfmt import parse_line
 
         self.hangs.lines(batch)
-        goodput = self.goodput
-        steps: list["LogLine"] = []  # plain step lines not yet handed to the goodput
+        if self._held is not None:
+            self._held.extend(batch)
+        else:
+            self._feed_goodput(batch)
         first: dict[str, "LogLine"] = {}  # pod → its first and last step line in this batch
         last: dict[str, "LogLine"] = {}
         newest: dict[str, str] = {}  # pod → its last line in this batch
@@ -225,14 +302,8 @@ class FailureTimeline:
                     first[line.pod] = line
                     self._facts(line.pod)  # pods in the order they are first seen, as before
                 last[line.pod] = line
-                if "event=" not in text and "ckpt_wait=" not in text:
-                    steps.append(line)
-                    continue
-            if steps:  # the goodput takes lines in order: the steps before this line first
-                goodput.feed_steps(steps)
-                steps = []
-            goodput.feed(line.time, text)
-            if line.step is not None or "event=" not in text:
+                continue
+            if "event=" not in text:
                 continue
             fields = parse_line(text)
             event = fields.get("event")
@@ -245,20 +316,41 @@ class FailureTimeline:
                 facts.resumed = (line.time, _int(fields.get("from_step")) or 0)
             elif event == "checkpoint_saved" and fields.get("reason") in FAILURE_SAVES:
                 facts.saves.append((line.time, _int(fields.get("step")) or 0, fields["reason"],
-                                    fields.get("seconds", "")))
+                                    fields.get("seconds", ""), line.rank))
             else:
                 continue
             self.version += 1
-        goodput.feed_steps(steps)
         for pod, text in newest.items():
             self._facts(pod).last_line = text
         for pod, line in last.items():
             facts = self.pods[pod]
-            facts.rank = line.rank
+            if facts.created is None:  # no pod event yet: its lines say who it runs
+                facts.rank = line.rank
             if facts.first_step is None:
                 facts.first_step = (first[pod].time, first[pod].step)
                 self.version += 1
             facts.last_step = (line.time, line.step)
+
+    def _feed_goodput(self, batch: Sequence["LogLine"]) -> None:
+        """Lines to the goodput, those the history counted already aside. Plain step lines,
+        nearly all of them, go in runs: the goodput takes each run together."""
+        goodput, recorded = self.goodput, self._recorded
+        steps: list["LogLine"] = []  # plain step lines not yet handed to the goodput
+        for line in batch:
+            if recorded:
+                key = (line.rank, line.text)
+                if recorded[key] > 0:
+                    recorded[key] -= 1
+                    continue
+            text = line.text
+            if line.step is not None and "event=" not in text and "ckpt_wait=" not in text:
+                steps.append(line)
+                continue
+            if steps:  # the goodput takes lines in order: the steps before this line first
+                goodput.feed_steps(steps)
+                steps = []
+            goodput.feed(line.time, text)
+        goodput.feed_steps(steps)
 
     # ------------------------------------------------------------------ reading
 
@@ -276,6 +368,36 @@ class FailureTimeline:
         """Whether the newest group hangs now (None: it steps, or no pod of it runs)."""
         return None if self.job is None else self.hangs.check(now)
 
+    def silence(self) -> str | None:
+        """Why the followed job's newest group prints no step, when the platform says why: its
+        pods wait for a node, its group is torn down or restarting (after a lost node, a failed
+        rank), its group is starting. None while every pod of it runs and has stepped (a silence
+        then is the hang detector's to judge), or once the job has ended."""
+        if self.job is None or (self._summary is not None and self._summary.phase.finished):
+            return None
+        live = [p for p in self.pods.values() if not p.deleted]
+        if not live:
+            return None
+        newest = max(p.attempt for p in live)
+        group = [p for p in live if p.attempt == newest]
+        unschedulable = next((p for p in group if p.phase == "Pending" and p.reason == "Unschedulable"), None)
+        restart = self.restarts()[-1] if newest > 0 and self.restarts() else None
+        after = _cause(restart, self.job) if restart is not None else ""
+        if unschedulable is not None:
+            return f"waiting for a node{after}: {unschedulable.message or 'no node fits its pod'}"
+        failed = [p for p in group if p.failed]
+        if failed:
+            first = min(failed, key=lambda p: p.ended or 0.0)
+            return f"restarting: pod {short_name(first.name, self.job)} ({first.ranks_label}) {first.why}, " \
+                   "the group is torn down"
+        running = sum(1 for p in group if p.phase == "Running")
+        if running < len(group):
+            doing = "restarting" if newest > 0 else "starting"
+            return f"{doing}{after}: {running} of {len(group)} pods running"
+        if newest > 0 and not any(p.first_step for p in group):
+            return f"restarting{after}: rendezvous and checkpoint load"
+        return None
+
     def restarts(self) -> list[Restart]:
         by_attempt: dict[int, list[PodFacts]] = {}
         for facts in self.pods.values():
@@ -285,7 +407,10 @@ class FailureTimeline:
             restart = self._restart(attempt, by_attempt[attempt], by_attempt.get(attempt + 1, []))
             if restart is not None:
                 found.append(restart)
-        return found
+        # Restarts whose pods the platform no longer lists, as the run's record tells them.
+        seen = {r.attempt for r in found}
+        found += [_recorded(times) for times in self._recorded_restarts if times.attempt - 1 not in seen]
+        return sorted(found, key=lambda r: r.attempt)
 
     def _restart(self, attempt: int, old: list[PodFacts], new: list[PodFacts]) -> Restart | None:
         failed = [p for p in old if p.failed and p.ended is not None]
@@ -304,11 +429,11 @@ class FailureTimeline:
             # A survivor saves because the failure happened: it was there by the time the save
             # began (as backend.goodput counts it), even when the pod's end is seen later (a
             # whole-second stamp is timed by when its event arrived, and events lag lines).
-            t0 = min([first.ended] + [at - _seconds(took) for p in old for at, _, _, took in p.saves])
-            moments = [Moment(t0, f"failure seen: pod {short_name(first.name, self.job)} (rank "
-                                  f"{first.rank}) {first.why}", "failure")]
+            t0 = min([first.ended] + [at - _seconds(took) for p in old for at, _, _, took, _ in p.saves])
+            moments = [Moment(t0, f"failure seen: pod {short_name(first.name, self.job)} "
+                                  f"({first.ranks_label}) {first.why}", "failure")]
             if first.last_line:
-                moments.append(Moment(t0, f"rank {first.rank}'s last line: {first.last_line[:160]}"))
+                moments.append(Moment(t0, f"{first.ranks_label}'s last line: {first.last_line[:160]}"))
         elif lost is not None:  # the node went before any pod of the group was seen to end
             t0, moments = lost.at, []
         else:  # the new group is here but the failure itself was never seen (joined late)
@@ -316,16 +441,16 @@ class FailureTimeline:
             moments = [Moment(t0, "failure not seen (the cockpit joined later)", "failure")]
         if lost is not None:
             t0 = min(t0, lost.at)
-            on_it = sorted({p.rank for p in old if p.node == lost.node})
+            on_it = sorted({r for p in old if p.node == lost.node for r in (p.ranks or (p.rank,))})
             ranks = f" (rank {', '.join(map(rank_label, on_it))} ran there)" if on_it else ""
             moments.insert(0, Moment(t0, f"node {lost.node} failed{ranks}", "failure"))
             told = self.nodes.told(nodes, [p.name for p in (*old, *new)], self.job, t0, until)
             moments += [Moment(at, what, kind) for at, what, kind in told]
         newest = max((p.last_step[1] for p in old if p.last_step is not None), default=None)
         for p in old:
-            for at, step, reason, seconds in p.saves:
+            for at, step, reason, seconds, rank in p.saves:
                 took = f", {float(seconds):.2f} s" if seconds else ""
-                moments.append(Moment(at, f"rank {p.rank} saved step {step} ({reason}{took})", "save"))
+                moments.append(Moment(at, f"rank {rank} saved step {step} ({reason}{took})", "save"))
         # The new group's own lines are timed to the microsecond when printed; pod times are the
         # second their event was seen, which under load is after those lines. Nothing of the
         # platform's comes after the first line of the group it made: such a time is that line's.

@@ -1,16 +1,17 @@
-"""A job measured as its platform has it now, read through the Cluster protocol: its goodput,
-whether its group hangs, and how much of its restart budget is used."""
+"""A job as its platform and its volume keep it (`JobHistory`), and measured from that now,
+read through the Cluster protocol: its goodput, whether its group hangs, and how much of its
+restart budget is used."""
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
 
 from backend.goodput.model import Goodput
 from backend.goodput.report import GoodputReport
 from backend.hangs import Hang, HangRule, HangWatch
-from backend.models import JobSummary, LogLine
-from training.logfmt import parse_line
+from backend.models import JobSummary, LogLine, Pod
 
 
 @dataclass(frozen=True)
@@ -34,41 +35,72 @@ class JobMeasure:
         return line
 
 
-async def measure_job(cluster, job: str, rule: HangRule | None = None) -> JobMeasure:
-    """NotFound for a job that does not exist; an unfinished job is measured up to now.
+@dataclass(frozen=True)
+class JobHistory:
+    """What the platform and the volume keep of a job, read once: the job, its pods the platform
+    still lists (every attempt's that are left) and every line its ranks recorded on its volume
+    (training/run_record.py: every group's, the restarted ones' too). The cockpit opening a job
+    and `kfcockpit goodput` fold the same history into the same model, so they agree however
+    late the cockpit opened; the cockpit then goes on with what it watches (`recorded` says
+    which of the lines it then reads it has counted already)."""
 
-    Its lines come from the run's record on its volume (training/run_record.py), which holds
-    every group's, as the anchor reads its durable log; a job with no record there (no volume, a
-    training program that does not record) is read from its pods' logs, where restarted groups'
-    pods and logs are gone: those are counted in `attempts_unseen`, their time in start-up. The
-    cockpit, which follows a job live, sees every group either way."""
-    rule = rule or HangRule()
+    summary: JobSummary
+    pods: tuple[Pod, ...]
+    lines: tuple[LogLine, ...]  # in time order; empty when the job keeps no record
+
+    def goodput(self) -> Goodput:
+        """The job's goodput model with all of this folded in (not finished: live, it goes on)."""
+        model = Goodput(started=self.summary.created)
+        for pod in self.pods:
+            model.observe_pod(pod)
+        model.feed_lines(self.lines)
+        return model
+
+    def recorded(self) -> Counter[tuple[int, str]]:
+        """How many times each (rank, line) is in the record: a line read again live from a pod's
+        log is one of these while its count lasts (a resumed group may print a line again
+        word for word; it is counted as often as it was recorded)."""
+        return Counter((line.rank, line.text) for line in self.lines)
+
+
+async def job_history(cluster, job: str) -> JobHistory:
+    """NotFound for a job that does not exist. A record line is the job's from its creation on:
+    an earlier job's run in the same directory is not its (a second's slack: API times are
+    whole seconds)."""
     summary = await cluster.get_job(job)  # NotFound at once, before any stream opens
-    model = Goodput(started=summary.created)
-    watch = HangWatch(rule)
-    for pod in await cluster.list_pods(job):
-        model.observe_pod(pod)
-        watch.pod(pod)
+    pods = tuple(await cluster.list_pods(job))
     recorded = []
     for volume, run in summary.run_dirs:
         recorded += [(at, line) for at, line in await cluster.run_records(volume, run)
-                     if at >= summary.created - 1.0]  # an earlier job's run in the same directory is not its
-    if recorded:
-        batches = [[LogLine.parsed("", _rank(line), at, line) for at, line in sorted(recorded)]]
+                     if at >= summary.created - 1.0]
+    lines = tuple(LogLine.parsed("", 0, at, line) for at, line in sorted(recorded))
+    return JobHistory(summary, pods, lines)
+
+
+async def measure_job(cluster, job: str, rule: HangRule | None = None) -> JobMeasure:
+    """NotFound for a job that does not exist; an unfinished job is measured up to now.
+
+    Its lines come from the run's record on its volume (`job_history`), which holds every
+    group's, as the anchor reads its durable log; a job with no record there (no volume, a
+    training program that does not record) is read from its pods' logs, where restarted groups'
+    pods and logs are gone: those are counted in `attempts_unseen`, their time in start-up. The
+    cockpit, which folds the same history in when it opens a job, shows the same."""
+    rule = rule or HangRule()
+    history = await job_history(cluster, job)
+    summary = history.summary
+    model = history.goodput()
+    watch = HangWatch(rule)
+    for pod in history.pods:
+        watch.pod(pod)
+    if history.lines:
+        watch.lines(history.lines)
     else:
-        batches = [batch async for batch in cluster.stream_logs(job, follow=False)]
-    for batch in batches:
-        model.feed_lines(batch)
-        watch.lines(batch)
+        async for batch in cluster.stream_logs(job, follow=False):
+            model.feed_lines(batch)
+            watch.lines(batch)
     now = time.time()
     if summary.finished is not None:
         model.finish(summary.finished)
     report = model.report(now=None if summary.finished is not None else now)
     report = replace(report, attempts_unseen=max(0, summary.restart_attempt - report.restarts))
     return JobMeasure(summary, report, None if summary.phase.finished else watch.check(now), rule)
-
-
-def _rank(line: str) -> int:
-    """A recorded line's rank (the record keeps lines, not pods): its `rank=` field."""
-    rank = parse_line(line).get("rank", "0")
-    return int(rank) if rank.lstrip("-").isdigit() else 0

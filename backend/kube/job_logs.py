@@ -128,15 +128,18 @@ class _Chosen:
 
 
 async def last_lines(pods: PodOps, job: str, ranks: Collection[int], count: int) -> list[LogLine]:
-    """The last `count` lines of the newest started pod of each of these ranks, read once, not
-    followed: what the ranks whose logs nobody follows said last (a hung group's: which one
-    stopped). A burst of short requests, TAIL_READS at a time; a pod gone meanwhile says nothing."""
+    """The last `count` lines of the newest started pod of each of these (global) ranks, read
+    once, not followed: what the ranks whose logs nobody follows said last (a hung group's: which
+    one stopped). A burst of short requests, TAIL_READS at a time; a pod gone meanwhile says
+    nothing. A pod of several ranks is read once, its lines tell its ranks apart (`rank=`)."""
     wanted = set(ranks)
-    newest: dict[int, tuple[int, dict]] = {}
+    newest: dict[int, tuple[int, dict]] = {}  # the pod's first rank -> (attempt, the pod)
     for raw in await pods.raw(await pods.selectors(job)):
         pod = pod_from(raw)
-        if pod.rank in wanted and has_started(raw) and pod.restart_attempt >= newest.get(pod.rank, (-1, {}))[0]:
-            newest[pod.rank] = (pod.restart_attempt, raw)
+        first = pod.ranks[0]
+        if wanted.intersection(pod.ranks) and has_started(raw) \
+                and pod.restart_attempt >= newest.get(first, (-1, {}))[0]:
+            newest[first] = (pod.restart_attempt, raw)
     gate = asyncio.Semaphore(TAIL_READS)
     conn = pods.resources.conn
 

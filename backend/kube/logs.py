@@ -200,7 +200,7 @@ class LogFollowers:
             return
         pod = pod_from(raw_pod)
         cursor = self.cursors.setdefault(name, Cursor())
-        producer = PodLog(self.conn, pod.name, pod.rank, follow=follow, read_timeout=self.read_timeout,
+        producer = PodLog(self.conn, pod.name, pod.ranks[0], follow=follow, read_timeout=self.read_timeout,
                           restart_count=pod.restarts, container=log_container(raw_pod), tail=tail, cursor=cursor)
         self.tasks[name] = pump(_passed(iterate_in_thread(producer, f"log-{name}"), cursor), self.queue, "log")
 

@@ -15,6 +15,7 @@ from datetime import datetime
 from backend.models import (
     DRIVER_RANK,
     LABEL_JOB,
+    LABEL_JOB_UID,
     LABEL_RANK,
     LABEL_RESTART_ATTEMPT,
     TRAINER_CONTAINER,
@@ -73,6 +74,21 @@ def _rank(labels: dict, annotations: dict) -> int:
     return _int(labels.get(RAY_LABEL_REPLICA_INDEX))
 
 
+def _procs(spec: dict) -> int:
+    """The ranks a pod runs: its trainer's PET_NPROC_PER_NODE (the Trainer's torch plugin sets it),
+    "auto" being one per GPU it was given, as torchrun's auto does where GPUs are visible."""
+    for container in spec.get("containers") or []:
+        if container.get("name") != TRAINER_CONTAINER:
+            continue
+        env = {e.get("name"): e.get("value") for e in container.get("env") or []}
+        value = str(env.get("PET_NPROC_PER_NODE") or "1")
+        if value == "auto":
+            limits = (container.get("resources") or {}).get("limits") or {}
+            value = str(limits.get("nvidia.com/gpu") or "1")
+        return max(1, _int(value, 1))
+    return 1
+
+
 def pod_from(raw: dict, deleted: bool = False, job: str = "") -> Pod:
     """`job`: the job the caller selected the pod for, when no label of the pod names it."""
     meta = raw.get("metadata") or {}
@@ -96,6 +112,7 @@ def pod_from(raw: dict, deleted: bool = False, job: str = "") -> Pod:
         name=meta.get("name", ""),
         job=labels.get(LABEL_JOB) or labels.get(RAY_LABEL_ORIGINATED_NAME) or job,
         rank=_rank(labels, annotations),
+        procs=_procs(spec),
         restart_attempt=_int(labels.get(LABEL_RESTART_ATTEMPT)),
         phase=phase,
         node=spec.get("nodeName") or "",
@@ -107,6 +124,7 @@ def pod_from(raw: dict, deleted: bool = False, job: str = "") -> Pod:
         reason=reason,
         image=images[0] if images else "",
         labels=labels,
+        job_uid=labels.get(LABEL_JOB_UID, ""),
     )
 
 

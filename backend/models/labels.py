@@ -3,6 +3,7 @@ or a rank read here works on either platform."""
 
 # Labels every pod carries, on both platforms (the same keys Kubeflow Trainer/JobSet set).
 LABEL_JOB = "jobset.sigs.k8s.io/jobset-name"
+LABEL_JOB_UID = "jobset.sigs.k8s.io/jobset-uid"  # JobSet's labelAndAnnotateObject, on every pod
 LABEL_RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 LABEL_RANK = "batch.kubernetes.io/job-completion-index"
 # Pod.rank of a pod that has no rank: a RayJob's driver (its LABEL_RANK is "driver").

@@ -29,6 +29,7 @@ class Pod(BaseModel):
     name: str
     job: str
     rank: int  # node rank (job-completion-index); DRIVER_RANK (-1) for a RayJob's driver
+    procs: int = 1  # the ranks it runs (torchrun's processes per node: PET_NPROC_PER_NODE)
     restart_attempt: int = 0
     phase: PodPhase = PodPhase.PENDING
     node: str = ""
@@ -43,6 +44,15 @@ class Pod(BaseModel):
     last_step: int | None = None
     last_loss: float | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    job_uid: str = ""  # the uid of the JobSet (or Job) that made it: a job applied again is another
+
+    @property
+    def ranks(self) -> range:
+        """Its global ranks: node rank × processes per node, one per local rank (torchrun's
+        RANK = GROUP_RANK × LOCAL_WORLD_SIZE + LOCAL_RANK with the static rendezvous)."""
+        if self.rank < 0:
+            return range(self.rank, self.rank + 1)
+        return range(self.rank * self.procs, (self.rank + 1) * self.procs)
 
 
 class PodUsage(BaseModel):
@@ -79,9 +89,26 @@ class LogLine:
 
     @classmethod
     def parsed(cls, pod: str, rank: int, time: float, text: str) -> "LogLine":
-        """The line with its step and loss read from the text (either backend's logs)."""
+        """The line with its step and loss read from the text (either backend's logs), and its
+        rank as the line says it (`rank=`): a pod runs one rank per GPU, so `rank`, the pod's
+        first, is only for lines that do not say (torchrun's own, a traceback)."""
         found = step_and_loss(text)
-        return cls(pod, rank, time, text, *(found or (None, None)))
+        return cls(pod, rank_in(text, rank), time, text, *(found or (None, None)))
+
+
+def rank_in(text: str, default: int) -> int:
+    """The `rank=N` of a logfmt line (training/logfmt.py), else `default`. Cheap: it runs on
+    every line read."""
+    at = text.find("rank=")
+    while at >= 0:
+        if at == 0 or text[at - 1] == " ":
+            end = text.find(" ", at)
+            value = text[at + 5:end if end >= 0 else len(text)]
+            if value.isdigit():
+                return int(value)
+            return default
+        at = text.find("rank=", at + 5)
+    return default
 
 
 class JobPhase(str, Enum):

@@ -97,7 +97,7 @@ async def test_a_hang_and_the_last_restart_are_said_at_80_columns():
                              restart_attempt=2, created=0.0)
         await pilot.pause()
         shown = bar.render().plain
-        assert "attempt 2/3 · last restart left" in shown, shown  # the next failure is the last one allowed
+        assert "attempt 2/3 · 1 more restart allowed" in shown, shown  # the next failure is the last one allowed
         bar.hang = Hang(step=40, silent=12.4, usual=0.5, limit=10.0, stopped=(1,), waiting=(0,), running=(0, 1))
         await pilot.pause()
         shown = bar.render().plain
@@ -106,7 +106,7 @@ async def test_a_hang_and_the_last_restart_are_said_at_80_columns():
         bar.hang = None
         await pilot.pause()
         shown = bar.render().plain
-        assert "attempt 3/3 · no restart left" in shown and "HUNG" not in shown, shown
+        assert "attempt 3/3 · no more restarts" in shown and "HUNG" not in shown, shown
 
 
 async def test_the_jobs_own_progress_report_is_shown_where_its_cluster_has_one():

@@ -52,4 +52,4 @@ def test_pod_names_are_stored_once_however_many_lines():
     buf = LogBuffer(100)
     batch = [LogLine(pod="".join(["p", "0"]), rank=0, time=0.0, text="x") for _ in range(5)]
     buf.add(batch, LogFilter())
-    assert len({id(p) for p in buf._pods}) == 1
+    assert len({id(entry[0]) for entry in buf._entries}) == 1

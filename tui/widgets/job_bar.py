@@ -1,5 +1,6 @@
 """One line at the top that every tab shares: platform, connection, the followed job's phase,
-restart attempt (warned once one is left), a hang, the latest step of all and the time left (the
+restart attempt (warned once one is left), a hang or why the group is silent when that is no
+hang (waiting for a node, restarting), the latest step of all and the time left (the
 job's own trainerStatus report where its cluster has one, else at the mean step), the loss, the
 goodput so far (with the time lost to failures and saves when the line has room), and the step
 being run. Text plus colour, never colour alone."""
@@ -40,6 +41,9 @@ class JobBar(Widget):
     running_for: reactive[float] = reactive(0.0)  # seconds the running step has taken so far
     # The hang detector's verdict on the followed job's newest group (asked every second).
     hang: reactive["Hang | None"] = reactive(None)
+    # Why the newest group prints no step when the platform says why (the failure timeline's
+    # model: waiting for a node, restarting after a lost node): a silence that is no hang.
+    silence: reactive[str | None] = reactive(None)
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -77,10 +81,12 @@ class JobBar(Widget):
             if width <= 0 or _length(parts) <= width:
                 break
             parts = [(key, text) for key, text in parts if key != name]
-        over = _length(parts) - width if width > 0 else 0
-        if over > 0:  # still too long: the job's name loses its middle (its end tells jobs apart)
-            parts = [(key, (fmt.fit(text[0], max(8, len(text[0]) - over)), text[1]) if key == "name" else text)
-                     for key, text in parts]
+        for name, keep in (("wait", 24), ("name", 8)):
+            over = _length(parts) - width if width > 0 else 0
+            if over > 0:  # still too long: why it waits loses its end (the scheduler's details),
+                # then the job's name its middle (its end tells jobs apart)
+                parts = [(key, (_cut(text[0], max(keep, len(text[0]) - over), key), text[1]) if key == name
+                          else text) for key, text in parts]
         return Content.assemble(*(text for _, text in parts))
 
     def _parts(self) -> list[tuple[str, tuple | str]]:
@@ -102,6 +108,8 @@ class JobBar(Widget):
             if self.hang is not None:
                 where, silence = self.hang.short()
                 parts += [("hang", (f"  {where}", "bold $error")), ("silence", (silence, "bold $error"))]
+            elif self.silence:
+                parts.append(("wait", (f"  {self.silence}", "bold $warning")))
             step, loss = self.progress
             total = self.total_steps
             if step is not None:
@@ -149,8 +157,12 @@ def _attempt(job: "JobSummary") -> tuple[str, str] | str:
     if job.phase.finished or job.max_restarts <= 0 or left > 1:
         return text
     if left == 1:
-        return f"{text} · last restart left", "bold $warning"
-    return f"{text} · no restart left", "bold $error"
+        return f"{text} · 1 more restart allowed", "bold $warning"
+    return f"{text} · no more restarts", "bold $error"
+
+
+def _cut(text: str, width: int, key: str) -> str:
+    return text[:width - 1] + "…" if key == "wait" and len(text) > width else fmt.fit(text, width)
 
 
 def _length(parts: list[tuple[str, tuple | str]]) -> int:

@@ -148,6 +148,7 @@ class LogView(Vertical):
         self._pending: list[str] = []
         self._flush_timer = None
         self._known_pods: dict[str, int] = {}
+        self._sources = 0  # the buffer's (pod, rank) pairs when the choices were last made
         self._wrap_width = 0  # the width lines were wrapped for (0: not laid out yet)
 
     def compose(self) -> ComposeResult:
@@ -185,7 +186,7 @@ class LogView(Vertical):
         """Take a batch from the stream; drawn at the next flush."""
         shown = self.buffer.add(batch, self.keep)
         self._pend(shown)
-        if self.buffer.pod_count != len(self._known_pods):
+        if self.buffer.source_count != self._sources:
             self._refresh_sources()
 
     def mark(self, text: str) -> None:
@@ -290,7 +291,8 @@ class LogView(Vertical):
     def _refresh_sources(self) -> None:
         pods = self.buffer.pods
         self._known_pods = pods
-        ranks = sorted(set(pods.values()))
+        self._sources = self.buffer.source_count
+        ranks = sorted(self.buffer.ranks)
         options = [(Content(f"rank {r}"), f"rank:{r}") for r in ranks]
         options += [(Content(f"pod {p}"), f"pod:{p}") for p in pods]
         select = self.query_one("#log-source", Select)

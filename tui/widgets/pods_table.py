@@ -16,6 +16,10 @@ seconds by `show_usage` ("-" where unknown: no metrics-server, or not sampled ye
 drops its least telling columns (it never cuts a value short): the columns are chosen again when
 its width changes.
 
+RANK is the ranks a pod runs (`2-3`: one per GPU, torchrun's processes per node), told by the
+lines (`rank=`) and the pod's PET_* environment, never by its index alone; its STEP and LOSS are
+those of its rank furthest behind.
+
 The model (`pods`) takes every event at once, and each rank's newest step from the lines read
 (`progress`); the rows are drawn at the rate a person reads (`ROWS_SECONDS`, throttle.py): a job
 steps fifty times a second and each step changes STEP and LOSS, and only the cells that changed
@@ -119,6 +123,7 @@ class PodsTable(KeyedTable):
         self.latest_attempt = 0
         self.usage: dict[str, "PodUsage"] = {}  # the newest metrics.k8s.io reading, by pod
         self.steps: dict[str, tuple[int, float | None]] = {}  # pod -> its newest (step, loss) read
+        self._rank_steps: dict[str, dict[int, tuple[int, float | None]]] = {}  # pod -> rank -> (step, loss)
         self.pinned: list[int] = []  # ranks a person went to, newest last
         self.hang: "Hang | None" = None  # the newest group's, from the hang detector
         self.group: RankGroup | None = None  # shown instead of a row per pod (None: rows)
@@ -191,6 +196,7 @@ class PodsTable(KeyedTable):
             self.latest_attempt = 0
             self.usage.clear()
             self.steps.clear()
+            self._rank_steps.clear()
             self.pinned.clear()
             self.hang = None
             self._sizes.clear()
@@ -213,12 +219,21 @@ class PodsTable(KeyedTable):
             self._redraw()
 
     def progress(self, lines: "Iterable[LogLine]") -> None:
-        """Log lines read: each pod's newest step and loss (the rows' STEP and LOSS)."""
-        steps = self.steps
+        """Log lines read: each rank's newest step and loss; a pod's STEP and LOSS are its
+        rank furthest behind (a pod runs one rank per GPU: the slowest one holds the group)."""
+        steps, by_rank = self.steps, self._rank_steps
         for line in lines:
             if line.step is not None:
-                steps[line.pod] = (line.step, line.loss)
+                ranks = by_rank.setdefault(line.pod, {})
+                ranks[line.rank] = (line.step, line.loss)
+                steps[line.pod] = min(ranks.values(), key=lambda found: found[0]) if len(ranks) > 1 \
+                    else (line.step, line.loss)
         self._redraw()
+
+    def ranks_of(self, name: str) -> str:
+        """`rank 1`, `ranks 2-3`: who goes with a pod (a kill names them)."""
+        pod = self.pods.get(name)
+        return fmt.ranks_label(pod.ranks) if pod is not None else "its ranks"
 
     def go_to(self, rank: int) -> str | None:
         """A person asks for a rank (g): it keeps a row, so its lines are read; the cursor goes
@@ -226,6 +241,7 @@ class PodsTable(KeyedTable):
         pod = self._newest_of(rank)
         if pod is None:
             return None
+        rank = self.pods[pod].rank  # its pod's row is kept, by the pod's index (the log focus's)
         if rank in self.pinned:
             self.pinned.remove(rank)
         self.pinned = [*self.pinned, rank][-PINNED_AT_MOST:]
@@ -235,7 +251,7 @@ class PodsTable(KeyedTable):
         return pod
 
     def _newest_of(self, rank: int) -> str | None:
-        found = [p for p in self.pods.values() if p.rank == rank and p.name not in self.gone]
+        found = [p for p in self.pods.values() if rank in p.ranks and p.name not in self.gone]
         return max(found, key=lambda p: p.restart_attempt).name if found else None
 
     def _ended_pod(self, pod: "Pod") -> None:
@@ -248,6 +264,7 @@ class PodsTable(KeyedTable):
         if self._sizes.get(attempt, 0) > FEW_PODS and self._ended[attempt] > HISTORY_PER_ATTEMPT:
             del self.pods[pod.name]
             self.steps.pop(pod.name, None)
+            self._rank_steps.pop(pod.name, None)
             return
         before = self.pods[pod.name]
         update: dict = {}
@@ -263,6 +280,7 @@ class PodsTable(KeyedTable):
             del self.gone[oldest]
             del self.pods[oldest]
             self.steps.pop(oldest, None)
+            self._rank_steps.pop(oldest, None)
 
     def tick(self) -> None:
         """Ages move with the clock, not with events."""
@@ -330,7 +348,7 @@ class PodsTable(KeyedTable):
         step, loss = self.steps.get(pod.name, (pod.last_step, pod.last_loss))
         cells = {
             "pod": self._styled(short_name(pod.name, self.job), pod),
-            "rank": self._styled(fmt.rank_label(pod.rank), pod),
+            "rank": self._styled(fmt.pod_ranks(pod.ranks), pod),
             "attempt": self._styled(str(pod.restart_attempt), pod, "bold" if pod.restart_attempt else ""),
             "phase": self._styled(phase, pod, fmt.PHASE_STYLE.get(phase, "")),
             "node": self._styled(fmt.node_name(pod.node), pod),

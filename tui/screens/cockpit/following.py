@@ -43,6 +43,8 @@ class Following(Part):
         self.focus: "LogFocus | None" = None  # whose logs the followed job's stream reads
         self._marked: dict[int, int] = {}  # restart attempt -> its failed pods marked in the logs
         self._asked: tuple[str, int] | None = None  # (job, step) of the hang whose ranks were read
+        self._uid: str | None = None  # the followed job's JobSet uid, from its first pod
+        self._others: set[str] = set()  # pods of the name's earlier job: not shown with it
 
     # ------------------------------------------------------------------ connection
 
@@ -121,13 +123,33 @@ class Following(Part):
         screen.job_bar.show_progress(None, None, now=True)
         self.focus = _first_focus(self.jobs.get(job))
         self._marked = {}
+        self._uid, self._others = None, set()
         screen.panels.follow(job)
-        if job in self.jobs:
-            screen.timeline.model.job_seen(self.jobs[job])
+        summary = self.jobs.get(job)
+        if summary is not None:
+            screen.timeline.model.job_seen(summary)
+            if summary.restart_attempt > 0:  # groups before this one: their pods and lines are gone
+                screen.timeline.model.history_expected()
+                self.run(self._read_history(job), group="history", exclusive=True)
         self.watch_pods(job)
         self.sample_usage(job)
         self.stream_logs(job)
         self.changed("follow")
+
+    async def _read_history(self, job: str) -> None:
+        """What the platform and the job's volume keep of it (what `kfcockpit goodput` measures),
+        folded into the timeline's model: its restarts and goodput from every group it had."""
+        from backend.goodput.job import job_history
+
+        model = self.screen.timeline.model
+        history = None
+        try:
+            history = await self.call(f"read the history of {job}", job_history(self.screen.session.cluster, job))
+        finally:
+            if job == self.followed:
+                model.history_read(history)
+                self.show_goodput()
+                self.changed("history")
 
     def pick(self) -> None:
         """The learner chooses the job to follow (j)."""
@@ -158,7 +180,7 @@ class Following(Part):
 
     def pod_changed(self, event: "PodEvent") -> None:
         self.connected()
-        if event.pod.job != self.followed:
+        if event.pod.job != self.followed or not self._is_followed(event.pod):
             return
         screen = self.screen
         table = screen.pods_table
@@ -168,6 +190,23 @@ class Following(Part):
         screen.timeline.model.pod_event(event, screen.clock())
         self._mark_in_logs(event, before, latest)
         self.changed("pods")
+
+    def _is_followed(self, pod: "Pod") -> bool:
+        """A job is its uid: pods of a job deleted and applied again under the same name (still
+        Terminating, say) are another job's. The followed one's JobSet uid is its first pod's
+        made since the job was."""
+        if not pod.job_uid:
+            return True  # no JobSet made it (a RayJob's pods on KubeRay): its name tells
+        if self._uid is None:
+            job = self.jobs.get(pod.job)
+            if job is not None and pod.created < job.created:
+                self._others.add(pod.name)
+                return False
+            self._uid = pod.job_uid
+        if pod.job_uid != self._uid:
+            self._others.add(pod.name)
+            return False
+        return True
 
     def sample_usage(self, job: str):
         return self.run(self._sample_usage(job), group="usage", exclusive=True)
@@ -237,6 +276,10 @@ class Following(Part):
         self.focus.want((0, *ranks) if grouped else (0, *self.focus.ranks, *ranks))
 
     def log_batch(self, batch: list["LogLine"]) -> None:
+        if self._others:
+            batch = [line for line in batch if line.pod not in self._others]
+            if not batch:
+                return
         screen = self.screen
         screen.log_view.ingest(batch)
         screen.loss_chart.add_lines(batch)
@@ -250,6 +293,8 @@ class Following(Part):
                 if pod is None or pod.restart_attempt >= table.latest_attempt:
                     screen.job_bar.show_progress(line.step, line.loss)
                     screen.storage.checkpoints_changed_soon()
+                    if screen.job_bar.hang is not None or screen.job_bar.silence:
+                        self.show_hang()  # the group steps again: HUNG goes with its first step line
                     break
         self.changed("logs")
 
@@ -259,6 +304,10 @@ class Following(Part):
         lines are read, once for each hang, and tell which (its row and its log follow)."""
         screen = self.screen
         hang = screen.timeline.model.hang(screen.clock())
+        silence = screen.timeline.model.silence() if hang is None else None
+        if silence != screen.job_bar.silence:
+            screen.job_bar.silence = silence
+            self.changed("silence")
         if hang != screen.job_bar.hang:
             screen.pods_table.show_hang(hang)
             screen.job_bar.hang = hang

@@ -31,8 +31,8 @@ class PodActions(Part):
         from tui.screens.confirm import ConfirmScreen
 
         screen.app.push_screen(
-            ConfirmScreen(f"Kill pod {pod}?", "Its group restarts with restart attempt + 1 and "
-                          "resumes from the newest valid checkpoint.", yes="Kill"),
+            ConfirmScreen(f"Kill pod {pod}?", f"Its {table.ranks_of(pod)} go with it; the group restarts with "
+                          "restart attempt + 1 and resumes from the newest valid checkpoint.", yes="Kill"),
             lambda yes: self.kill(pod) if yes else None)
 
     def kill(self, pod: str):
@@ -41,7 +41,8 @@ class PodActions(Part):
     async def _kill(self, pod: str) -> None:
         cluster = self.screen.session.cluster
         if await self.call(f"kill {pod}", cluster.kill_pod(pod), ok=True) is not None:
-            self.notify(f"killed {pod}: watch the group restart and resume", title="fault injected")
+            self.notify(f"killed {pod} ({self.screen.pods_table.ranks_of(pod)}): watch the group restart and "
+                        "resume", title="fault injected")
 
     def toggle_freeze(self) -> None:
         screen = self.screen
