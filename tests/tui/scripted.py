@@ -32,6 +32,8 @@ class ScriptedCluster:
         self.frozen: list[tuple[str, bool]] = []  # what freeze_pod was asked
         self.cordoned: list[tuple[str, bool]] = []  # what cordon_node was asked
         self.streams = 0  # log streams opened
+        self.listed: list = []  # the Pods list_pods answers (what the platform still lists)
+        self.records: list[tuple[float, str]] = []  # what run_records answers (the run's record)
         self.capabilities = Capabilities(description="the scripted cluster", record="scripted", freezes_pods=True)
 
     async def list_jobs(self):
@@ -64,6 +66,12 @@ class ScriptedCluster:
         self.streams += 1
         while True:
             yield await self.logs.get()
+
+    async def list_pods(self, job: str):
+        return list(self.listed)
+
+    async def run_records(self, volume: str, run: str):
+        return list(self.records)
 
     async def last_lines(self, job: str, ranks, count: int = 2):
         self.asked = tuple(ranks)

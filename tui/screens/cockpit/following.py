@@ -276,8 +276,12 @@ class Following(Part):
         self.focus.want((0, *ranks) if grouped else (0, *self.focus.ranks, *ranks))
 
     def log_batch(self, batch: list["LogLine"]) -> None:
-        if self._others:
-            batch = [line for line in batch if line.pod not in self._others]
+        job = self.jobs.get(self.followed) if self.followed else None
+        if self._others or (job is not None and batch and batch[0].time < job.created - 1.0):
+            # An earlier job of the name: its pods' lines (printed before this job was made, a
+            # second's slack for the API's whole seconds) are not this job's.
+            since = job.created - 1.0 if job is not None else 0.0
+            batch = [line for line in batch if line.pod not in self._others and line.time >= since]
             if not batch:
                 return
         screen = self.screen
