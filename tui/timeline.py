@@ -133,7 +133,7 @@ def _recorded(times: "RestartTimes") -> Restart:
     return Restart(times.attempt - 1, began, moments, None, recovery)
 
 
-def _cause(restart: Restart, job: str | None) -> str:
+def _cause(restart: Restart) -> str:
     """` after kfcockpit-worker2 was lost`, ` after rank 1 failed`: what a restart came after."""
     if restart.node is not None:
         return f" after {restart.node} was lost"
@@ -373,27 +373,30 @@ class FailureTimeline:
         pods wait for a node, its group is torn down or restarting (after a lost node, a failed
         rank), its group is starting. None while every pod of it runs and has stepped (a silence
         then is the hang detector's to judge), or once the job has ended."""
-        if self.job is None or (self._summary is not None and self._summary.phase.finished):
+        seen = [p for p in self.pods.values() if p.created is not None]  # by the pod watch, not lines alone
+        if self.job is None or (self._summary is not None and self._summary.phase.finished) or not seen:
             return None
-        live = [p for p in self.pods.values() if not p.deleted]
-        if not live:
+        newest = max(p.attempt for p in seen)
+        group = [p for p in seen if p.attempt == newest]  # deleted ones too: the group torn down
+        if all(p.phase == "Succeeded" for p in group):
             return None
-        newest = max(p.attempt for p in live)
-        group = [p for p in live if p.attempt == newest]
-        unschedulable = next((p for p in group if p.phase == "Pending" and p.reason == "Unschedulable"), None)
-        restart = self.restarts()[-1] if newest > 0 and self.restarts() else None
-        after = _cause(restart, self.job) if restart is not None else ""
-        if unschedulable is not None:
-            return f"waiting for a node{after}: {unschedulable.message or 'no node fits its pod'}"
+        restarts = self.restarts()
         failed = [p for p in group if p.failed]
-        if failed:
+        if failed:  # this group goes: what took it down, as far as it is known yet
+            this = next((r for r in restarts if r.attempt == newest), None)
+            if this is not None and this.node is not None:
+                return f"restarting after {this.node} was lost: the group is torn down"
             first = min(failed, key=lambda p: p.ended or 0.0)
             return f"restarting: pod {short_name(first.name, self.job)} ({first.ranks_label}) {first.why}, " \
                    "the group is torn down"
+        before = next((r for r in restarts if r.attempt == newest - 1), None)
+        after = _cause(before) if before is not None else ""
+        unschedulable = next((p for p in group if p.phase == "Pending" and p.reason == "Unschedulable"), None)
+        if unschedulable is not None:
+            return f"waiting for a node{after}: {unschedulable.message or 'no node fits its pod'}"
         running = sum(1 for p in group if p.phase == "Running")
         if running < len(group):
-            doing = "restarting" if newest > 0 else "starting"
-            return f"{doing}{after}: {running} of {len(group)} pods running"
+            return f"{'restarting' if newest > 0 else 'starting'}{after}: {running} of {len(group)} pods running"
         if newest > 0 and not any(p.first_step for p in group):
             return f"restarting{after}: rendezvous and checkpoint load"
         return None

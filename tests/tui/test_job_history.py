@@ -124,7 +124,8 @@ async def test_a_lost_node_is_a_wait_and_a_restart_in_the_job_bar_never_a_hang(h
         screen = app.screen
         bar = screen.job_bar
         hangs = []
-        screen.changed.subscribe(screen, lambda _: hangs.append(bar.hang) if bar.hang else None)
+        # its own subscriber: wait_until unsubscribes the screen's
+        screen.changed.subscribe(bar, lambda _: hangs.append(bar.hang) if bar.hang else None)
         await wait_until(screen, lambda: screen.following.followed == JOB, "the cockpit to follow the job")
         for rank in (0, 1):
             cluster.pods.put_nowait(PodEvent(type=PodEventType.ADDED, pod=pod(rank, 0, started=T0 + 1,
@@ -157,5 +158,6 @@ async def test_a_lost_node_is_a_wait_and_a_restart_in_the_job_bar_never_a_hang(h
         now[0] = T0 + 83.5
         await wait_until(screen, lambda: bar.silence is None and bar._progress[0] == 12, "steps again")
         assert hangs == []
+        screen.changed.unsubscribe(bar)
         now[0] = T0 + 120.0  # every pod runs and none prints: that is a hang
         await wait_until(screen, lambda: bar.hang is not None, "a hang of the running group")
