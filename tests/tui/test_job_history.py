@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from backend.goodput.job import measure_job
+from backend.goodput.report import RESTART_POINTS
 from backend.models import JobPhase, LogLine, Pod, PodEvent, PodEventType, PodPhase
 from tests.tui.conftest import wait_until
 from tests.tui.scripted import JOB, T0, scripted_app
@@ -48,6 +49,22 @@ def live(lines: list[tuple[float, int, str]], attempt: int, late: float = 0.01) 
     return [LogLine.parsed(pod(rank, attempt).name, rank, T0 + at + late, text) for at, rank, text in lines]
 
 
+def agrees(model, cli, now: float, opened: str):
+    """The cockpit's timeline model shows what `kfcockpit goodput` measured (`cli`): its restarts,
+    a timeline entry each timed at its points, and its goodput within 0.01. Its report."""
+    shown = model.goodput_report(now)
+    assert shown.restarts == cli.restarts, opened
+    assert shown.goodput == pytest.approx(cli.goodput, abs=0.01), (opened, shown, cli)
+    assert len(model.restarts()) == len(cli.restart_times), opened
+    for restart, measured in zip(model.restarts(), cli.restart_times):
+        assert restart.attempt == measured.attempt - 1, opened
+        points = [at for point in RESTART_POINTS if (at := getattr(measured, point)) is not None]
+        assert [m.at for m in restart.moments] == pytest.approx(points, abs=0.01), opened
+        if measured.seconds is not None:
+            assert restart.recovery_seconds == pytest.approx(measured.seconds, abs=0.01), opened
+    return shown
+
+
 async def test_a_job_opened_after_two_restarts_and_again_with_j_agrees_with_kfcockpit_goodput(home):
     app, cluster, now = scripted_app(home)
     runs = [group(0, 2.0, 1, 10), group(1, 20.0, 11, 15, resumed_from=10),
@@ -72,14 +89,8 @@ async def test_a_job_opened_after_two_restarts_and_again_with_j_agrees_with_kfco
             await wait_until(screen, lambda model=model: len(model.restarts()) == 2 and model.history is not None
                              and screen.job_bar.goodput is not None
                              and screen.job_bar.goodput.steps_kept == 25, f"the history ({opened})")
-            shown = model.goodput_report(now[0])
-            assert shown.restarts == cli.restarts, opened
-            assert shown.goodput == pytest.approx(cli.goodput, abs=0.01), opened
+            shown = agrees(model, cli, now[0], opened)
             assert shown.steps_lost == cli.steps_lost and shown.steps_kept == cli.steps_kept, opened
-            restarts = model.restarts()
-            for restart, measured in zip(restarts, cli.restart_times):
-                assert restart.attempt == measured.attempt - 1
-                assert restart.recovery_seconds == pytest.approx(measured.seconds, abs=0.01), opened
             screen.timeline.redraw()  # what its timer does: the restarts drawn, not "no restart yet"
             assert not screen.timeline.query_one("#timeline-empty").display, opened
             assert screen.timeline.border_subtitle.startswith("2 restarts"), opened

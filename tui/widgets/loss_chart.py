@@ -112,6 +112,16 @@ class LossChart(Vertical, can_focus=True):
             self.restarts.setdefault(run, set())
         self._dirty = True
 
+    def forget(self, run: str) -> None:
+        """A job deleted and applied again under this name is another job: its curve starts
+        over (the old one's steps are not its, and its first step is no restart)."""
+        self.series.pop(run, None)
+        self.restarts.pop(run, None)
+        self._last.pop(run, None)
+        self.written.pop(run, None)
+        self._from_metrics.discard(run)
+        self._dirty = True
+
     def add_lines(self, batch: Iterable["LogLine"]) -> None:
         """Rank 0's step lines of the followed job (every rank prints the same all-reduced loss)."""
         run = self.live_run

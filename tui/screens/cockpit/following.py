@@ -91,6 +91,7 @@ class Following(Part):
             # Deleted and applied again: another job of the same name, whose pods and logs the
             # old job's watches (ended with it) would never show.
             self.followed = None
+            self.screen.loss_chart.forget(job.name)
             self.follow(job.name, by_user=self.followed_by_user)
         if job.name == self.followed:
             self.screen.job_bar.job = job
