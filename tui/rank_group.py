@@ -1,7 +1,8 @@
 """A group of ranks at a glance, for a job larger than the pods panel shows usefully: how many of
-the newest attempt's pods are in each phase, which ranks are behind the others' step, stopped
-(the hang detector's verdict, backend/hangs.py), failed or waiting, and which ranks deserve a row
-of their own, and so have their logs read (the log focus).
+the newest attempt's pods are in each phase (and how many ranks they run: one per GPU), which
+ranks are behind the others' step, stopped (the hang detector's verdict, backend/hangs.py),
+failed or waiting, and which ranks deserve a row of their own, and so have their logs read (the
+log focus).
 
 What is known, and from where, is said with it: every pod's phase comes from the one pod watch; a
 rank's step only from its own lines, which are read for the ranks shown (and rank 0, whose lines
@@ -30,7 +31,7 @@ PHASES = ("Running", "Pending", "Succeeded", "Failed", "Unknown")
 @dataclass(frozen=True)
 class RankGroup:
     attempt: int  # the newest restart attempt
-    size: int  # its pods
+    size: int  # its ranks (a pod runs one per GPU: Pod.ranks)
     phases: tuple[tuple[str, int], ...]  # (phase, pods), in PHASES order, those with any
     read: int  # ranks whose lines are read (their step known)
     median: int | None  # the median of the known steps (of two middle ones, the higher)
@@ -40,11 +41,13 @@ class RankGroup:
     waiting: tuple[tuple[int, str], ...]  # (rank, why) of pods held back (Unschedulable, back-off)
     ending: int  # pods of older attempts still there: a restart under way
     hang: "Hang | None"
+    pods: int = 0  # its pods (0: as many as ranks)
 
     def rows(self) -> list[tuple[str, str]]:
         """(text, style) lines, most telling first: the panel shows as many as fit."""
         counts = " · ".join(f"{n} {phase}" for phase, n in self.phases)
-        lines = [(f"attempt {self.attempt} · {self.size} ranks: {counts}", "bold")]
+        ranks = f"{self.size} ranks" if self.pods in (0, self.size) else f"{self.size} ranks in {self.pods} pods"
+        lines = [(f"attempt {self.attempt} · {ranks}: {counts}", "bold")]
         if self.ending:
             pods = f"{self.ending} pod{'s' if self.ending != 1 else ''}"
             lines.append((f"restarting: {pods} of the last attempt still ending", "bold $warning"))
@@ -87,7 +90,8 @@ def summarize(pods: Mapping[str, "Pod"], steps: Mapping[str, int], attempt: int,
     waiting = sorted((pod.rank, pod.reason) for pod in newest
                      if pod.phase.value in ("Pending", "Unknown") and pod.reason)
     ending = sum(1 for pod in pods.values() if pod.restart_attempt < attempt and not pod.phase.finished)
-    return RankGroup(attempt=attempt, size=len(newest), phases=tuple((p, n) for p, n in phases.items() if n),
+    return RankGroup(attempt=attempt, size=sum(len(pod.ranks) for pod in newest), pods=len(newest),
+                     phases=tuple((p, n) for p, n in phases.items() if n),
                      read=len(known), median=middle, behind=tuple(behind),
                      stopped=tuple(hang.stopped) if hang is not None else (), failed=tuple(failed),
                      waiting=tuple(waiting), ending=ending, hang=hang)

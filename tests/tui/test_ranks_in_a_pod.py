@@ -112,3 +112,12 @@ def test_a_failed_pod_names_its_ranks_in_the_timeline():
     [restart] = t.restarts()
     assert restart.moments[0].what == "failure seen: pod 1-bbbbb (ranks 2-3) Error, exit 1"
     assert t.silence() == "restarting: pod 1-bbbbb (ranks 2-3) Error, exit 1, the group is torn down"
+
+
+def test_the_group_summary_counts_ranks_not_pods():
+    from tui.rank_group import summarize
+
+    pods = {p.name: p for p in (pod(0), pod(1, PodPhase.PENDING))}
+    group = summarize(pods, {}, attempt=0)
+    assert group.size == 4 and group.pods == 2
+    assert group.rows()[0][0] == "attempt 0 · 4 ranks in 2 pods: 1 Running · 1 Pending"
