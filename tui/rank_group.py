@@ -36,7 +36,7 @@ class RankGroup:
     read: int  # ranks whose lines are read (their step known)
     median: int | None  # the median of the known steps (of two middle ones, the higher)
     behind: tuple[tuple[int, int], ...]  # (rank, steps under the median), the furthest first
-    stopped: tuple[int, ...]  # ranks the hang detector says stopped
+    stopped: tuple[int, ...]  # the pods (by index: the log focus's) of the ranks the hang detector says stopped
     failed: tuple[tuple[int, str], ...]  # (rank, how) of the newest attempt's failed pods
     waiting: tuple[tuple[int, str], ...]  # (rank, why) of pods held back (Unschedulable, back-off)
     ending: int  # pods of older attempts still there: a restart under way
@@ -93,8 +93,14 @@ def summarize(pods: Mapping[str, "Pod"], steps: Mapping[str, int], attempt: int,
     return RankGroup(attempt=attempt, size=sum(len(pod.ranks) for pod in newest), pods=len(newest),
                      phases=tuple((p, n) for p, n in phases.items() if n),
                      read=len(known), median=middle, behind=tuple(behind),
-                     stopped=tuple(hang.stopped) if hang is not None else (), failed=tuple(failed),
+                     stopped=_pods_of(newest, hang.stopped) if hang is not None else (), failed=tuple(failed),
                      waiting=tuple(waiting), ending=ending, hang=hang)
+
+
+def _pods_of(pods: list["Pod"], ranks: Iterable[int]) -> tuple[int, ...]:
+    """The indexes of the pods that run these ranks (a pod runs one per GPU)."""
+    wanted = set(ranks)
+    return tuple(sorted({pod.rank for pod in pods if wanted.intersection(pod.ranks)}))
 
 
 def ranks_to_show(group: RankGroup, pinned: Iterable[int] = (), most: int = MAX_FOLLOWED) -> list[int]:

@@ -17,6 +17,13 @@ each failed pod's end as a failure (a deleted one too, as the timeline counts it
 creation and end when the screen sees the job itself; and whether its newest group hangs
 (`backend.hangs`: ranks that stopped stepping while their pods run), from the same lines and pods.
 
+A job opened after it restarted has lost the pods and logs of its earlier groups: what the
+platform and the run's record keep (`history_read`, `backend.goodput.job.job_history`, what
+`kfcockpit goodput` measures) gives its goodput and those restarts, and the lines then read live
+that the record holds already are not counted twice. While its newest group is silent for a
+reason the platform shows (its pods wait for a node, it is torn down or restarting), `silence`
+names it, for the job bar: the hang detector judges only a group whose pods all run.
+
 The workers' own lines say what the platform cannot see: `event=start` (the process group formed:
 rendezvous done), `event=checkpoint_saved reason=sigterm|peer_failure` (a survivor saved on the
 way down), `event=resumed from_step=N` (the checkpoint loaded) and the first `step=` line after it.

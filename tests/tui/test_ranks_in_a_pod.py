@@ -121,3 +121,12 @@ def test_the_group_summary_counts_ranks_not_pods():
     group = summarize(pods, {}, attempt=0)
     assert group.size == 4 and group.pods == 2
     assert group.rows()[0][0] == "attempt 0 · 4 ranks in 2 pods: 1 Running · 1 Pending"
+
+
+def test_a_stopped_rank_has_its_pods_logs_read():
+    from backend.hangs import Hang
+    from tui.rank_group import ranks_to_show, summarize
+
+    pods = {p.name: p for p in (pod(0), pod(1))}
+    hang = Hang(step=9, silent=30.0, usual=0.1, limit=10.0, stopped=(3,), waiting=(0, 1, 2), running=(0, 1, 2, 3))
+    assert ranks_to_show(summarize(pods, {}, attempt=0, hang=hang)) == [0, 1]  # pod 1 runs rank 3
