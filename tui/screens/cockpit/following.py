@@ -35,11 +35,12 @@ HANG_SECONDS = 1.0
 
 
 class Following(Part):
-    def __init__(self, screen) -> None:
+    def __init__(self, screen, asked: str | None = None) -> None:
         super().__init__(screen)
         self.jobs: dict[str, "JobSummary"] = {}
         self.followed: str | None = None
         self.followed_by_user = False
+        self.asked = asked  # the job the command line named (--follow), until the first listing
         self.focus: "LogFocus | None" = None  # whose logs the followed job's stream reads
         self._marked: dict[int, int] = {}  # restart attempt -> its failed pods marked in the logs
         self._asked: tuple[str, int] | None = None  # (job, step) of the hang whose ranks were read
@@ -100,7 +101,15 @@ class Following(Part):
         self.changed("jobs")
 
     def _choose_job(self) -> None:
-        """Follow the newest unfinished job (else the newest), unless the learner chose one."""
+        """Follow the newest unfinished job (else the newest), unless the learner chose one: on
+        the command line (--follow, asked of the first listing) or with j."""
+        if self.asked is not None:
+            asked, self.asked = self.asked, None
+            if asked in self.jobs:
+                self.follow(asked, by_user=True)
+                return
+            self.notify(f"no job named {asked} here; following the newest instead", title="--follow",
+                        severity="warning")
         if self.followed_by_user or not self.jobs:
             return
         newest = sorted(self.jobs.values(), key=lambda j: j.created, reverse=True)
