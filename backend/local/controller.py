@@ -106,6 +106,7 @@ class ControlPlane:
             RayJobController(self.client, events.recorder("rayjob-controller")),
         ]
         self.server = ApiServer(self.registry, self, "", self._streams_changed)
+        self.cpu_rates = metrics.CpuRates()  # metrics.k8s.io's previous readings, this process's
         self.trainer_status: TrainerStatusServer | None = None  # the Trainer's, TrainJobStatus on
         self.ca_cert = ""
         self.lifecycle = Lifecycle(layout, self._busy, self._status, self.prewarm, self._stop, ops={
@@ -259,10 +260,12 @@ class ControlPlane:
         return kubelet.logs(pod, options)
 
     def metrics(self, kind: Kind, namespace: str | None) -> list[dict]:
+        rates = self.cpu_rates
         if kind.kind == "NodeMetrics":
-            return [metrics.node_metrics(name) for name in self.fleet.names if self.fleet.kubelet(name) is not None]
-        readings = (metrics.pod_metrics(p, self.fleet.pod_pid(p)) for p in self.store.list(self.kinds.named("Pod"),
-                                                                                           namespace))
+            return [metrics.node_metrics(name, rates) for name in self.fleet.names
+                    if self.fleet.kubelet(name) is not None]
+        pods = self.store.list(self.kinds.named("Pod"), namespace)
+        readings = (metrics.pod_metrics(p, self.fleet.pod_pid(p), rates) for p in pods)
         return [m for m in readings if m is not None]
 
 
