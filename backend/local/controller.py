@@ -30,7 +30,7 @@ from typing import Any, AsyncIterator
 
 from backend.local import bootstrap
 from backend.local import shape as shapes
-from backend.local.apiserver import credentials, schemas
+from backend.local.apiserver import credentials
 from backend.local.apiserver.listen import Listener
 from backend.local.apiserver.server import ApiServer
 from backend.local.apiserver.trainer_status import TrainerStatusServer
@@ -140,7 +140,7 @@ class ControlPlane:
         self.fleet.set_zygotes(self.zygotes)
         pki = credentials.load_or_create(self.layout.root / "pki")
         self.server.token = pki.token
-        schemas.start(lambda argv: self.children.run(argv, podspec.base_env(), podspec.PROJECT_ROOT))
+        self.server.schemas.start(lambda argv: self.children.run(argv, podspec.base_env(), podspec.PROJECT_ROOT))
         self.listener = Listener(self.server, pki)
         await self.listener.start(self.layout.root / "api-port", self.layout.home / "kubeconfig")
         self.client.tokens = TokenIssuer.load_or_create(self.layout.root / "pki" / "service-account.key")
