@@ -14,8 +14,8 @@ import yaml
 from tui.cli import main
 from tui.cli.k9s_cmds import k9s_plugins_file, shipped_plugins
 
-# k9s's own schema of plugins.yaml, as k9s validates the file (derailed/k9s
-# internal/config/json/schemas/plugins.json, checked by internal/config/json/validator.go).
+# k9s's own schema of plugins.yaml (derailed/k9s internal/config/json/schemas/plugins.json), which
+# k9s checks the file against before it loads a plugin from it (internal/config/plugin.go, Plugins.load).
 K9S_PLUGINS_SCHEMA = {
     "$schema": "http://json-schema.org/draft-07/schema#",
     "title": "K9s plugins schema",
