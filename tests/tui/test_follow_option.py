@@ -17,18 +17,27 @@ from tui.cli.kubectl_plugin import main as kubectl_main
 LESSON = "lesson-ddp"
 
 
-async def first_followed(home, follow: str | None) -> tuple[str | None, bool, list[str]]:
-    """The job the scripted cockpit follows first over two running jobs (lesson-ddp, and a newer
-    one it would follow by itself): its name, whether it counts as the user's choice, and what
-    the cockpit notified."""
+def job(name: str, created: float) -> JobSummary:
+    return JobSummary(name=name, phase=JobPhase.RUNNING, num_nodes=2, max_restarts=3, created=created)
+
+
+def two_jobs(home, follow: str | None):
+    """The scripted cockpit over two running jobs: lesson-ddp, and a newer one it would follow by
+    itself."""
     app, cluster, _ = scripted_app(home)
     app.launch.follow = follow
-    older = JobSummary(name=LESSON, phase=JobPhase.RUNNING, num_nodes=2, max_restarts=3, created=T0 - 600)
 
     async def list_jobs():
-        return [older, cluster.job]
+        return [job(LESSON, T0 - 600), cluster.job]
 
     cluster.list_jobs = list_jobs
+    return app, cluster
+
+
+async def first_followed(home, follow: str | None) -> tuple[str | None, bool, list[str]]:
+    """The job the scripted cockpit over two jobs follows first: its name, whether it counts as
+    the user's choice, and what the cockpit notified."""
+    app, _ = two_jobs(home, follow)
     async with app.run_test(size=(120, 40)):
         screen = app.screen
         await wait_until(screen, lambda: screen.following.followed is not None, "a job followed")
@@ -51,7 +60,18 @@ async def test_without_follow_the_newest_job_is_followed(home):
 async def test_a_job_the_cluster_does_not_have_is_a_notification_and_the_newest_is_followed(home):
     followed, _, said = await first_followed(home, "no-such-job")
     assert followed == JOB
-    assert any("no job named no-such-job" in message for message in said), said
+    assert any("no job named no-such-job here yet" in message for message in said), said
+
+
+async def test_a_job_applied_after_the_cockpit_opened_is_followed_once_it_appears(home):
+    """`kfcockpit --follow my-job` in one pane, `kubectl apply` of my-job in another."""
+    app, cluster = two_jobs(home, "late-job")
+    async with app.run_test(size=(120, 40)):
+        screen = app.screen
+        await wait_until(screen, lambda: screen.following.followed == JOB, "the newest followed meanwhile")
+        cluster.jobs.put_nowait(job("late-job", T0 + 60))
+        await wait_until(screen, lambda: screen.following.followed == "late-job", "the named job followed")
+        assert screen.following.followed_by_user
 
 
 def test_follow_namespace_and_context_reach_the_launch_and_the_settings(tmp_path):

@@ -66,7 +66,7 @@ class CockpitScreen(Screen):
         # Published after every change the screen makes from backend data ("pods", "logs",
         # "steps", "connection", "storage"): tests wait on it instead of sleeping.
         self.changed: Signal[str] = Signal(self, "changed")
-        self.following = Following(self, asked=follow)
+        self.following = Following(self, wanted=follow)
         self.lesson = LessonDriver(self)
         self.storage = Storage(self)
         self.pod_actions = PodActions(self)
