@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import socket
 import sys
 from pathlib import Path
@@ -38,14 +39,19 @@ Example: kfcockpit serve --host 0.0.0.0   (prints the presenter's address and th
 DEFAULT_MAX_SESSIONS = 2
 
 
-def cockpit_options(parser: argparse.ArgumentParser, suppress: bool = False) -> None:
-    """Options of the cockpit UI, on the root command and on `serve`."""
+def cockpit_options(parser: argparse.ArgumentParser, suppress: bool = False, follow: bool = True) -> None:
+    """Options of the cockpit UI, on the root command and on `serve` (and, but for --follow, whose
+    job is its argument, on `kubectl cockpit`)."""
     d = (lambda v: argparse.SUPPRESS) if suppress else (lambda v: v)
     g = parser.add_argument_group("cockpit")
     g.add_argument("--no-mouse", action="store_true", default=d(False),
                    help="ignore the mouse (keys only; terminals that pass mouse events badly)")
     g.add_argument("--theme", choices=("dark", "light"), default=d(None),
                    help="colour theme (default: the last one chosen with 't', else dark)")
+    if follow:
+        g.add_argument("--follow", metavar="JOB", default=d(None),
+                       help="follow this TrainJob or RayJob (of --namespace, on --context) from the start "
+                            "(default: the newest unfinished job; j chooses another)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -77,11 +83,22 @@ def launch_from_args(args: argparse.Namespace) -> Launch:
     override = getattr(args, "theme", None)
     return Launch(home=home, platform="kube" if args.context else args.backend,
                   theme=override or first_theme(saved), make_settings=lambda: settings_from(args),
-                  theme_override=override,
+                  theme_override=override, follow=getattr(args, "follow", None),
                   mouse=not getattr(args, "no_mouse", False) and saved.get("mouse") is not False)
 
 
+def follow_problem(job: str | None) -> str | None:
+    """What makes --follow's JOB a name no cluster can hold (one line), or None. Checked before
+    the UI starts; whether the job exists is known only once connected, and the cockpit says so."""
+    if job is None or (len(job) <= 253 and re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", job)):
+        return None
+    return (f"--follow {job!r}: not a job name (lower-case letters, digits, '-' and '.', starting and "
+            "ending with a letter or digit)")
+
+
 def open_cockpit(args: argparse.Namespace) -> int:
+    if problem := follow_problem(getattr(args, "follow", None)):
+        return fail(problem, EXIT_USAGE, exit_now=False)
     from tui.app import run_cockpit
 
     return run_cockpit(launch_from_args(args))
@@ -92,7 +109,7 @@ def forwarded_options(args: argparse.Namespace) -> list[str]:
     argv = ["--backend", args.backend]
     for flag, value in (("--namespace", args.namespace), ("--context", args.context),
                         ("--kubeconfig", args.kubeconfig), ("--home", args.home),
-                        ("--theme", getattr(args, "theme", None))):
+                        ("--theme", getattr(args, "theme", None)), ("--follow", getattr(args, "follow", None))):
         if value:
             argv += [flag, str(value)]
     if getattr(args, "no_mouse", False):
@@ -138,6 +155,8 @@ def serve_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with serve's options (one line), or None."""
     from tui.serve.access import token_problem
 
+    if problem := follow_problem(getattr(args, "follow", None)):
+        return problem
     if not 0 < args.port < 65536:
         return f"--port {args.port} is not a port number (1-65535)"
     if args.token is not None and (problem := token_problem(args.token)):

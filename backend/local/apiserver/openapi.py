@@ -13,11 +13,14 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from backend.local.apiserver import patch, validation
+from backend.local.apiserver import patch
 from backend.local.registry import crds
 from backend.local.registry.kinds import Kind, Kinds
+
+if TYPE_CHECKING:
+    from backend.local.apiserver.schemas import CoreSchemas
 
 _QUERY = [{"name": n, "in": "query", "schema": {"type": "string"}, "uniqueItems": True}
           for n in ("dryRun", "fieldManager", "fieldValidation", "pretty")]
@@ -77,7 +80,7 @@ def _openapi_schema(node: Any, rename: dict[str, str]) -> Any:
 _OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
 
-def _crd_components(kind: Kind, crd_schema: dict[str, Any], schemas: dict[str, Any]) -> None:
+def _crd_components(kind: Kind, crd_schema: dict[str, Any], schemas: dict[str, Any], core: "CoreSchemas") -> None:
     """The CRD's schema as the kind's component, its metadata ObjectMeta's (with ObjectMeta's own
     definitions, taken from the core models' schema)."""
     top = copy.deepcopy(crd_schema)
@@ -88,20 +91,20 @@ def _crd_components(kind: Kind, crd_schema: dict[str, Any], schemas: dict[str, A
                                      "api-conventions.md#metadata"}
     top["x-kubernetes-group-version-kind"] = _gvk(kind)
     schemas[_schema_name(kind)] = top
-    core = validation.schema("Namespace") or {}
-    for def_name, definition in core.get("$defs", {}).items():
+    namespace = core.schema("Namespace") or {}
+    for def_name, definition in namespace.get("$defs", {}).items():
         if def_name.startswith("IoK8sApimachinery"):
             schemas.setdefault(_definition_name(def_name), _openapi_schema(definition, {}))
 
 
-def _components(kinds: list[Kind]) -> dict[str, Any]:
+def _components(kinds: list[Kind], core: "CoreSchemas") -> dict[str, Any]:
     schemas: dict[str, Any] = {}
     for kind in kinds:
         crd_schema = crds.schema(kind.kind)
         if crd_schema is not None:
-            _crd_components(kind, crd_schema, schemas)
+            _crd_components(kind, crd_schema, schemas, core)
             continue
-        doc = validation.schema(kind.kind)
+        doc = core.schema(kind.kind)
         name = _schema_name(kind)
         if doc is None:
             schemas[name] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
@@ -149,12 +152,12 @@ def _paths(kinds: list[Kind]) -> dict[str, Any]:
 
 
 @functools.cache
-def _group_version(kinds: Kinds, group: str, version: str) -> dict[str, Any] | None:
+def _group_version(kinds: Kinds, core: "CoreSchemas", group: str, version: str) -> dict[str, Any] | None:
     served = kinds.in_version(group, version)
     if not served:
         return None
     return {"openapi": "3.0.0", "info": {"title": "Kubernetes (kfcockpit embedded cluster)", "version": "v1.36.0"},
-            "paths": _paths(served), "components": {"schemas": _components(served)}}
+            "paths": _paths(served), "components": {"schemas": _components(served, core)}}
 
 
 def _index(kinds: Kinds) -> dict[str, Any]:
@@ -167,7 +170,7 @@ def _index(kinds: Kinds) -> dict[str, Any]:
     return {"paths": paths}
 
 
-def document(kinds: Kinds, parts: list[str]) -> dict[str, Any] | None:
+def document(kinds: Kinds, parts: list[str], core: "CoreSchemas") -> dict[str, Any] | None:
     """The document at /openapi/<parts>, or None."""
     if parts == ["v2"]:
         return {"swagger": "2.0", "info": {"title": "Kubernetes (kfcockpit embedded cluster)", "version": "v1.36.0"},
@@ -176,8 +179,8 @@ def document(kinds: Kinds, parts: list[str]) -> dict[str, Any] | None:
         return _index(kinds)
     if len(parts) >= 3 and parts[0] == "v3":
         if parts[1] == "api" and len(parts) == 3:
-            return _group_version(kinds, "", parts[2])
+            return _group_version(kinds, core, "", parts[2])
         if parts[1] == "apis" and len(parts) == 4:
-            return _group_version(kinds, parts[2], parts[3])
+            return _group_version(kinds, core, parts[2], parts[3])
     return None
 

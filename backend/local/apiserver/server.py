@@ -22,8 +22,9 @@ from typing import Any, Callable
 
 from aiohttp import web
 
-from backend.local.apiserver import discovery, eviction, freshness, openapi, options, schemas
+from backend.local.apiserver import discovery, eviction, freshness, openapi, options
 from backend.local.apiserver.paging import Pager
+from backend.local.apiserver.schemas import CoreSchemas
 from backend.local.registry.generic import Registry
 from backend.local.registry.status import (
     ApiError,
@@ -52,6 +53,7 @@ class ApiServer(Verbs, Streams):
         self.streams_changed = streams_changed
         self.open_streams = 0  # watches and log follows being served
         self.pager = Pager(self.store)
+        self.schemas = CoreSchemas()  # the core kinds', warmed by whoever runs the server (start)
         self.fresh_timeout = freshness.BLOCK_SECONDS  # how long a read waits for a future resourceVersion
         self.app = web.Application(client_max_size=MAX_BODY, middlewares=[self._errors, self._authenticate])
         self.app.router.add_route("*", "/{tail:.*}", self._route)
@@ -111,8 +113,8 @@ class ApiServer(Verbs, Streams):
             return web.Response(text="ok")
         if parts and parts[0] == "openapi":
             if len(parts) > 2:
-                await schemas.ready()
-            doc = openapi.document(self.kinds, parts[1:])
+                await self.schemas.ready()
+            doc = openapi.document(self.kinds, parts[1:], self.schemas)
             if doc is None:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             return json_response(doc)

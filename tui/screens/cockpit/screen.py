@@ -56,7 +56,8 @@ if TYPE_CHECKING:
 class CockpitScreen(Screen):
     BINDINGS = actions.bindings()
 
-    def __init__(self, session: "Session", errors_log: "Path", clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, session: "Session", errors_log: "Path", clock: Callable[[], float] = time.time,
+                 follow: str | None = None) -> None:
         super().__init__(id="cockpit")
         self.session = session
         self.errors_log = errors_log  # where a bug's traceback goes (the state root)
@@ -65,7 +66,7 @@ class CockpitScreen(Screen):
         # Published after every change the screen makes from backend data ("pods", "logs",
         # "steps", "connection", "storage"): tests wait on it instead of sleeping.
         self.changed: Signal[str] = Signal(self, "changed")
-        self.following = Following(self)
+        self.following = Following(self, wanted=follow)
         self.lesson = LessonDriver(self)
         self.storage = Storage(self)
         self.pod_actions = PodActions(self)
