@@ -17,7 +17,7 @@ from backend.local.node.limits import PodCgroups
 from backend.local.node.network import Network
 from backend.local.registry.events import Events
 from backend.processes import Children
-from tests.controlplane import eventually, gone, plane, until
+from tests.controlplane import eventually, gone, plane, running, until
 
 PY = sys.executable
 
@@ -324,3 +324,57 @@ async def test_pods_left_by_a_previous_kubelet_end_as_their_restart_policy_says(
         again = await until(client, "Pod", "default", "again",
                             lambda p: _state(p)["restartCount"] == 1 and "running" in _state(p)["state"])
         assert _state(again)["lastState"]["terminated"]["exitCode"] == 137
+
+
+async def test_a_pod_the_kubelet_fails_to_start_is_a_failure_the_jobs_backoff_limit_counts(tmp_path, monkeypatch):
+    """The kubelet failing a pod's start (ENOSPC writing its files) fails that pod, and the Job's
+    backoffLimit counts it (pkg/controller/job: a Failed pod is a failure whatever failed it): one
+    pod for backoffLimit 0, never a storm of replacements. A status the disk refuses is reported
+    again until it is taken (the kubelet's status manager retries), and nothing is left raising in
+    a task nobody awaits ("Task exception was never retrieved")."""
+    import asyncio
+    import errno
+    import gc
+    import json
+
+    from backend.local.controllers.job import JobController
+    from backend.local.controllers.scheduler import Scheduler
+    from backend.local.registry import store as store_module
+    from training.atomic import write_atomic
+
+    refused: list[str] = []
+
+    def full_once(path, data, durable=True):  # the disk is full when the failed pod's status is written
+        obj = json.loads(data)
+        if obj["kind"] == "Pod" and (obj.get("status") or {}).get("phase") == "Failed" and not refused:
+            refused.append(obj["metadata"]["name"])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        write_atomic(path, data, durable=durable)
+
+    def no_space(*_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    unretrieved: list[dict] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, context: unretrieved.append(context))
+    client = plane(tmp_path / "state")
+    monkeypatch.setattr(store_module, "write_atomic", full_once)
+    events = Events(client, host="test")
+    created: list[str] = []
+    client.store.listeners.append(lambda kind, event: created.append(event.object["metadata"]["name"])
+                                  if kind.kind == "Pod" and event.type == "ADDED" else None)
+    async with kubelet(tmp_path, client) as node:
+        monkeypatch.setattr(node, "prepare", no_space)
+        async with running(JobController(client, events.recorder("job-controller")),
+                           Scheduler(client, events.recorder("default-scheduler"))):
+            client.create("Job", {"metadata": {"name": "once", "namespace": "default"}, "spec": {
+                "backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never", "containers": [
+                    {"name": "main", "image": "x", "command": [PY, "-c", "pass"]}]}}}})
+            failed = await until(client, "Job", "default", "once", lambda job: any(
+                c["type"] == "Failed" and c["status"] == "True" for c in (job or {}).get("status", {}).get(
+                    "conditions") or []))
+    assert [c["reason"] for c in failed["status"]["conditions"] if c["type"] == "Failed"] == ["BackoffLimitExceeded"]
+    assert len(created) == 1 and refused == created
+    assert failed["status"].get("failed") == 1
+    gc.collect()
+    await asyncio.sleep(0)
+    assert unretrieved == []

@@ -32,6 +32,7 @@ from backend.errors import InvalidResource
 from backend.local.node import podspec
 from backend.local.node.container import START_ERROR_STATUS, Container
 from backend.local.node.logs import PodLog
+from backend.local.registry.status import ApiError
 from backend.models import FREEZE_ANNOTATION
 from backend.processes import describe_exit
 
@@ -39,7 +40,9 @@ log = logging.getLogger("kfcockpit.kubelet")
 
 Obj = dict[str, Any]
 _BACKOFF_START, _BACKOFF_MAX = 10.0, 300.0
+_REPORT_RETRY_START, _REPORT_RETRY_MAX = 1.0, 30.0
 _DEADLINE = ("DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
+_Ending = tuple[str, Obj, "tuple[str, str] | None"]  # the pod's last phase, container state, reason
 
 
 def frozen_by(pod: Obj) -> bool:
@@ -165,14 +168,20 @@ class PodWorker:
         deadline = self.pod["spec"].get("activeDeadlineSeconds")
         timer = asyncio.get_running_loop().call_later(float(deadline), self._deadline) if deadline else None
         try:
-            await self._run()
-        except Exception:  # noqa: BLE001 - a bug must not leave the pod's processes running
-            log.exception("pod %s/%s: kubelet error", self.namespace, self.name)
-            if self.run is not None:
-                self.run.kill()
-            self._report("Failed", {"terminated": {"exitCode": 128, "reason": "Error",
-                                                   "message": "the embedded kubelet failed running it (see "
-                                                              "controller.log)"}})
+            try:
+                ending = await self._run()
+            except Exception as exc:  # noqa: BLE001 - a failure must not leave the pod's processes running
+                if isinstance(exc, (ApiError, OSError)):  # the disk or the API refused a write: said there
+                    log.error("pod %s/%s: failed starting or running it: %s", self.namespace, self.name, exc)
+                else:
+                    log.exception("pod %s/%s: kubelet error", self.namespace, self.name)
+                if self.run is not None:
+                    self.run.kill()
+                # a pod failure, counted by its owner's policy (backoffLimit, maxRestarts)
+                ending = "Failed", {"terminated": {"exitCode": 128, "reason": "Error", "message": "the embedded "
+                                                   "kubelet failed running it (see controller.log)"}}, None
+            # reported until the API takes it, as the kubelet's status manager retries its updates
+            await self._report_until_taken(*ending)
         finally:
             if timer is not None:
                 timer.cancel()
@@ -180,13 +189,12 @@ class PodWorker:
                 self._kill_timer.cancel()
             self.node.finished(self)
 
-    async def _run(self) -> None:
+    async def _run(self) -> _Ending:
         backoff, last = None, self._lost
         if last is not None:
             policy = self.pod["spec"].get("restartPolicy", "Always")
             if policy == "Never":
-                self._end(last)
-                return
+                return self._end(last)
             self.restarts += 1
             backoff = _BACKOFF_START
         while not self.deleting:
@@ -238,11 +246,13 @@ class PodWorker:
                     break
             backoff = _BACKOFF_START if backoff is None else min(backoff * 2, _BACKOFF_MAX)
             self.restarts += 1
-        self._end(last)
+        return self._end(last)
 
     def _terminated(self, run: Container, status: int) -> Obj:
         code, _why = (127, "StartError") if status == START_ERROR_STATUS and run.start_error else describe_exit(status)
         oom = code != 0 and self.node.oom_killed(self.pod)  # the kernel ended it at its memory limit
+        if oom:  # the kernel kills the container's whole cgroup (memory.oom.group, the kubelet's
+            code = 128 + signal.SIGKILL  # default): SIGKILL, 137, whatever its main process did
         state: Obj = {"exitCode": code, "reason": "Completed" if code == 0 else
                       "StartError" if run.start_error else "OOMKilled" if oom else "Error",
                       "startedAt": _time(run.started), "finishedAt": _time(time.time()),
@@ -256,14 +266,13 @@ class PodWorker:
             state["message"] = message
         return state
 
-    def _end(self, last: Obj | None) -> None:
+    def _end(self, last: Obj | None) -> _Ending:
         if last is None:  # deleted before its container ever ran
             last = {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
                                    "message": "The container could not be located when the pod was terminated"}}
         if self._deadline_hit:
-            self._report("Failed", last, reason=_DEADLINE)
-            return
-        self._report("Succeeded" if last["terminated"]["exitCode"] == 0 else "Failed", last)
+            return "Failed", last, _DEADLINE
+        return "Succeeded" if last["terminated"]["exitCode"] == 0 else "Failed", last, None
 
     def _deadline(self) -> None:
         """spec.activeDeadlineSeconds has passed: the kubelet kills the pod, Failed."""
@@ -273,6 +282,23 @@ class PodWorker:
             self.run.kill()
 
     # ------------------------------------------------------------------ status
+
+    async def _report_until_taken(self, phase: str, last: Obj, reason: tuple[str, str] | None) -> None:
+        wait = _REPORT_RETRY_START
+        while True:
+            try:
+                self._report(phase, last, reason=reason)
+                return
+            except (ApiError, OSError) as exc:
+                log.info("pod %s/%s: status not taken (%s); retrying in %gs", self.namespace, self.name, exc, wait)
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), wait)
+            except asyncio.TimeoutError:
+                pass
+            if self.deleting:  # gone from the API, or being deleted: its status no longer matters
+                return
+            wait = min(wait * 2, _REPORT_RETRY_MAX)
 
     def _report(self, phase: str, state: Obj, last: Obj | None = None, reason: tuple[str, str] | None = None,
                 labels: dict[str, str] | None = None) -> None:
