@@ -10,11 +10,8 @@ from __future__ import annotations
 import errno
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
-
-from backend.local.apiserver.server import ApiServer
 from backend.local.registry import store as store_module
-from tests.apiserver.conftest import TOKEN, Api, NoNodes
+from tests.apiserver.conftest import served
 from tests.controlplane import plane
 from training.atomic import write_atomic
 
@@ -24,13 +21,8 @@ CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 @pytest.fixture
 async def stored_api(tmp_path):
     """The API server over a registry kept on disk under tmp_path."""
-    server = ApiServer(plane(tmp_path).registry, NoNodes(), TOKEN)
-    client = TestClient(TestServer(server.app))
-    await client.start_server()
-    try:
-        yield Api(client, server)
-    finally:
-        await client.close()
+    async with served(plane(tmp_path)) as api:
+        yield api
 
 
 def _cm(name: str) -> dict:
