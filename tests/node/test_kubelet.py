@@ -378,3 +378,18 @@ async def test_a_pod_the_kubelet_fails_to_start_is_a_failure_the_jobs_backoff_li
     gc.collect()
     await asyncio.sleep(0)
     assert unretrieved == []
+
+
+async def test_a_pod_named_as_long_as_a_name_may_be_runs(tmp_path):
+    """A pod's name is a DNS subdomain (ValidatePodName: NameIsDNSSubdomain, up to 253
+    characters), and upstream runs such a pod: its log directory's name stays within a file
+    name's 255 bytes, and its Events (`<name>.<hex time>`, longer than 253) are taken as core/v1
+    ValidateEventCreate takes them, without ValidateObjectMeta's name rule."""
+    client = plane(tmp_path / "state")
+    async with kubelet(tmp_path, client) as node:
+        name = "p" * 240
+        _pod(client, name, [PY, "-c", "print('hello')"])
+        done = await until(client, "Pod", "default", name, _phase("Succeeded", "Failed"))
+        assert (done["status"]["phase"], _state(done)["state"]["terminated"]["exitCode"]) == ("Succeeded", 0)
+        assert await _log(node, name) == "hello\n"
+        assert any(e["involvedObject"]["name"] == name for e in client.list("Event", "default"))

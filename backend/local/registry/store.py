@@ -61,10 +61,10 @@ def now_rfc3339() -> str:
 Key = tuple[str, str, str]  # (kind.key, namespace or "", name)
 
 
-def file_name(name: str) -> str:
-    """An object's name as a file name: itself, or when too long, its start and a hash of it
-    (load() reads the name from the file, never from its file name)."""
-    if len(name.encode()) <= _FILE_NAME_MAX:
+def file_name(name: str, longest: int = _FILE_NAME_MAX) -> str:
+    """An object's name as a file name: itself, or when longer than `longest` bytes, its start and
+    a hash of it (load() reads the name from the file, never from its file name)."""
+    if len(name.encode()) <= longest:
         return name
     return f"{name[:100]}~{hashlib.sha256(name.encode()).hexdigest()[:32]}"
 
