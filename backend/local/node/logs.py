@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import AsyncIterator, Callable
 
 from backend.local.registry.status import bad_request
-from backend.local.registry.store import file_name
+from backend.local.registry.filenames import file_name
 
 _READ_SIZE = 1 << 16
 READ_INTERVAL = 0.02

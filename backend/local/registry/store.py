@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import hashlib
 import json
 import logging
 import time
@@ -35,6 +34,7 @@ from pathlib import Path
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+from backend.local.registry.filenames import file_name
 from backend.local.registry.kinds import Kind, Kinds
 from backend.local.registry.revision import Revision
 from backend.local.registry.status import ApiError, already_exists, conflict, gone, not_found
@@ -46,9 +46,6 @@ log = logging.getLogger("kfcockpit.apiserver")
 HISTORY = 20_000  # events kept for watches that resume
 _QUEUE_LIMIT = 100_000  # a watcher this far behind is closed; it resumes or re-lists
 REVISION_FILE = "revision"  # beside the stored objects' group directories
-# Longer names are stored under a prefix and a hash: NAME_MAX is 255 bytes, and write_atomic's
-# temporary file adds a dot, ".json" and ".tmp-PID" to the name.
-_FILE_NAME_MAX = 200
 # What etcd answers when its quota is reached (mvcc.ErrNoSpace), as kube-apiserver relays it, and
 # what that means here.
 DISK_FULL = "etcdserver: mvcc: database space exceeded (the embedded cluster's state disk is full)"
@@ -59,14 +56,6 @@ def now_rfc3339() -> str:
 
 
 Key = tuple[str, str, str]  # (kind.key, namespace or "", name)
-
-
-def file_name(name: str, longest: int = _FILE_NAME_MAX) -> str:
-    """An object's name as a file name: itself, or when longer than `longest` bytes, its start and
-    a hash of it (load() reads the name from the file, never from its file name)."""
-    if len(name.encode()) <= longest:
-        return name
-    return f"{name[:100]}~{hashlib.sha256(name.encode()).hexdigest()[:32]}"
 
 
 @dataclass(frozen=True)
