@@ -20,6 +20,7 @@ from backend.local.apiserver.wire import (
     delete_options,
     json_response,
     matcher,
+    DUPLICATES,
     read_body,
     resource_name,
     wants_table,
@@ -106,7 +107,7 @@ class Verbs:
         asked = options.write_options(request, "CreateOptions")
         obj = self._check_object(target, await read_body(request))
         await schemas.ready()
-        warnings = validation.check(target.kind, obj, asked.field_validation)
+        warnings = validation.check(target.kind, obj, asked.field_validation, request[DUPLICATES])
         validation.drop_unknown(target.kind, obj, warnings, asked.field_validation)
         stored, more = self.objects.create(target.kind, obj, dry_run=asked.dry_run, manager=asked.manager)
         return self._respond(request, target.kind, stored, 201, warnings + more)
@@ -115,7 +116,7 @@ class Verbs:
         asked = options.write_options(request, "UpdateOptions")
         obj = self._check_object(target, await read_body(request))
         await schemas.ready()
-        warnings = validation.check(target.kind, obj, asked.field_validation)
+        warnings = validation.check(target.kind, obj, asked.field_validation, request[DUPLICATES])
         validation.drop_unknown(target.kind, obj, warnings, asked.field_validation)
         stored, more = self.objects.update(target.kind, obj, obj["metadata"].get("resourceVersion"),
                                            target.subresource, dry_run=asked.dry_run, manager=asked.manager)
@@ -163,7 +164,7 @@ class Verbs:
         meta = config.get("metadata") or {}
         if kind.namespaced and meta.get("namespace") not in (None, "", target.namespace):
             raise bad_request(_NAMESPACE_MISMATCH)
-        warnings = validation.check(kind, config, asked.field_validation)
+        warnings = validation.check(kind, config, asked.field_validation, request[DUPLICATES])
         validation.drop_unknown(kind, config, warnings, asked.field_validation)
         obj, more, created = self.objects.apply(kind, target.namespace, target.name or "", config, asked.manager,
                                                 asked.force, target.subresource, asked.dry_run)
