@@ -101,6 +101,8 @@ class ApiServer(Verbs, Streams):
             return json_response(discovery.VERSION)
         if parts in (["healthz"], ["livez"], ["readyz"]):
             return web.Response(text="ok")
+        if parts == ["openapi", "v2"] and (openapi.V2_PROTOBUF_ASKED in accept or openapi.V2_PROTOBUF in accept):
+            return web.Response(body=openapi.document_v2_protobuf(), headers={"Content-Type": openapi.V2_PROTOBUF})
         if parts and parts[0] == "openapi":
             if len(parts) > 2:
                 await schemas.ready()
