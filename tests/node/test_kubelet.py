@@ -393,3 +393,21 @@ async def test_a_pod_named_as_long_as_a_name_may_be_runs(tmp_path):
         assert (done["status"]["phase"], _state(done)["state"]["terminated"]["exitCode"]) == ("Succeeded", 0)
         assert await _log(node, name) == "hello\n"
         assert any(e["involvedObject"]["name"] == name for e in client.list("Event", "default"))
+
+
+@pytest.mark.parametrize("status", [15, 1 << 8])  # ended by SIGTERM (a launcher passing it on), or exit 1
+def test_an_oom_killed_container_is_reported_with_exit_code_137(status):
+    """The kernel ends a container at its memory limit by killing its whole cgroup (the kubelet
+    sets memory.oom.group, singleProcessOOMKill false): the container's status is OOMKilled with
+    exit code 137 and signal 9, whatever its main process's wait status says (a launcher that
+    died of the SIGTERM it sends its workers would otherwise show 143)."""
+    from types import SimpleNamespace
+
+    from backend.local.node.pod_worker import PodWorker
+
+    node = SimpleNamespace(oom_killed=lambda pod: True, limit_reached=lambda pod: "")
+    pod = {"metadata": {"uid": "u", "namespace": "default", "name": "p"},
+           "spec": {"containers": [{"name": "main"}]}}
+    run = SimpleNamespace(start_error="", started=0.0, pid=1, note="", log=SimpleNamespace(last_lines=[]))
+    state = PodWorker(node, pod)._terminated(run, status)
+    assert (state["exitCode"], state["reason"], state["signal"]) == (137, "OOMKilled", 9)
