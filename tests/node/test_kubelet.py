@@ -411,3 +411,45 @@ def test_an_oom_killed_container_is_reported_with_exit_code_137(status):
     run = SimpleNamespace(start_error="", started=0.0, pid=1, note="", log=SimpleNamespace(last_lines=[]))
     state = PodWorker(node, pod)._terminated(run, status)
     assert (state["exitCode"], state["reason"], state["signal"]) == (137, "OOMKilled", 9)
+
+
+async def test_a_trainjob_whose_pods_the_kubelet_cannot_start_fails_within_its_restarts(tmp_path, monkeypatch):
+    """The same for a TrainJob on a nearly full disk (issue #44: 135 pods in 25 s): each pod the
+    kubelet fails to start fails its Job (backoffLimit 0), the JobSet restarts the group at most
+    failurePolicy.maxRestarts times (jobset v0.12 failure_policy.go), then fails, and the TrainJob
+    with it: the lesson's 2 nodes and maxRestarts 3 make at most 4 attempts, 8 pods, however many
+    of the controllers' and the kubelet's writes the disk refuses on the way."""
+    import errno
+    import itertools
+
+    from backend.local.registry import store as store_module
+    from tests.controllers.test_training import _cluster, _trainjob
+    from training.atomic import write_atomic
+
+    def no_space(*_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    writes = itertools.count()
+
+    def nearly_full(path, data, durable=True):  # every third write finds the disk full
+        if next(writes) % 3 == 2:
+            no_space()
+        write_atomic(path, data, durable=durable)
+
+    client, controllers = _cluster(nodes=0)
+    client.store.directory = tmp_path / "state"  # kept on a disk that refuses some writes
+    monkeypatch.setattr(store_module, "write_atomic", nearly_full)
+    created: list[str] = []
+    client.store.listeners.append(lambda kind, event: created.append(event.object["metadata"]["name"])
+                                  if kind.kind == "Pod" and event.type == "ADDED" else None)
+    async with kubelet(tmp_path, client) as node:
+        monkeypatch.setattr(node, "prepare", no_space)
+        async with running(*controllers):
+            _trainjob(client)
+            failed = await until(client, "TrainJob", "default", "lesson-ddp", lambda job: any(
+                c["type"] == "Failed" and c["status"] == "True"
+                for c in ((job or {}).get("status") or {}).get("conditions") or []), timeout=60)
+    assert failed is not None
+    jobset = client.get("JobSet", "default", "lesson-ddp")
+    assert jobset["status"].get("restarts") == 3
+    assert len(created) <= 8
