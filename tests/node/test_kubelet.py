@@ -453,3 +453,37 @@ async def test_a_trainjob_whose_pods_the_kubelet_cannot_start_fails_within_its_r
     jobset = client.get("JobSet", "default", "lesson-ddp")
     assert jobset["status"].get("restarts") == 3
     assert len(created) <= 8
+
+
+async def test_a_running_status_the_disk_refuses_is_sent_again_and_the_pod_runs_on(tmp_path, monkeypatch):
+    """The kubelet's status manager keeps the latest status and resends it: a pod whose Running
+    status the API refuses (a full disk) is not killed for it, shows Running once the status is
+    taken, and ends as its process does."""
+    import errno
+    import json
+
+    from backend.local.registry import store as store_module
+    from training.atomic import write_atomic
+
+    refused: list[str] = []
+
+    def full_once(path, data, durable=True):
+        obj = json.loads(data)
+        if obj["kind"] == "Pod" and (obj.get("status") or {}).get("phase") == "Running" and not refused:
+            refused.append(obj["metadata"]["name"])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        write_atomic(path, data, durable=durable)
+
+    client = plane(tmp_path / "state")
+    monkeypatch.setattr(store_module, "write_atomic", full_once)
+    phases: list[str] = []
+    client.store.listeners.append(lambda kind, event: phases.append(event.object["status"].get("phase"))
+                                  if kind.kind == "Pod" else None)
+    async with kubelet(tmp_path, client) as node:
+        _pod(client, "steady", [PY, "-c", "import time; time.sleep(600)"])
+        running_pod = await until(client, "Pod", "default", "steady", _phase("Running"))
+        assert refused == ["steady"] and _state(running_pod)["state"].get("running")
+        node.workers[running_pod["metadata"]["uid"]].run.kill()  # now let it end
+        ended = await until(client, "Pod", "default", "steady", _phase("Succeeded", "Failed"))
+    assert _state(ended)["state"]["terminated"]["exitCode"] == 137  # its own end, not the kubelet's 128
+    assert phases.count("Running") >= 1

@@ -15,6 +15,10 @@ status.
 - activeDeadlineSeconds: the pod is killed and Failed (DeadlineExceeded) once it has run so long.
 - Deletion (a deletionTimestamp): SIGTERM now, SIGKILL when its grace period has passed; once the
   container has ended, the kubelet's last word, a delete with grace 0, lets the pod go.
+- Failures: a pod the kubelet fails to prepare, start or run (ENOSPC writing its files, a bug)
+  ends Failed (exit 128), a failure its owner's policy counts (backoffLimit, maxRestarts). A
+  status the API refuses (a full disk) is sent again until taken, the latest one only, as the
+  status manager resends; the process runs on meanwhile.
 - Freezing (this project's, no upstream kubelet has it): while the pod carries FREEZE_ANNOTATION
   "true", every process of its running container is stopped (SIGSTOP), as a frozen node or a
   stuck kernel leaves a rank: Running, silent, its peers blocked on it; `kfcockpit pod freeze`.
@@ -94,6 +98,8 @@ class PodWorker:
         self._deadline_hit = False
         self.frozen = False  # its running container's processes are stopped (FREEZE_ANNOTATION)
         self._lost: Obj | None = None  # the run its node's previous kubelet left, if any
+        self._unsent: tuple[Obj, dict[str, str] | None] | None = None  # a status the API refused
+        self._resend: asyncio.TimerHandle | None = None
 
     def recover(self) -> None:
         """The pod ran under the node's previous kubelet, and its processes died with it: that run
@@ -185,9 +191,13 @@ class PodWorker:
         finally:
             if timer is not None:
                 timer.cancel()
-            if self._kill_timer is not None:
-                self._kill_timer.cancel()
-            self.node.finished(self)
+            for timer_handle in (self._kill_timer, self._resend):
+                if timer_handle is not None:
+                    timer_handle.cancel()
+            try:
+                self.node.finished(self)
+            except ApiError as exc:  # its last word refused (a full disk): the pod stays Terminating
+                log.error("pod %s/%s: not removed: %s", self.namespace, self.name, exc.message)
 
     async def _run(self) -> _Ending:
         backoff, last = None, self._lost
@@ -284,10 +294,14 @@ class PodWorker:
     # ------------------------------------------------------------------ status
 
     async def _report_until_taken(self, phase: str, last: Obj, reason: tuple[str, str] | None) -> None:
+        """The pod's last status, sent until the API takes it (or the pod goes)."""
+        self._unsent = None
+        if self._resend is not None:
+            self._resend.cancel()
         wait = _REPORT_RETRY_START
         while True:
             try:
-                self._report(phase, last, reason=reason)
+                self.node.report(self.pod, self._status(phase, last, reason=reason))
                 return
             except (ApiError, OSError) as exc:
                 log.info("pod %s/%s: status not taken (%s); retrying in %gs", self.namespace, self.name, exc, wait)
@@ -302,6 +316,28 @@ class PodWorker:
 
     def _report(self, phase: str, state: Obj, last: Obj | None = None, reason: tuple[str, str] | None = None,
                 labels: dict[str, str] | None = None) -> None:
+        """A status along the pod's life. One the API refuses (a full disk) leaves the pod as it
+        is running, logged, and is sent again after a while unless a newer one was taken, as the
+        kubelet's status manager resends the latest status."""
+        self._unsent = (self._status(phase, state, last, reason), labels)
+        self._send_unsent()
+
+    def _send_unsent(self) -> None:
+        if self._resend is not None:
+            self._resend.cancel()
+            self._resend = None
+        if self._unsent is None:
+            return
+        try:
+            self.node.report(self.pod, *self._unsent)
+        except ApiError as exc:
+            log.warning("pod %s/%s: status not taken (%s); sending it again in %gs", self.namespace, self.name,
+                        exc.message, _REPORT_RETRY_START)
+            self._resend = asyncio.get_running_loop().call_later(_REPORT_RETRY_START, self._send_unsent)
+            return
+        self._unsent = None
+
+    def _status(self, phase: str, state: Obj, last: Obj | None = None, reason: tuple[str, str] | None = None) -> Obj:
         running = "running" in state
         container = {"name": self.container_spec.get("name", ""), "image": self.container_spec.get("image", ""),
                      "imageID": "", "restartCount": self.restarts, "ready": running, "started": running,
@@ -315,4 +351,4 @@ class PodWorker:
                                       ("Ready", str(running)), ("PodReadyToStartContainers", "True")]}
         if reason is not None:
             status["reason"], status["message"] = reason
-        self.node.report(self.pod, status, labels)
+        return status
