@@ -29,9 +29,9 @@ import logging
 import time
 import uuid
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from backend.local.registry.filenames import file_name
