@@ -12,13 +12,18 @@ from pathlib import Path
 
 def write_atomic(path: Path, data: bytes | str, durable: bool = True) -> None:
     """Write a temp file beside `path`, fsync it (unless `durable` is False: state that is
-    rebuilt anyway after a crash), rename it over `path`."""
+    rebuilt anyway after a crash), rename it over `path`. A write that fails (a full disk) leaves
+    no temporary file behind to keep the disk full."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data.encode() if isinstance(data, str) else data)
-        if durable:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

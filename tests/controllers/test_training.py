@@ -280,3 +280,30 @@ async def test_the_same_names_in_two_namespaces_are_two_jobs():
         await _bound_pods(client, 2, attempt=1, namespace="team-b")
         assert [p["metadata"]["name"] for p in _pods(client)] == [p["metadata"]["name"] for p in ours]
         assert all(p["status"]["phase"] == "Running" for p in _pods(client))
+
+
+async def test_a_trainjob_that_cannot_become_a_jobset_says_why_in_an_event():
+    """A runtimePatch naming a replicated job the runtime lacks passes Trainer v2.3.0's admission:
+    TrainingRuntime.ValidateObjects merges the patches into the runtime's template before the
+    jobset plugin's Validate lists its replicated jobs (pkg/runtime/core/trainingruntime.go
+    newRuntimeInfo, mergeRuntimePatches), so "must not have replicated job that doesn't exist
+    in the runtime job template" never fires for it. Building its JobSet then fails (here: the
+    patched job's pod has no command), and TrainJobReconciler.Reconcile
+    (pkg/controller/trainjob_controller.go) records a Warning Event TrainJobResourcesCreationFailed,
+    "TrainJob resources reconciliation failed: <error>", and retries with a back-off; v2.3.0 sets
+    no condition for it (its TODO)."""
+    client, controllers = _cluster()
+    patch = {"manager": "example.com/tuner", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+        {"name": "extra", "template": {"spec": {"template": {"spec": {"containers": [
+            {"name": "node", "image": "x"}]}}}}}]}}}}
+    async with running(*controllers):
+        _trainjob(client, runtimePatches=[patch])
+        said = await eventually(client, lambda: [e for e in client.list("Event", "default")
+                                                 if e["reason"] == "TrainJobResourcesCreationFailed"])
+    (event,) = said
+    assert (event["type"], event["involvedObject"]["kind"], event["involvedObject"]["name"]) == \
+        ("Warning", "TrainJob", "lesson-ddp")
+    assert event["message"].startswith("TrainJob resources reconciliation failed: JobSet.jobset.x-k8s.io "
+                                       '"lesson-ddp" is invalid: ')
+    assert "command" in event["message"]
+    assert client.get("JobSet", "default", "lesson-ddp") is None

@@ -17,7 +17,7 @@ from backend.local.node.limits import PodCgroups
 from backend.local.node.network import Network
 from backend.local.registry.events import Events
 from backend.processes import Children
-from tests.controlplane import eventually, gone, plane, until
+from tests.controlplane import eventually, gone, plane, running, until
 
 PY = sys.executable
 
@@ -324,3 +324,166 @@ async def test_pods_left_by_a_previous_kubelet_end_as_their_restart_policy_says(
         again = await until(client, "Pod", "default", "again",
                             lambda p: _state(p)["restartCount"] == 1 and "running" in _state(p)["state"])
         assert _state(again)["lastState"]["terminated"]["exitCode"] == 137
+
+
+async def test_a_pod_the_kubelet_fails_to_start_is_a_failure_the_jobs_backoff_limit_counts(tmp_path, monkeypatch):
+    """The kubelet failing a pod's start (ENOSPC writing its files) fails that pod, and the Job's
+    backoffLimit counts it (pkg/controller/job: a Failed pod is a failure whatever failed it): one
+    pod for backoffLimit 0, never a storm of replacements. A status the disk refuses is reported
+    again until it is taken (the kubelet's status manager retries), and nothing is left raising in
+    a task nobody awaits ("Task exception was never retrieved")."""
+    import asyncio
+    import errno
+    import gc
+    import json
+
+    from backend.local.controllers.job import JobController
+    from backend.local.controllers.scheduler import Scheduler
+    from backend.local.registry import store as store_module
+    from training.atomic import write_atomic
+
+    refused: list[str] = []
+
+    def full_once(path, data, durable=True):  # the disk is full when the failed pod's status is written
+        obj = json.loads(data)
+        if obj["kind"] == "Pod" and (obj.get("status") or {}).get("phase") == "Failed" and not refused:
+            refused.append(obj["metadata"]["name"])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        write_atomic(path, data, durable=durable)
+
+    def no_space(*_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    unretrieved: list[dict] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, context: unretrieved.append(context))
+    client = plane(tmp_path / "state")
+    monkeypatch.setattr(store_module, "write_atomic", full_once)
+    events = Events(client, host="test")
+    created: list[str] = []
+    client.store.listeners.append(lambda kind, event: created.append(event.object["metadata"]["name"])
+                                  if kind.kind == "Pod" and event.type == "ADDED" else None)
+    async with kubelet(tmp_path, client) as node:
+        monkeypatch.setattr(node, "prepare", no_space)
+        async with running(JobController(client, events.recorder("job-controller")),
+                           Scheduler(client, events.recorder("default-scheduler"))):
+            client.create("Job", {"metadata": {"name": "once", "namespace": "default"}, "spec": {
+                "backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never", "containers": [
+                    {"name": "main", "image": "x", "command": [PY, "-c", "pass"]}]}}}})
+            failed = await until(client, "Job", "default", "once", lambda job: any(
+                c["type"] == "Failed" and c["status"] == "True" for c in (job or {}).get("status", {}).get(
+                    "conditions") or []))
+    assert [c["reason"] for c in failed["status"]["conditions"] if c["type"] == "Failed"] == ["BackoffLimitExceeded"]
+    assert len(created) == 1 and refused == created
+    assert failed["status"].get("failed") == 1
+    gc.collect()
+    await asyncio.sleep(0)
+    assert unretrieved == []
+
+
+async def test_a_pod_named_as_long_as_a_name_may_be_runs(tmp_path):
+    """A pod's name is a DNS subdomain (ValidatePodName: NameIsDNSSubdomain, up to 253
+    characters), and upstream runs such a pod: its log directory's name stays within a file
+    name's 255 bytes, and its Events (`<name>.<hex time>`, longer than 253) are taken as core/v1
+    ValidateEventCreate takes them, without ValidateObjectMeta's name rule."""
+    client = plane(tmp_path / "state")
+    async with kubelet(tmp_path, client) as node:
+        name = "p" * 240
+        _pod(client, name, [PY, "-c", "print('hello')"])
+        done = await until(client, "Pod", "default", name, _phase("Succeeded", "Failed"))
+        assert (done["status"]["phase"], _state(done)["state"]["terminated"]["exitCode"]) == ("Succeeded", 0)
+        assert await _log(node, name) == "hello\n"
+        assert any(e["involvedObject"]["name"] == name for e in client.list("Event", "default"))
+
+
+@pytest.mark.parametrize("status", [15, 1 << 8])  # ended by SIGTERM (a launcher passing it on), or exit 1
+def test_an_oom_killed_container_is_reported_with_exit_code_137(status):
+    """The kernel ends a container at its memory limit by killing its whole cgroup (the kubelet
+    sets memory.oom.group, singleProcessOOMKill false): the container's status is OOMKilled with
+    exit code 137 and signal 9, whatever its main process's wait status says (a launcher that
+    died of the SIGTERM it sends its workers would otherwise show 143)."""
+    from types import SimpleNamespace
+
+    from backend.local.node.pod_worker import PodWorker
+
+    node = SimpleNamespace(oom_killed=lambda pod: True, limit_reached=lambda pod: "")
+    pod = {"metadata": {"uid": "u", "namespace": "default", "name": "p"},
+           "spec": {"containers": [{"name": "main"}]}}
+    run = SimpleNamespace(start_error="", started=0.0, pid=1, note="", log=SimpleNamespace(last_lines=[]))
+    state = PodWorker(node, pod)._terminated(run, status)
+    assert (state["exitCode"], state["reason"], state["signal"]) == (137, "OOMKilled", 9)
+
+
+async def test_a_trainjob_whose_pods_the_kubelet_cannot_start_fails_within_its_restarts(tmp_path, monkeypatch):
+    """The same for a TrainJob on a nearly full disk (issue #44: 135 pods in 25 s): each pod the
+    kubelet fails to start fails its Job (backoffLimit 0), the JobSet restarts the group at most
+    failurePolicy.maxRestarts times (jobset v0.12 failure_policy.go), then fails, and the TrainJob
+    with it: the lesson's 2 nodes and maxRestarts 3 make at most 4 attempts, 8 pods, however many
+    of the controllers' and the kubelet's writes the disk refuses on the way."""
+    import errno
+    import itertools
+
+    from backend.local.registry import store as store_module
+    from tests.controllers.test_training import _cluster, _trainjob
+    from training.atomic import write_atomic
+
+    def no_space(*_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    writes = itertools.count()
+
+    def nearly_full(path, data, durable=True):  # every third write finds the disk full
+        if next(writes) % 3 == 2:
+            no_space()
+        write_atomic(path, data, durable=durable)
+
+    client, controllers = _cluster(nodes=0)
+    client.store.directory = tmp_path / "state"  # kept on a disk that refuses some writes
+    monkeypatch.setattr(store_module, "write_atomic", nearly_full)
+    created: list[str] = []
+    client.store.listeners.append(lambda kind, event: created.append(event.object["metadata"]["name"])
+                                  if kind.kind == "Pod" and event.type == "ADDED" else None)
+    async with kubelet(tmp_path, client) as node:
+        monkeypatch.setattr(node, "prepare", no_space)
+        async with running(*controllers):
+            _trainjob(client)
+            failed = await until(client, "TrainJob", "default", "lesson-ddp", lambda job: any(
+                c["type"] == "Failed" and c["status"] == "True"
+                for c in ((job or {}).get("status") or {}).get("conditions") or []), timeout=60)
+    assert failed is not None
+    jobset = client.get("JobSet", "default", "lesson-ddp")
+    assert jobset["status"].get("restarts") == 3
+    assert len(created) <= 8
+
+
+async def test_a_running_status_the_disk_refuses_is_sent_again_and_the_pod_runs_on(tmp_path, monkeypatch):
+    """The kubelet's status manager keeps the latest status and resends it: a pod whose Running
+    status the API refuses (a full disk) is not killed for it, shows Running once the status is
+    taken, and ends as its process does."""
+    import errno
+    import json
+
+    from backend.local.registry import store as store_module
+    from training.atomic import write_atomic
+
+    refused: list[str] = []
+
+    def full_once(path, data, durable=True):
+        obj = json.loads(data)
+        if obj["kind"] == "Pod" and (obj.get("status") or {}).get("phase") == "Running" and not refused:
+            refused.append(obj["metadata"]["name"])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        write_atomic(path, data, durable=durable)
+
+    client = plane(tmp_path / "state")
+    monkeypatch.setattr(store_module, "write_atomic", full_once)
+    phases: list[str] = []
+    client.store.listeners.append(lambda kind, event: phases.append(event.object["status"].get("phase"))
+                                  if kind.kind == "Pod" else None)
+    async with kubelet(tmp_path, client) as node:
+        _pod(client, "steady", [PY, "-c", "import time; time.sleep(600)"])
+        running_pod = await until(client, "Pod", "default", "steady", _phase("Running"))
+        assert refused == ["steady"] and _state(running_pod)["state"].get("running")
+        node.workers[running_pod["metadata"]["uid"]].run.kill()  # now let it end
+        ended = await until(client, "Pod", "default", "steady", _phase("Succeeded", "Failed"))
+    assert _state(ended)["state"]["terminated"]["exitCode"] == 137  # its own end, not the kubelet's 128
+    assert phases.count("Running") >= 1

@@ -7,7 +7,8 @@ and its pods' ends as the Job's status.
   is owned by the Job and carries the `batch.kubernetes.io/job-tracking` finalizer until the
   Job has counted its end, so a pod deleted the moment it ends is still counted.
 - Counting: a pod that ended, or is being deleted without having succeeded, is counted
-  (succeeded, failed, completedIndexes) and its finalizer removed. More failures than
+  (succeeded, failed, completedIndexes) and its finalizer removed, in upstream's three steps
+  through status.uncountedTerminatedPods, so that no failed write loses or repeats a count. More failures than
   backoffLimit (or, for restartPolicy OnFailure, any container restart with backoffLimit 0:
   pastBackoffLimitOnFailure) fails the Job (BackoffLimitExceeded), activeDeadlineSeconds past
   its start too (DeadlineExceeded). Every index succeeded completes it.
@@ -115,6 +116,7 @@ class JobController(Controller):
         now = self.client.now()
         again = None
         if not (conditions.is_true(found, "Complete") or conditions.is_true(found, "Failed")):
+            job, before = self._track(job, pods, before)
             again = self._sync(job, pods, now)
         else:
             for pod in pods:
@@ -126,30 +128,60 @@ class JobController(Controller):
             self.client.update_status("Job", job)
         return again
 
-    def _sync(self, job: Obj, pods: list[Obj], now: str) -> float | None:
-        spec, status = job["spec"], job["status"]
-        found = status["conditions"]
-        indexed = spec.get("completionMode") == "Indexed"
-        completions = spec.get("completions")
-        # count what ended since the last look, then release those pods
+    def _track(self, job: Obj, pods: list[Obj], before: Obj | None) -> tuple[Obj, Obj | None]:
+        """trackJobStatusAndRemoveFinalizers: a pod that ended is first recorded in
+        status.uncountedTerminatedPods (and an Indexed Job's completedIndexes), stored; only then
+        is its finalizer removed; and only a recorded pod whose finalizer is gone is moved into
+        succeeded or failed. Whichever of these writes fails (a conflict, a full disk), the next
+        look counts each pod exactly once: never lost (and its pod made again, beyond
+        backoffLimit), never twice. Returns the Job (as stored, when step one wrote it) and the
+        status it was read with."""
+        status = job["status"]
+        indexed = job["spec"].get("completionMode") == "Indexed"
+        uncounted = status.setdefault("uncountedTerminatedPods", {})
         succeeded_indexes = parse_ranges(status.get("completedIndexes"))
+        recorded = False
         for pod in pods:
             if TRACKING_FINALIZER not in (pod["metadata"].get("finalizers") or []):
                 continue
             phase = (pod.get("status") or {}).get("phase")
             if phase == "Succeeded":
-                status["succeeded"] = int(status.get("succeeded", 0)) + 1
+                outcome = "succeeded"
                 if indexed and _index(pod) is not None:
                     succeeded_indexes.add(_index(pod))
             elif phase == "Failed" or pod["metadata"].get("deletionTimestamp"):
-                status["failed"] = int(status.get("failed", 0)) + 1
+                outcome = "failed"
             else:
                 continue
-            self._release(pod)
+            uids = uncounted.setdefault(outcome, [])
+            if pod["metadata"]["uid"] not in uids:
+                uids.append(pod["metadata"]["uid"])
+                recorded = True
         if indexed:
             status["completedIndexes"] = index_ranges(succeeded_indexes)
             if not status["completedIndexes"]:
                 status.pop("completedIndexes")
+        if recorded:
+            job = self.client.update_status("Job", job)
+            before = copy.deepcopy(job["status"])
+            status, uncounted = job["status"], job["status"]["uncountedTerminatedPods"]
+        held = {p["metadata"]["uid"]: p for p in pods if TRACKING_FINALIZER in (p["metadata"].get("finalizers") or [])}
+        for outcome in ("succeeded", "failed"):
+            for uid in list(uncounted.get(outcome) or []):
+                if uid in held:
+                    self._release(held[uid])
+                status[outcome] = int(status.get(outcome, 0)) + 1
+                uncounted[outcome].remove(uid)
+            if not uncounted.get(outcome):
+                uncounted.pop(outcome, None)
+        return job, before
+
+    def _sync(self, job: Obj, pods: list[Obj], now: str) -> float | None:
+        spec, status = job["spec"], job["status"]
+        found = status["conditions"]
+        indexed = spec.get("completionMode") == "Indexed"
+        completions = spec.get("completions")
+        succeeded_indexes = parse_ranges(status.get("completedIndexes"))
         live = [p for p in pods if not terminal(p) and not p["metadata"].get("deletionTimestamp")]
         ending = [p for p in pods if not terminal(p) and p["metadata"].get("deletionTimestamp")]
         ended = self._ending(job, live, succeeded_indexes, now)

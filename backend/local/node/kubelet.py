@@ -41,7 +41,7 @@ from backend.local.node.container import Container
 from backend.local.node.devices import RESOURCE as GPU, Devices
 from backend.local.node.heartbeat import Heartbeat
 from backend.local.node.limits import PodCgroups
-from backend.local.node.logs import PodLog, follow, log_path
+from backend.local.node.logs import PodLog, follow, log_path, pod_directory
 from backend.local.node.network import ADDRESS, Network
 from backend.local.node.pod_worker import PodWorker, frozen_by
 from backend.local.node.raypods import DRIVER_ANNOTATION, LOG_FORMAT_ENV, ROLE, WORKER_CONTAINER, RayDriver
@@ -210,12 +210,12 @@ class Kubelet:
         """The pod is gone from the API: its projected files go now, its log a while later."""
         meta = pod["metadata"]
         shutil.rmtree(self.root / "projected" / meta["namespace"] / meta["uid"], ignore_errors=True)
-        logs = self.root / "logs" / meta["namespace"] / f"{meta['name']}_{meta['uid']}"
+        logs = self.root / "logs" / meta["namespace"] / pod_directory(meta["name"], meta["uid"])
         asyncio.get_running_loop().call_later(LOGS_KEPT_SECONDS, shutil.rmtree, logs, True)
 
     def _collect_logs(self) -> None:
         """At start: the logs of pods no longer in the API (gone while no kubelet ran) go."""
-        known = {(p["metadata"]["namespace"], f"{p['metadata']['name']}_{p['metadata']['uid']}")
+        known = {(p["metadata"]["namespace"], pod_directory(p["metadata"]["name"], p["metadata"]["uid"]))
                  for p in self.client.store.list(self.client.kinds.named("Pod"))}
         root = self.root / "logs"
         for directory in root.glob("*/*_*") if root.is_dir() else []:
