@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable, Collection, Literal, Protocol, runtime_checkable
 
+from backend.anatomy.model import Anatomy
 from backend.errors import ClusterError, InvalidResource, NotFound, Timeout, Unavailable  # noqa: F401 (re-exported)
 from backend.models import (
     Check,
@@ -106,6 +107,12 @@ class Cluster(Protocol):
     async def list_jobs(self) -> list[JobSummary]: ...
 
     async def list_pods(self, job: str | None = None) -> list[Pod]: ...
+
+    async def explain(self, job: str, rank: int = 1) -> "Anatomy":
+        """A TrainJob's anatomy (backend/anatomy): its chain of objects, what its runtime patches
+        changed, and rank `rank`'s pod taken apart piece by piece, with who put each piece
+        there. Reads objects only. NotFound if there is no such TrainJob."""
+        ...
 
     def watch_pods(self, job: str | None = None) -> AsyncIterator[PodEvent]:
         """List-then-watch: first an ADDED event per existing pod, then every change of a pod's

@@ -1,0 +1,61 @@
+"""The anatomy view (a) at 80x24 on a scripted cluster whose `explain` answers the lesson's
+objects (tests/backend/anatomy_objects.py): the chain, the patch's diff and rank 1's pieces with
+who put each there; escape goes back; a job the cluster cannot explain is one notification."""
+
+from __future__ import annotations
+
+from backend.anatomy.build import anatomy_of
+from backend.errors import NotFound
+from tests.backend.anatomy_objects import lesson_objects
+from tests.tui.conftest import wait_until
+from tests.tui.scripted import scripted_app
+
+
+async def test_the_anatomy_view_at_80x24(home):
+    app, cluster, _now = scripted_app(home)
+    asked = []
+
+    async def explain(job: str, rank: int = 1):
+        asked.append((job, rank))
+        return anatomy_of(lesson_objects())
+
+    cluster.explain = explain
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = app.screen
+        await wait_until(screen, lambda: screen.following.followed is not None, "the cockpit to follow the job")
+        await pilot.press("a")
+        await wait_until(screen, lambda: app.screen.id == "anatomy-screen", "the anatomy view")
+        assert asked == [(cluster.job.name, 1)]
+        shown = str(app.screen.query_one("#anatomy-text").content)
+        assert "pod lesson-ddp-node-0-1-ab1cd (rank 1)" in shown
+        assert "torch plugin             env PET_MASTER_ADDR = lesson-ddp-node-0-0.lesson-ddp" in shown
+        assert "kfcockpit.io/lesson      volume checkpoints = claim checkpoints" in shown
+        assert "scheduler                node node = kfcockpit-worker2" in shown
+        assert "replicatedJobs[node] pod.volumes" in shown
+        assert "framework                process group" in shown
+        # The first screenful, at 80 columns: the view's title and the chain from the TrainJob on.
+        first = app.screen.query_one("#anatomy").region
+        assert (first.width, first.height) == (80, 23)  # all but the footer
+        assert str(app.screen.query_one("#anatomy").border_title).startswith("anatomy of lesson-ddp")
+        await pilot.press("escape")
+        await wait_until(screen, lambda: app.screen is screen, "the cockpit again")
+
+
+async def test_a_job_that_cannot_be_explained_is_one_notification(home):
+    app, cluster, _now = scripted_app(home)
+
+    async def explain(job: str, rank: int = 1):
+        raise NotFound(f"no TrainJob {job} in namespace default")
+
+    cluster.explain = explain
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = app.screen
+        await wait_until(screen, lambda: screen.following.followed is not None, "the cockpit to follow the job")
+        notified = []
+        app.notify = lambda message, **kw: notified.append((message, kw.get("title")))  # type: ignore[method-assign]
+        screen.notify = app.notify  # type: ignore[method-assign]
+        await pilot.press("a")
+        await wait_until(screen, lambda: bool(notified), "the notification")
+        job = cluster.job.name
+        assert notified == [(f"no TrainJob {job} in namespace default", f"could not explain {job}")]
+        assert app.screen is screen
