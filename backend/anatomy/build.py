@@ -82,10 +82,8 @@ def _runtime_section(runtime: dict | None, diffs) -> Section:
     policy = (runtime.get("spec") or {}).get("mlPolicy") or {}
     frameworks = [k for k in policy if k not in ("numNodes",)]
     rows = [Row("mlPolicy", ", ".join(frameworks) or "none", f"numNodes {policy.get('numNodes', 1)}")]
-    for diff in diffs:
-        rows.append(Row(f"patch {diff.manager}", f"{len(diff.changes)} field(s) changed"))
-        rows += [Row(f"  {change.path}", f"{change.before or '(none)'} → {change.after or '(removed)'}", diff.manager)
-                 for change in diff.changes]
+    rows += [Row(f"patch {diff.manager}", f"{len(diff.changes)} field(s) changed", "the diff below")
+             for diff in diffs]
     if not diffs:
         rows.append(Row("patches", "none: the JobSet is the runtime's template"))
     return Section(f"{runtime.get('kind', 'runtime')} {_meta(runtime).get('name', '?')}", tuple(rows))

@@ -4,11 +4,23 @@ who put each there; escape goes back; a job the cluster cannot explain is one no
 
 from __future__ import annotations
 
+import io
+import re
+
+from rich.console import Console
+
 from backend.anatomy.build import anatomy_of
 from backend.errors import NotFound
 from tests.backend.anatomy_objects import lesson_objects
 from tests.tui.conftest import wait_until
 from tests.tui.scripted import scripted_app
+
+
+def shown_text(widget) -> str:
+    """What the widget draws, as plain text at its width."""
+    console = Console(width=widget.content_region.width, file=io.StringIO(), record=True)
+    console.print(widget.renderable if hasattr(widget, "renderable") else widget.content)
+    return console.export_text()
 
 
 async def test_the_anatomy_view_at_80x24(home):
@@ -26,13 +38,17 @@ async def test_the_anatomy_view_at_80x24(home):
         await pilot.press("a")
         await wait_until(screen, lambda: app.screen.id == "anatomy-screen", "the anatomy view")
         assert asked == [(cluster.job.name, 1)]
-        shown = str(app.screen.query_one("#anatomy-text").content)
+        shown = shown_text(app.screen.query_one("#anatomy-text"))
         assert "pod lesson-ddp-node-0-1-ab1cd (rank 1)" in shown
-        assert "torch plugin             env PET_MASTER_ADDR = lesson-ddp-node-0-0.lesson-ddp" in shown
-        assert "kfcockpit.io/lesson      volume checkpoints = claim checkpoints" in shown
-        assert "scheduler                node node = kfcockpit-worker2" in shown
-        assert "replicatedJobs[node] pod.volumes" in shown
-        assert "framework                process group" in shown
+        for by, piece in (("torch plugin", "env PET_MASTER_ADDR = lesson-ddp-node-0-0.lesson-ddp"),
+                          ("kfcockpit.io/lesson", "volume checkpoints = claim checkpoints"),
+                          ("scheduler", "node node = kfcockpit-worker2"),
+                          ("process group", "torchrun turns PET_*")):
+            words = r"\s+".join(map(re.escape, piece.split()))  # a long value wraps at a space
+            assert re.search(rf"^{re.escape(by)} +{words}", shown, re.M), (by, shown)
+        # the patch's diff: the field, then what it added
+        assert re.search(r"^  replicatedJobs\[node\] pod.volumes\n  \+ \[\{\"name\":\"checkpoints\"", shown, re.M)
+        assert max(len(line) for line in shown.splitlines()) <= 76  # inside the border and padding at 80
         # The first screenful, at 80 columns: the view's title and the chain from the TrainJob on.
         first = app.screen.query_one("#anatomy").region
         assert (first.width, first.height) == (80, 23)  # all but the footer

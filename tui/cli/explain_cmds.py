@@ -47,6 +47,14 @@ async def cmd_explain(args: argparse.Namespace) -> int:
     for section in anatomy.sections:
         print(f"== {section.title}")
         print_table(["", "", ""], [[row.name, row.value, row.note] for row in section.rows], header=False)
+    for patch in anatomy.patches:
+        print(f"== runtimePatches manager {patch.manager}: {len(patch.changes)} field(s)")
+        for change in patch.changes:
+            print(change.path)
+            if change.before is not None:
+                print(f"- {change.before}")
+            if change.after is not None:
+                print(f"+ {change.after}")
     for note in anatomy.notes:
         print(f"note: {note}")
     if anatomy.pod is not None:

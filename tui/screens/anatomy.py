@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -21,41 +23,66 @@ from textual.widgets import Footer, Static
 if TYPE_CHECKING:
     from backend.anatomy.model import Anatomy, Row
 
-BY_WIDTH = 24  # the "who" column: 'ServiceAccount admission' whole
+BY_WIDTH = 22  # the pieces' "who" column at most: the values keep the rest of 80 columns
+NAME_WIDTH = 32  # a section's name column at most: a pod's name whole
 
 
-def _rows(text: Text, rows: "list[Row] | tuple[Row, ...]") -> None:
-    width = max((len(r.name) for r in rows), default=0)
+def _grid(*widths: int | None) -> Table:
+    grid = Table.grid(padding=(0, 1))
+    for width in widths:
+        grid.add_column(max_width=width, overflow="fold")
+    return grid
+
+
+def _section(title: str, rows: "tuple[Row, ...]") -> list:
+    grid = _grid(NAME_WIDTH, None)
     for row in rows:
-        text.append(f"  {row.name.ljust(width)}  ", style="bold")
-        text.append(row.value)
+        value = Text(row.value)
         if row.note:
-            text.append(f"  {row.note}", style="dim")
-        text.append("\n")
+            value.append(f"  {row.note}", style="dim")
+        grid.add_row(Text(row.name, style="bold"), value)
+    return [Text(title, style="bold underline"), grid]
 
 
-def anatomy_text(anatomy: "Anatomy") -> Text:
-    """The anatomy as the view shows it, plain text with styles (no markup: names are the cluster's)."""
+def _diff(anatomy: "Anatomy") -> list:
+    """What each runtime patch changed, as a diff: - what the runtime had, + what the patch set."""
+    parts: list = []
+    for patch in anatomy.patches:
+        parts.append(Text(f"runtimePatches manager {patch.manager}: {len(patch.changes)} field(s)",
+                          style="bold underline"))
+        for change in patch.changes:
+            parts.append(Text(f"  {change.path}", style="bold"))
+            lines = _grid(3, None)  # a long value folds under itself, not under the sign
+            for sign, value, style in (("-", change.before, "red"), ("+", change.after, "green")):
+                if value is not None:
+                    lines.add_row(Text(f"  {sign}", style=style), Text(value, style=style))
+            parts.append(lines)
+    return parts
+
+
+def anatomy_renderable(anatomy: "Anatomy") -> Group:
+    """The anatomy as the view shows it: Text and grids, never markup (names are the cluster's)."""
     from backend.anatomy.provenance import FRAMEWORK_PARTS
 
-    text = Text()
+    parts: list = []
     for section in anatomy.sections:
-        text.append(f"{section.title}\n", style="bold underline")
-        _rows(text, section.rows)
-    for note in anatomy.notes:
-        text.append(f"note: {note}\n", style="italic")
+        parts += _section(section.title, section.rows)
+    parts += _diff(anatomy)
+    parts += [Text(f"note: {note}", style="italic") for note in anatomy.notes]
     if anatomy.pod is not None:
-        text.append(f"pod {anatomy.pod} (rank {anatomy.rank}): who put each piece there\n", style="bold underline")
+        parts.append(Text(f"pod {anatomy.pod} (rank {anatomy.rank}): who put each piece there",
+                          style="bold underline"))
+        pieces = _grid(BY_WIDTH, None)
         for piece in anatomy.pieces:
-            text.append(f"  {piece.source.by[:BY_WIDTH].ljust(BY_WIDTH)} ", style="bold")
-            text.append(f"{piece.kind} {piece.name}", style="cyan")
-            text.append(f" = {piece.value}\n")
-    text.append("the framework's, not the platform's\n", style="bold underline")
+            pieces.add_row(Text(piece.source.by, style="bold"),
+                           Text.assemble((f"{piece.kind} {piece.name}", "cyan"), f" = {piece.value}"))
+        parts.append(pieces)
+    parts.append(Text("the framework's, not the platform's", style="bold underline"))
+    framework = _grid(BY_WIDTH, None)
     for name, what in FRAMEWORK_PARTS:
-        text.append(f"  {'framework'.ljust(BY_WIDTH)} ", style="bold")
-        text.append(name, style="cyan")
-        text.append(f": {what}\n")
-    return text
+        framework.add_row(Text(name, style="bold"), Text(what))
+    parts.append(framework)
+    return Group(*parts)
 
 
 class AnatomyScreen(Screen[None]):
@@ -70,7 +97,7 @@ class AnatomyScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="anatomy"):
-            yield Static(anatomy_text(self.anatomy), id="anatomy-text")
+            yield Static(anatomy_renderable(self.anatomy), id="anatomy-text")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
