@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from tui.cli.common import add_command, add_output_option, cluster_from, print_json, print_table
+from tui.cli.common import add_command, add_output_option, cluster_from, print_json, print_table, settings_from
 
 DESCRIPTION = """\
 What the platform did for a TrainJob, read from its objects: the chain TrainJob → runtime (with
@@ -41,6 +41,9 @@ async def cmd_explain(args: argparse.Namespace) -> int:
         anatomy = await cluster.explain(args.job, args.rank)
     finally:
         await cluster.close()
+    from backend.lesson.engine import Lesson
+
+    Lesson(None, settings_from(args)).saw_anatomy(anatomy)  # step 2's verify cites what was looked at
     if args.output == "json":
         print_json(asdict(anatomy))
         return 0

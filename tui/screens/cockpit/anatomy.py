@@ -21,5 +21,8 @@ class AnatomyView(Part):
             return
         from tui.screens.anatomy import AnatomyScreen
 
+        lesson = self.screen.session.lesson
+        if lesson is not None:
+            lesson.saw_anatomy(anatomy)  # step 2's verify cites what was looked at
         await self.screen.app.push_screen(AnatomyScreen(anatomy))
         self.changed("anatomy")
