@@ -130,6 +130,10 @@ class Cluster(Protocol):
         and what the unfinished pods bound to it request), then again whenever that changes."""
         ...
 
+    async def list_events(self) -> list[ClusterEvent]:
+        """The Events in the cockpit's namespace now, and those about Nodes (read once)."""
+        ...
+
     def watch_events(self) -> AsyncIterator[ClusterEvent]:
         """List-then-watch of the Events in the cockpit's namespace and those about Nodes: each
         one there is, then each new one and each repeat."""

@@ -143,6 +143,9 @@ class KubeCluster:
     def watch_events(self) -> AsyncIterator[ClusterEvent]:
         return self._nodes.events()
 
+    async def list_events(self) -> list[ClusterEvent]:
+        return await self._nodes.list_events()
+
     async def cordon_node(self, name: str, unschedulable: bool) -> None:
         await self._nodes.cordon(name, unschedulable)
 
