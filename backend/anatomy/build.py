@@ -60,7 +60,9 @@ def anatomy_of(objects: JobObjects, rank: int = DEFAULT_RANK) -> Anatomy:
     return Anatomy(job=_meta(trainjob).get("name", "?"), namespace=_meta(trainjob).get("namespace", ""),
                    sections=sections, patches=diffs, pod=_meta(pod).get("name") if pod else None,
                    rank=rank if pod else None,
-                   pieces=tuple(pod_pieces(pod, trainjob, runtime, jobset)) if pod else (), notes=tuple(notes))
+                   pieces=tuple(pod_pieces(pod, trainjob, runtime, jobset,
+                                           "" if objects.service else objects.service_note)) if pod else (),
+                   notes=tuple(notes))
 
 
 def _trainjob_section(trainjob: dict) -> Section:

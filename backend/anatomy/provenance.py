@@ -161,10 +161,11 @@ def _env_value(env: dict) -> str:
     return f"from {ref['fieldPath']}" if ref.get("fieldPath") else "from " + ",".join(env.get("valueFrom") or {})
 
 
-def pod_pieces(pod: dict, trainjob: dict, runtime: dict | None, jobset: dict | None) -> list[Piece]:
+def pod_pieces(pod: dict, trainjob: dict, runtime: dict | None, jobset: dict | None,
+               service_missing: str = "") -> list[Piece]:
     """Each piece of `pod` the platform put there, with who did it, in the order a person reads a
     pod: its trainer container's env and ports, volumes and mounts, network, node and devices,
-    labels and annotations."""
+    labels and annotations. `service_missing`: why the headless Service was not read, if not."""
     declared = Declarations(trainjob, runtime)
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     containers = spec.get("containers") or []
@@ -183,7 +184,7 @@ def pod_pieces(pod: dict, trainjob: dict, runtime: dict | None, jobset: dict | N
         path, name = mount.get("mountPath", ""), mount.get("name", "")
         pieces.append(Piece("mount", path, f"volume {name}" + (" (read-only)" if mount.get("readOnly") else ""),
                             mount_source(path, name, declared)))
-    pieces += list(_network(meta, spec, jobset))
+    pieces += list(_network(meta, spec, jobset, service_missing))
     pieces += list(_placement(spec, containers))
     for kind, values in (("label", meta.get("labels") or {}), ("annotation", meta.get("annotations") or {})):
         pieces += [Piece(kind, key, str(value), meta_source(kind, key, declared))
@@ -211,7 +212,7 @@ def _volume_value(volume: dict) -> str:
     return kinds[0] if kinds else "?"
 
 
-def _network(meta: dict, spec: dict, jobset: dict | None) -> Iterable[Piece]:
+def _network(meta: dict, spec: dict, jobset: dict | None, service_missing: str) -> Iterable[Piece]:
     """The pod's DNS name: its hostname (the Indexed Job's) in the JobSet's subdomain, which its
     headless Service of that name serves (what PET_MASTER_ADDR names for rank 0)."""
     if spec.get("hostname"):
@@ -222,8 +223,9 @@ def _network(meta: dict, spec: dict, jobset: dict | None) -> Iterable[Piece]:
             namespace = meta.get("namespace") or "default"
             yield Piece("network", "DNS name", f"{spec['hostname']}.{spec['subdomain']}.{namespace}.svc",
                         JOBSET_SUBDOMAIN)
-        yield Piece("network", "headless Service", f"{spec['subdomain']} (clusterIP None, selector "
-                    f"jobset-name={((jobset or {}).get('metadata') or {}).get('name', '?')})", JOBSET_SERVICE)
+        what = service_missing or (f"clusterIP None, selector jobset-name="
+                                   f"{((jobset or {}).get('metadata') or {}).get('name', '?')}")
+        yield Piece("network", "headless Service", f"{spec['subdomain']} ({what})", JOBSET_SERVICE)
 
 
 def _placement(spec: dict, containers: list[dict]) -> Iterable[Piece]:

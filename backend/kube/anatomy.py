@@ -10,7 +10,8 @@ import asyncio
 
 from backend.anatomy.build import DEFAULT_RANK, anatomy_of
 from backend.anatomy.model import Anatomy, JobObjects
-from backend.cluster import ClusterError, NotFound
+from backend.cluster import NotFound
+from backend.kube.connection import MissingType
 from backend.kube.resources import Resources
 from backend.models.labels import LABEL_JOB
 
@@ -49,9 +50,11 @@ async def _headless_service(resources: Resources, jobset: dict | None) -> tuple[
         return None, "none: enableDNSHostnames is false"
     name = network.get("subdomain") or jobset["metadata"]["name"]
     try:
-        return await resources.find("Service", name), "not found"
-    except ClusterError as exc:  # a cluster that serves no Services (the embedded one): say so
-        return None, f"not served by this cluster ({exc})"
+        return await resources.get("Service", name), ""
+    except MissingType:  # the embedded cluster: every pod is 127.0.0.1, its kubelet resolves the names
+        return None, "this cluster serves no Services: its pods' DNS names resolve without one"
+    except NotFound:
+        return None, "not found"
 
 
 async def explain(resources: Resources, name: str, rank: int = DEFAULT_RANK) -> Anatomy:
