@@ -77,7 +77,8 @@ def jobset(restarts: int = 0) -> dict:
 
 def lesson_objects(pods: tuple[dict, ...] = (pod(0), pod(1))) -> JobObjects:
     job = {"apiVersion": "batch/v1", "kind": "Job",
-           "metadata": {"name": f"{JOB}-node-0", "labels": {"jobset.sigs.k8s.io/restart-attempt": "0"}},
+           "metadata": {"name": f"{JOB}-node-0", "namespace": "default",
+                        "labels": {"jobset.sigs.k8s.io/jobset-name": JOB, "jobset.sigs.k8s.io/restart-attempt": "0"}},
            "status": {"active": 2}}
     return JobObjects(trainjob=manifest("trainjob.yaml"), runtime=manifest("runtime.yaml"), jobset=jobset(),
                       jobs=(job,), pods=pods, service=None, service_note="not found")
