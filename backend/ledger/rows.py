@@ -65,11 +65,12 @@ class Ledger:
     rows: tuple[AttemptRow, ...]
     restarts_used: int
     max_restarts: int
+    restarts_counted: int  # of restarts_used, those the budget counts (restartsCountTowardsMax)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def restarts_left(self) -> int:
-        return max(0, self.max_restarts - self.restarts_used)
+        return max(0, self.max_restarts - self.restarts_counted)
 
 
 def exit_text(code: int | None) -> str:
@@ -184,7 +185,10 @@ def build_ledger(summary: JobSummary, pods: list[Pod], events: list[ClusterEvent
                 why = f"{summary.reason or 'failed'}: {why}"
         rows.append(AttemptRow(attempt, start, first.first_step if first else None,
                                first.first_step_at if first else None, end, why, tuple(sorted(names))))
-    notes = ()
+    notes = []
     if any(not row.pods for row in rows):
-        notes = ("an attempt with no pod known: its Events expired (the API server keeps them an hour)",)
-    return Ledger(summary.name, tuple(rows), summary.restart_attempt, summary.max_restarts, notes)
+        notes.append("an attempt with no pod known: its Events expired (the API server keeps them an hour)")
+    if summary.phase.value == "Restarting" and summary.message:
+        notes.append(f"restarting: {summary.message}")  # the JobSet's condition, as it says it
+    counted = summary.restart_attempt if summary.restarts_counted is None else summary.restarts_counted
+    return Ledger(summary.name, tuple(rows), summary.restart_attempt, summary.max_restarts, counted, tuple(notes))

@@ -72,6 +72,14 @@ def test_three_restarts_four_attempts_each_with_its_reason():
     assert (ledger.restarts_used, ledger.max_restarts, ledger.restarts_left) == (3, 5, 2)
 
 
+def test_restarts_the_budget_does_not_count_leave_it_alone():
+    summary, pods, events, groups = three_restarts()
+    # JobSet v0.12.0 failure_policy.go restartJobSetAndIgnoreMaxRestartsActionApplier: restarts + 1,
+    # restartsCountTowardsMax unchanged
+    ledger = build_ledger(summary.model_copy(update={"restarts_counted": 1}), pods, events, groups)
+    assert (ledger.restarts_used, ledger.restarts_counted, ledger.restarts_left) == (3, 1, 4)
+
+
 def test_an_eviction_without_a_node_event_names_the_evicted_pod():
     summary, pods, events, groups = three_restarts()
     events = [e for e in events if e.reason != "NodeNotReady"]

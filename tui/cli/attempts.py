@@ -22,9 +22,9 @@ async def show_attempts(args: argparse.Namespace) -> int:
 
     ledger = await read_ledger(cluster_from(args), args.job)
     if args.output == "json":
-        print_json(dict(job=ledger.job, restarts_used=ledger.restarts_used, max_restarts=ledger.max_restarts,
-                        restarts_left=ledger.restarts_left, attempts=[r.as_dict() for r in ledger.rows],
-                        notes=list(ledger.notes)))
+        print_json(dict(job=ledger.job, restarts_used=ledger.restarts_used, restarts_counted=ledger.restarts_counted,
+                        max_restarts=ledger.max_restarts, restarts_left=ledger.restarts_left,
+                        attempts=[r.as_dict() for r in ledger.rows], notes=list(ledger.notes)))
         return 0
     origin = ledger.rows[0].start if ledger.rows else None
     began = time.strftime("%H:%M:%S", time.localtime(origin)) if origin else "?"
@@ -35,6 +35,8 @@ async def show_attempts(args: argparse.Namespace) -> int:
                   _clock(row.end, origin), row.why] for row in ledger.rows])
     for note in ledger.notes:
         print(f"note: {note}")
-    print(f"restarts: {ledger.restarts_used} of {ledger.max_restarts} used (the JobSet's count against its "
-          f"failure policy's maxRestarts), {ledger.restarts_left} left")
+    uncounted = ledger.restarts_used - ledger.restarts_counted
+    print(f"restarts: {ledger.restarts_counted} of {ledger.max_restarts} used (the JobSet's count against its "
+          f"failure policy's maxRestarts), {ledger.restarts_left} left"
+          + (f"; {uncounted} more not counted (RestartJobSetAndIgnoreMaxRestarts)" if uncounted > 0 else ""))
     return 0
