@@ -75,3 +75,15 @@ async def test_a_job_that_cannot_be_explained_is_one_notification(home):
         job = cluster.job.name
         assert notified == [(f"no TrainJob {job} in namespace default", f"could not explain {job}")]
         assert app.screen is screen
+
+
+def test_the_clusters_text_is_never_markup():
+    from tests.backend.anatomy_objects import pod
+    from tui.screens.anatomy import anatomy_renderable
+
+    odd = pod(1)
+    odd["metadata"]["labels"]["example.com/note"] = "[bold red]not markup[/]"
+    anatomy = anatomy_of(lesson_objects(pods=(pod(0), odd)))
+    console = Console(width=76, file=io.StringIO(), record=True)
+    console.print(anatomy_renderable(anatomy))
+    assert "label example.com/note = [bold red]not markup[/]" in console.export_text()
