@@ -215,3 +215,21 @@ async def test_a_run_stopped_early_keeps_a_done_step_done_and_fails_an_undone_on
     assert lesson.state("8").status is StepStatus.DONE and lesson.state("8").evidence == done
     stopped = lesson.state("9")
     assert stopped.status is StepStatus.FAILED and stopped.evidence.seen == "the run was stopped before it finished"
+
+
+async def test_step_2_cites_the_anatomy_the_learner_looked_at(settings):
+    from backend.anatomy.build import anatomy_of
+    from tests.backend.anatomy_objects import lesson_objects
+
+    lesson = Lesson(None, settings)
+    lesson.save_note("2", GOOD_STEP2_NOTE)
+    before = await lesson.verify("2")
+    assert before.ok and any("press a in the cockpit" in d for d in before.details)
+    lesson.saw_anatomy(anatomy_of(lesson_objects()))  # what `a` or `kfcockpit explain` showed
+    after = await Lesson(None, settings).verify("2")
+    assert after.ok
+    assert "you looked at lesson-ddp's pod lesson-ddp-node-0-1-ab1cd (rank 1):" in after.details
+    assert ("  PET_MASTER_ADDR, PET_MASTER_PORT, PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE: "
+            "by the Trainer's torch plugin") in after.details
+    assert "  volume checkpoints (claim checkpoints): by kfcockpit.io/lesson" in after.details
+    assert "  node kfcockpit-worker2: by the scheduler" in after.details

@@ -29,6 +29,7 @@ from textual.worker import Worker, WorkerState
 
 from backend.errors import USER_ERRORS, one_line
 from tui import actions
+from tui.screens.cockpit.anatomy import AnatomyView
 from tui.screens.cockpit.following import GOODPUT_SECONDS, HANG_SECONDS, Following
 from tui.screens.cockpit.lesson import LessonDriver
 from tui.screens.cockpit.nodes import NodeActions
@@ -71,6 +72,7 @@ class CockpitScreen(Screen):
         self.storage = Storage(self)
         self.pod_actions = PodActions(self)
         self.node_actions = NodeActions(self)
+        self.anatomy = AnatomyView(self)
 
     # ------------------------------------------------------------------ layout
 
@@ -316,6 +318,9 @@ class CockpitScreen(Screen):
 
     def action_cordon_node(self) -> None:
         self.node_actions.ask_cordon()
+
+    def action_show_anatomy(self) -> None:
+        self.anatomy.show()
 
     def action_show_logs(self) -> None:
         in_pods = self.panels.panel_of(self.app.focused) == "pods"
