@@ -123,8 +123,10 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
          restart=os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"), device=placement.device,
          backend=placement.backend, precision=cfg.precision,
          **({"process_started": round(began, 3)} if began is not None else {}),
-         # Where this rank sits: its pod (torchrun's node rank) and its place in it, and its GPU.
-         local_rank=device.local_rank(), node_rank=os.environ.get("GROUP_RANK", "0"),
+         # Where this rank sits: its pod (torchrun's node rank), its place among the pod's ranks,
+         # and its GPU. torchrun's env; a plain process is the one rank of its node.
+         node_rank=os.environ.get("GROUP_RANK", "0"), local_rank=device.local_rank(),
+         local_world=os.environ.get("LOCAL_WORLD_SIZE", "1"),
          **({"gpu": placement.gpu} if placement.gpu is not None else {}))
     try:
         training = run(cfg, rank, world, store, stop=terminated, placement=placement,

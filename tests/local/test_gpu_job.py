@@ -94,8 +94,9 @@ async def test_two_gpus_per_pod_train_world_4_and_a_killed_pod_resumes_bitwise_e
     ranks = pod_ranks(home, "straight")
     assert sorted(ranks) == [0, 1]
     for node_rank, starts in ranks.items():  # two processes per pod, each on its own GPU
-        assert [(s["rank"], s["world"], s["node_rank"], s["local_rank"], s["gpu"]) for s in starts] == [
-            (str(2 * node_rank + local), "4", str(node_rank), str(local), str(local)) for local in (0, 1)]
+        assert [(s["rank"], s["world"], s["node_rank"], s["local_rank"], s["local_world"], s["gpu"])
+                for s in starts] == [(str(2 * node_rank + local), "4", str(node_rank), str(local), "2", str(local))
+                                     for local in (0, 1)]
 
     await cluster.apply(gpu_job("killed", **plan))
     await kill_rank_at_step(cluster, "killed", 1, 10)  # the pod of ranks 2 and 3
@@ -115,8 +116,8 @@ async def test_the_gpu_trainjob_as_is_trains_world_2_one_process_per_gpu(cluster
     done = await cluster.wait_job(job.metadata.name, COMPLETE, WAIT)
     assert done.phase == JobPhase.COMPLETE, kubectl(home, "get", "pods", "-o", "wide").stdout
     ranks = pod_ranks(home, job.metadata.name)
-    assert {n: [(s["rank"], s["world"], s["local_rank"], s["gpu"]) for s in starts] for n, starts in ranks.items()} \
-        == {0: [("0", "2", "0", "0")], 1: [("1", "2", "0", "0")]}
+    assert {n: [(s["rank"], s["world"], s["local_rank"], s["local_world"], s["gpu"]) for s in starts]
+            for n, starts in ranks.items()} == {0: [("0", "2", "0", "1", "0")], 1: [("1", "2", "0", "1", "0")]}
     pods = json.loads(kubectl(home, "get", "pods", "-l", f"jobset.sigs.k8s.io/jobset-name={job.metadata.name}",
                               "-o", "json").stdout)["items"]
     assert sorted(p["spec"]["nodeName"] for p in pods) == ["kfcockpit-worker", "kfcockpit-worker2"]
