@@ -101,7 +101,7 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
         sys.stderr.write(f"training.ddp: error: {exc}\n")
         return EXIT_USAGE
     device.apply(placement)
-    if placement.note:
+    if placement.note and device.local_rank() == 0:  # said once per pod, not by each of its ranks
         sys.stderr.write(f"training.ddp: {placement.note}\n")
     # The store before the group: its newest checkpoint is read while the peers' processes start
     # (RANK is the rank env:// init gives this process).
@@ -122,7 +122,12 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
     emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps,
          restart=os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"), device=placement.device,
          backend=placement.backend, precision=cfg.precision,
-         **({"process_started": round(began, 3)} if began is not None else {}))
+         **({"process_started": round(began, 3)} if began is not None else {}),
+         # Where this rank sits: its pod (torchrun's node rank), its place among the pod's ranks,
+         # and its GPU. torchrun's env; a plain process is the one rank of its node.
+         node_rank=os.environ.get("GROUP_RANK", "0"), local_rank=device.local_rank(),
+         local_world=os.environ.get("LOCAL_WORLD_SIZE", "1"),
+         **({"gpu": placement.gpu} if placement.gpu is not None else {}))
     try:
         training = run(cfg, rank, world, store, stop=terminated, placement=placement,
                        exit_on_stop=lambda: _leave(EXIT_TERMINATED),

@@ -95,6 +95,19 @@ async def run_until_step(cluster: KubeCluster, job: str, step: int) -> None:
             return
 
 
+
+async def kill_rank_at_step(cluster: KubeCluster, job: str, rank: int, step: int) -> tuple[object, list]:
+    """Follow the job's log to its end (the replacement pods too), killing the pod of node rank
+    `rank` once a step at or past `step` shows; (the pod killed, every line read)."""
+    lines, victim = [], None
+    async for batch in cluster.stream_logs(job):
+        lines += batch
+        if victim is None and any(line.step is not None and line.step >= step for line in batch):
+            victim = next(p for p in await cluster.list_pods(job) if p.rank == rank)
+            await cluster.kill_pod(victim.name)
+    assert victim is not None, f"{job} ended before step {step}"
+    return victim, lines
+
 async def apply_all(cluster: KubeCluster, *resources) -> None:
     for resource in resources:
         await cluster.apply(resource)

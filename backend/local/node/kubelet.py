@@ -8,7 +8,8 @@ pod is a pod. What it does for them:
 - prepares a container: the volumes' directories (a claim's, from the storage driver; a
   ConfigMap's, Secret's or emptyDir's files written for the pod, removed with it), its
   environment (podspec.py) with the pod's rendezvous address resolved by the node's network
-  (network.py), the GPUs it was allocated (devices.py: NVIDIA_VISIBLE_DEVICES), its cgroups
+  (network.py), the GPUs it was allocated (devices.py: NVIDIA_VISIBLE_DEVICES; simulated ones
+  counted where torchrun's `auto` would count real ones), its cgroups
   (limits.py: the pod's pids, the node's allocatable memory);
 - starts it warm, forked by a zygote that has torch imported (warm.py), when the command is a
   plain `torchrun` of one process per node and the pod does not say `kfcockpit.io/warm-start:
@@ -289,7 +290,7 @@ class Kubelet:
         env = {k: podspec.rewrite_mounts(v, mounts) for k, v in env.items()}
         if (meta.get("labels") or {}).get(ROLE) == "driver":
             env.update(self._ray_env())
-        env.update(self.devices.env(meta["uid"], gpus_asked(container)))
+        env.update(self.devices.env(meta["uid"], gpus_asked(container), env))
         env.update({podspec.ENV_CLUSTER: self.cluster_root, podspec.ENV_POD: meta["uid"],
                     "HOSTNAME": (pod.get("spec") or {}).get("hostname") or meta["name"],
                     "KUBERNETES_SERVICE_HOST": ADDRESS, "KUBERNETES_SERVICE_PORT": str(self.api_port())})
