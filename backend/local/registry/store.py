@@ -183,7 +183,8 @@ class Store:
         self._index_owners(key, obj, add=True)
         self._publish(kind, Event(version, kind.key, event_type, obj))
         if kind.persisted and self.directory is not None:
-            write_atomic(self._path(key), json.dumps(obj).encode(), durable=durable)
+            # 0600: Secrets and tokens among them (an etcd data dir is its owner's alone)
+            write_atomic(self._path(key), json.dumps(obj).encode(), durable=durable, mode=0o600)
         return obj
 
     def _index_owners(self, key: Key, obj: dict[str, Any], add: bool) -> None:
