@@ -5,7 +5,7 @@ Three guarantees against orphans, from strongest to last resort:
 - a pod's process gets PR_SET_PDEATHSIG, so it is signalled the moment its parent (the
   controller, or the warm-worker zygote) dies, even by SIGKILL;
 - each pod is a session and process group of its own, so a kill reaches its descendants;
-- every pod process carries KFCOCKPIT_CLUSTER/KFCOCKPIT_POD in its environment, inherited by
+- every pod process carries KFCOCKPIT_CLUSTER_ID/KFCOCKPIT_POD in its environment, inherited by
   anything it starts (torchrun starts its workers in new sessions), so `sweep` finds them in
   /proc wherever they went.
 """

@@ -6,6 +6,7 @@ mounts, the node's network for rendezvous ports, the pids bound, a restart of th
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -221,6 +222,65 @@ async def test_environment_references_and_mounts(tmp_path):
         client.create("ConfigMap", {"metadata": {"name": "settings", "namespace": "default"}, "data": {"key": "v"}})
         await until(client, "Pod", "default", "env", _phase("Succeeded"))
         assert await _log(node, "env") == "v env 7 env-7\non the volume v\n"
+
+
+async def test_a_pod_is_not_told_where_the_cluster_keeps_its_state(tmp_path):
+    """Found: every pod's KFCOCKPIT_CLUSTER named the state root, where the admin token, the
+    signing key and every namespace's volumes are (issue 44). Its processes are still found by
+    the cluster's marker, a digest of the root."""
+    from backend.local.node.podspec import cluster_marker
+
+    client = plane()
+    async with kubelet(tmp_path, client) as node:
+        _pod(client, "env", [PY, "-c", "import json, os; print(json.dumps(dict(os.environ)))"])
+        await until(client, "Pod", "default", "env", _phase("Succeeded"))
+        env = json.loads(await _log(node, "env"))
+    root = str(tmp_path / "cluster")
+    assert "KFCOCKPIT_CLUSTER" not in env
+    assert [k for k, v in env.items() if root in v] == []
+    assert cluster_marker(root).items() <= env.items()
+
+
+async def test_a_sub_path_lands_in_its_subdirectory_of_the_volume(tmp_path):
+    """Found ignored: files written under a subPath mount landed in the volume's root (issue 44).
+    The kubelet makes a missing subPath a directory (pkg/volume/util/subpath doSafeMakeDir); a
+    ConfigMap key named by subPath is that one file; subPathExpr expands the container's env."""
+    client = plane()
+    volume = tmp_path / "volumes" / "default" / "data"
+    volume.mkdir(parents=True)
+    client.create("ConfigMap", {"metadata": {"name": "settings", "namespace": "default"},
+                                "data": {"train.yaml": "steps: 3"}})
+    script = ("import sys\n"
+              "open(sys.argv[1] + '/x', 'w').write('run')\n"
+              "open(sys.argv[2] + '/y', 'w').write('pod')\n"
+              "print(open(sys.argv[3]).read())")
+    async with kubelet(tmp_path, client) as node:
+        _pod(client, "sub", [PY, "-c", script, "/ckpt", "/mine", "/etc/app/train.yaml"],
+             volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                      {"name": "conf", "configMap": {"name": "settings"}}],
+             container={"env": [{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                        "volumeMounts": [{"name": "data", "mountPath": "/ckpt", "subPath": "runs/run-1"},
+                                         {"name": "data", "mountPath": "/mine", "subPathExpr": "pods/$(POD)"},
+                                         {"name": "conf", "mountPath": "/etc/app/train.yaml",
+                                          "subPath": "train.yaml"}]})
+        await until(client, "Pod", "default", "sub", _phase("Succeeded"))
+        assert await _log(node, "sub") == "steps: 3\n"
+    assert (volume / "runs" / "run-1" / "x").read_text() == "run"
+    assert (volume / "pods" / "sub" / "y").read_text() == "pod"
+    assert not (volume / "x").exists() and not (volume / "y").exists()
+
+
+async def test_a_sub_path_that_a_symlink_leads_out_of_the_volume_is_refused(tmp_path):
+    client = plane()
+    volume = tmp_path / "volumes" / "default" / "data"
+    volume.mkdir(parents=True)
+    (volume / "out").symlink_to(tmp_path)  # planted by a pod that had the volume before
+    async with kubelet(tmp_path, client):
+        _pod(client, "escape", [PY, "-c", "print('ran')"],
+             volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+             container={"volumeMounts": [{"name": "data", "mountPath": "/d", "subPath": "out"}]})
+        waiting = await until(client, "Pod", "default", "escape", lambda p: "waiting" in _state(p)["state"])
+    assert "is not within the volume" in _state(waiting)["state"]["waiting"]["message"]
 
 
 async def test_a_group_meets_on_a_port_of_its_own_new_for_each_attempt(tmp_path):

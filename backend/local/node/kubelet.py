@@ -73,6 +73,27 @@ def gpus_asked(container: Obj) -> int:
         return 0
 
 
+
+def _sub_path(volume: Path, mount: Obj, container: Obj, pod: Obj, lookup: podspec.Lookup) -> str:
+    """What backs a mount: its volume's directory, or the mount's subPath (subPathExpr with the
+    container's $(VAR)s expanded) inside it, made a directory when missing as the kubelet makes
+    it (pkg/volume/util/subpath: doSafeMakeDir); one that leaves the volume (a symlink) is
+    refused, as the kubelet's "is not within the volume" check does."""
+    sub = mount.get("subPath") or ""
+    if mount.get("subPathExpr"):
+        sub = podspec.expand(mount["subPathExpr"], podspec.container_env(container, pod, lookup))
+    if not sub:
+        return str(volume)
+    if sub.startswith("/") or ".." in sub.split("/"):
+        raise InvalidResource(f"volumeMount {mount.get('name')!r}: subPath {sub!r} must be a relative path "
+                              "without '..'")
+    target = volume / sub
+    if not target.exists():
+        target.mkdir(parents=True, exist_ok=True)
+    if not target.resolve().is_relative_to(volume.resolve()):
+        raise InvalidResource(f"volumeMount {mount.get('name')!r}: subPath {sub!r} is not within the volume")
+    return str(target)
+
 class Kubelet:
     def __init__(self, client: Client, name: str, root: Path, volume_dir: Callable[[str, str], Path],
                  capacity: dict[str, str], children: Children, network: Network, cgroups: PodCgroups,
@@ -80,7 +101,7 @@ class Kubelet:
                  ray_temp: Callable[[], Path] | None = None, allocatable: dict[str, str] | None = None,
                  labels: dict[str, str] | None = None, devices: Devices | None = None, lease_renew: float = 10.0):
         self.client, self.name, self.root = client, name, root
-        self.cluster_root = str(root)
+        self.cluster_id = podspec.cluster_id(root)
         self.volume_dir, self.capacity, self.children = volume_dir, capacity, children
         self.allocatable = allocatable or capacity
         self.devices = devices or Devices([], machine_has_gpus=False)
@@ -290,7 +311,7 @@ class Kubelet:
         if (meta.get("labels") or {}).get(ROLE) == "driver":
             env.update(self._ray_env())
         env.update(self.devices.env(meta["uid"], gpus_asked(container)))
-        env.update({podspec.ENV_CLUSTER: self.cluster_root, podspec.ENV_POD: meta["uid"],
+        env.update({podspec.ENV_CLUSTER: self.cluster_id, podspec.ENV_POD: meta["uid"],
                     "HOSTNAME": (pod.get("spec") or {}).get("hostname") or meta["name"],
                     "KUBERNETES_SERVICE_HOST": ADDRESS, "KUBERNETES_SERVICE_PORT": str(self.api_port())})
         argv = [podspec.rewrite_mounts(podspec.expand(a, env), mounts)
@@ -327,7 +348,7 @@ class Kubelet:
                 if not directory.is_dir():
                     raise InvalidResource(f"volume {mount['name']!r}: persistentvolumeclaim {claim!r} has no volume "
                                           "on this node")
-                found[mount["mountPath"]] = str(directory)
+                found[mount["mountPath"]] = _sub_path(directory, mount, container, pod, self.lookup(meta["namespace"]))
                 continue
             directory = self.root / "projected" / meta["namespace"] / meta["uid"] / volume["name"]
             source = podspec.projected_source(volume)
@@ -343,7 +364,7 @@ class Kubelet:
                 directory.mkdir(parents=True)
                 for key, value in data.items():
                     (directory / key).write_text(value)
-            found[mount["mountPath"]] = str(directory)
+            found[mount["mountPath"]] = _sub_path(directory, mount, container, pod, self.lookup(meta["namespace"]))
         return found
 
     def _token_minter(self, pod: Obj):

@@ -62,6 +62,27 @@ def unrunnable(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
     return problems
 
 
+def escaping_sub_paths(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
+    """A volumeMount's subPath stays inside its volume: relative, no '..' element
+    (pkg/apis/core/validation validateVolumeMounts -> validateLocalDescendingPath and
+    validatePathNoBacksteps); subPath and subPathExpr are mutually exclusive."""
+    problems = []
+    for i, container in enumerate(spec.get("containers") or []):
+        for j, mount in enumerate(container.get("volumeMounts") or []):
+            at = f"{path}.containers[{i}].volumeMounts[{j}]"
+            sub = mount.get("subPath") or ""
+            if sub and mount.get("subPathExpr"):
+                problems.append((f"{at}.subPathExpr", f'Invalid value: "{mount["subPathExpr"]}": subPathExpr and '
+                                                      "subPath are mutually exclusive"))
+            for field in ("subPath", "subPathExpr"):
+                value = mount.get(field) or ""
+                if value.startswith("/"):
+                    problems.append((f"{at}.{field}", f'Invalid value: "{value}": must be a relative path'))
+                if ".." in value.split("/"):
+                    problems.append((f"{at}.{field}", f"Invalid value: \"{value}\": must not contain '..'"))
+    return problems
+
+
 def _native(resource: str) -> bool:
     """Kubernetes' own resources (cpu, memory, ...) rather than extended ones (nvidia.com/gpu)."""
     return "/" not in resource or resource.startswith(("kubernetes.io/", "requests.", "hugepages-"))
@@ -163,7 +184,7 @@ class PodStrategy(Strategy):
     def validate(self, obj: Obj, reader: Reader) -> list[str]:
         spec = obj["spec"]
         jobset_pods.validate_pod(obj, reader)
-        problems = unrunnable(spec) + overcommitted(spec)
+        problems = unrunnable(spec) + overcommitted(spec) + escaping_sub_paths(spec)
         if spec.get("restartPolicy") not in ("Always", "OnFailure", "Never"):
             problems.append(("spec.restartPolicy", f"Unsupported value: {spec.get('restartPolicy')!r}: supported "
                                                    'values: "Always", "OnFailure", "Never"'))
