@@ -18,6 +18,7 @@ import signal
 import time
 from typing import Awaitable, Callable
 
+from backend.local.node import confine
 from backend.local.node.logs import PodLog
 from backend.local.node.podspec import ENV_CLUSTER, ENV_POD, LaunchSpec
 from backend.processes import SpawnError, kill_group, marked_processes, spawn, sweep, wait_gone_async
@@ -55,8 +56,9 @@ class Container:
             else:
                 # torchrun forwards SIGTERM to its workers, a Ray driver shuts its Ray down; a
                 # plain program just ends.
+                plan = spec.confine
                 self.pid = spawn(spec.argv, spec.env, spec.cwd, write_fd, death_signal=signal.SIGTERM,
-                                 cgroups=cgroups)
+                                 cgroups=cgroups, before_exec=(lambda: confine.enter(plan)) if plan else None)
                 exit_of(self.pid).add_done_callback(lambda f: self.exited(f.result()))
         except (SpawnError, OSError) as exc:
             self.start_error = str(exc)

@@ -60,6 +60,7 @@ class LaunchSpec:
     warm: tuple[str, str, list[str]] | None = None  # ("module"|"script", target, argv tail)
     warm_env: dict[str, str] = field(default_factory=dict)  # the env torchrun gives its worker
     zygote_key: tuple[tuple[str, str], ...] = ()
+    confine: dict | None = None  # confine.enter's plan, where pods get mount namespaces
 
 
 def cluster_id(root: Path | str) -> str:

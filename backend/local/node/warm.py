@@ -64,7 +64,7 @@ class Zygote:
             raise SpawnError(self.problem or "warm workers unavailable")
         kind, target, args = spec.warm
         request = {"op": "spawn", "pod": pod, "kind": kind, "target": target, "args": args,
-                   "env": spec.warm_env, "cwd": spec.cwd, "cgroups": list(cgroups)}
+                   "env": spec.warm_env, "cwd": spec.cwd, "cgroups": list(cgroups), "confine": spec.confine}
         future = self._loop.create_future()
         self._spawning[pod] = future
         try:
