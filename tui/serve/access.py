@@ -55,7 +55,7 @@ def names_this_server(host_header: str, bind_host: str, public_host: str | None)
     name = host_name(host_header)
     if not name:
         return False
-    if name in {"localhost", host_name(bind_host), public_host}:
+    if name in {"localhost", bind_host.strip("[]").lower(), public_host}:
         return True
     try:
         address = ipaddress.ip_address(name)
