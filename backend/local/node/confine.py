@@ -13,10 +13,13 @@ a tmpfs laid over that directory in the pod's view, with the directory's entries
 nothing is ever created on the machine. The pod then chroots into it. About 30 mounts, a few
 milliseconds, in the forked child before exec (or before a warm worker runs).
 
-It needs CAP_SYS_ADMIN (root here); `available()` asks the kernel once, and where it says no the
-cluster says so once and pods keep the path rewrite (podspec.rewrite_mounts). A root pod could
-undo the mounts: this keeps pods from the state by default, as a container's mounts do, not a
-pod that sets out to escape.
+As root the pod's process unshares the mount namespace; as anyone else it unshares a user
+namespace too (mapping its own uid and gid, so files keep their owners), where the kernel allows
+unprivileged ones, and an exec'd command then has no capability left to undo the mounts.
+`available()` asks the kernel once; where it says no, the cluster says so once and pods keep the
+path rewrite (podspec.rewrite_mounts). A root pod could undo the mounts or look at another
+process's root in /proc: this keeps pods from the state by default, as a container's mounts do,
+not a pod that sets out to escape (that would take a PID namespace and dropped capabilities).
 
 Runs in a forked child: the libc functions are looked up at import, never after a fork.
 """
@@ -28,10 +31,13 @@ import os
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _unshare, _mount = _libc.unshare, _libc.mount
-_CLONE_NEWNS = 0x00020000
+_CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV = 1, 2, 4
 _MS_REMOUNT, _MS_BIND, _MS_REC = 32, 4096, 16384
 _MS_UNBINDABLE, _MS_PRIVATE = 1 << 17, 1 << 18
+# statvfs flags a read-only remount must keep (a user namespace may not clear them), as mount flags.
+_KEPT_FLAGS = ((os.ST_NOSUID, 2), (os.ST_NODEV, 4), (os.ST_NOEXEC, 8), (os.ST_NOATIME, 1024),
+               (os.ST_NODIRATIME, 2048), (os.ST_RELATIME, 1 << 21))
 
 
 def _call(result: int, what: str) -> None:
@@ -43,7 +49,9 @@ def _call(result: int, what: str) -> None:
 def _bind(source: str, target: str, read_only: bool = False) -> None:
     _call(_mount(source.encode(), target.encode(), None, _MS_BIND | _MS_REC, None), f"bind {source} on {target}")
     if read_only:
-        _call(_mount(None, target.encode(), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY, None), f"read-only {target}")
+        kept = os.statvfs(target).f_flag
+        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | sum(m for st, m in _KEPT_FLAGS if kept & st)
+        _call(_mount(None, target.encode(), None, flags, None), f"read-only {target}")
 
 
 def _tmpfs(target: str, read_only: bool = False) -> None:
@@ -115,12 +123,28 @@ class _Root:
         return self.inner(current)
 
 
+def _own_namespace() -> None:
+    """A mount namespace of this process's own, private from the machine's; not root, inside a
+    user namespace of its own that maps its uid and gid to themselves."""
+    if os.geteuid() == 0:
+        _call(_unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    else:
+        uid, gid = os.geteuid(), os.getegid()
+        _call(_unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare(CLONE_NEWUSER|CLONE_NEWNS)")
+        for name, line in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
+            try:
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
+    _call(_mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "private /")
+
+
 def enter(plan: dict) -> None:
     """In a pod's forked, single-threaded process, before it runs anything of the pod: its own
     mount namespace and root. `plan`: {"root": an empty directory to build the root on,
     "mounts": [[mountPath, source, read_only], ...], "hide": [paths], "cwd": the pod's cwd}."""
-    _call(_unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    _call(_mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "private /")
+    _own_namespace()
     root = _Root(plan["root"])
     for target, source, read_only in sorted(plan["mounts"], key=lambda m: m[0].count("/")):
         _bind(source, root.mount_point(target, os.path.isdir(source)), read_only)
@@ -144,8 +168,7 @@ def available() -> str | None:
     if pid == 0:
         os.close(read_fd)
         try:
-            _call(_unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-            _call(_mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "private /")
+            _own_namespace()
             _tmpfs("/tmp")
             code = 0
         except OSError as exc:
