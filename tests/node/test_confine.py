@@ -1,6 +1,7 @@
 """node/confine.py in a forked child, as a pod's process uses it: the pod's mounts at their
 mountPaths (made without creating anything on the machine), read-only where asked, the hidden
-paths empty; as root, and as an unprivileged user inside a user namespace of its own."""
+paths empty and no capability left to undo that (containerd's default set, defaultUnixCaps); as
+root, and as an unprivileged user inside a user namespace of its own."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def state():
 def _in_pod(state: Path, uid: int | None) -> dict:
     """What a process confined by the plan below sees; run in a forked child (as `uid`)."""
     read_fd, write_fd = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:
         try:
@@ -56,6 +58,14 @@ def _in_pod(state: Path, uid: int | None) -> dict:
                     "config": open("/etc/kfcockpit-test/app.yaml").read(),
                     "state": os.listdir(state / "state"), "passwd": os.path.exists("/etc/passwd")}
             open("/kfcockpit-test-ckpt/y", "w").write("written")
+            # What a pod that sets out to reach the state would try: undo the mount that hides
+            # it, or look through the root of a process outside (the controller's).
+            seen["umount"] = ctypes.CDLL(None, use_errno=True).umount2(str(state / "state").encode(), 2) == 0
+            try:
+                open(f"/proc/{parent}/root{state}/state/pki/token").read()
+                seen["through /proc"] = True
+            except OSError:
+                seen["through /proc"] = False
             try:
                 open("/etc/kfcockpit-test/app.yaml", "w")
                 seen["read_only"] = False
@@ -88,6 +98,6 @@ def test_a_confined_process_sees_its_mounts_and_not_the_state(state, who):
         pytest.skip(f"this kernel gives no mount namespace here: {why}")
     seen = _in_pod(state, uid)
     assert seen == {"volume": "on the volume", "config": "steps: 3", "state": [], "passwd": True,
-                    "read_only": True}, seen
+                    "read_only": True, "umount": False, "through /proc": False}, seen
     assert (state / "state" / "volumes" / "data" / "y").read_text() == "written"
     assert not Path("/kfcockpit-test-ckpt").exists() and not Path("/etc/kfcockpit-test").exists()

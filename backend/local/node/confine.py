@@ -17,9 +17,11 @@ As root the pod's process unshares the mount namespace; as anyone else it unshar
 namespace too (mapping its own uid and gid, so files keep their owners), where the kernel allows
 unprivileged ones, and an exec'd command then has no capability left to undo the mounts.
 `available()` asks the kernel once; where it says no, the cluster says so once and pods keep the
-path rewrite (podspec.rewrite_mounts). A root pod could undo the mounts or look at another
-process's root in /proc: this keeps pods from the state by default, as a container's mounts do,
-not a pod that sets out to escape (that would take a PID namespace and dropped capabilities).
+path rewrite (podspec.rewrite_mounts). A root pod keeps only the capabilities a container
+runtime's default set gives (containerd's and Docker's): without CAP_SYS_ADMIN it cannot undo its
+mounts, without CAP_DAC_READ_SEARCH it cannot open the state by file handle, and it cannot look
+into the controller's root through /proc. Another pod's root through /proc/PID/root stays
+reachable to a pod that sets out to: that would take a PID namespace per pod.
 
 Runs in a forked child: the libc functions are looked up at import, never after a fork.
 """
@@ -30,11 +32,27 @@ import ctypes
 import os
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_unshare, _mount = _libc.unshare, _libc.mount
+_unshare, _mount, _prctl, _capget, _capset = _libc.unshare, _libc.mount, _libc.prctl, _libc.capget, _libc.capset
 _CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV = 1, 2, 4
 _MS_REMOUNT, _MS_BIND, _MS_REC = 32, 4096, 16384
 _MS_UNBINDABLE, _MS_PRIVATE = 1 << 17, 1 << 18
+_PR_CAPBSET_DROP = 24
+# containerd's default capabilities (oci/spec.go defaultUnixCaps), by number: CHOWN, DAC_OVERRIDE,
+# FOWNER, FSETID, KILL, SETGID, SETUID, SETPCAP, NET_BIND_SERVICE, NET_RAW, SYS_CHROOT, MKNOD,
+# AUDIT_WRITE, SETFCAP.
+_KEPT_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31})
+_CAPS_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
 # statvfs flags a read-only remount must keep (a user namespace may not clear them), as mount flags.
 _KEPT_FLAGS = ((os.ST_NOSUID, 2), (os.ST_NODEV, 4), (os.ST_NOEXEC, 8), (os.ST_NOATIME, 1024),
                (os.ST_NODIRATIME, 2048), (os.ST_RELATIME, 1 << 21))
@@ -156,6 +174,25 @@ def enter(plan: dict) -> None:
             _bind("/dev/null", inner)
     os.chroot(plan["root"])
     os.chdir(plan["cwd"])
+    _drop_capabilities()
+
+
+def _drop_capabilities() -> None:
+    """Keep only _KEPT_CAPS: out of the bounding set (what an exec'd command can have) and out of
+    this process's own sets (a warm worker runs without exec)."""
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last = int(f.read())
+    for cap in range(last + 1):
+        if cap not in _KEPT_CAPS:
+            _call(_prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop capability {cap}")
+    header, data = _CapHeader(_CAPS_VERSION_3, 0), (_CapData * 2)()
+    _call(_capget(ctypes.byref(header), data), "capget")
+    for word in range(2):
+        kept = sum(1 << (cap - 32 * word) for cap in _KEPT_CAPS if 32 * word <= cap < 32 * (word + 1))
+        data[word].effective &= kept
+        data[word].permitted &= kept
+        data[word].inheritable &= kept
+    _call(_capset(ctypes.byref(header), data), "capset")
 
 
 def available() -> str | None:
