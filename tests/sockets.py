@@ -48,5 +48,12 @@ def listening(pids: Iterable[int]) -> list[tuple[str, int, int]]:
     return sockets
 
 
+def is_loopback(address: str) -> bool:
+    """127.0.0.0/8, ::1, or 127.x as an IPv4-mapped IPv6 address (a dual-stack socket's)."""
+    ip = ipaddress.ip_address(address)
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return (mapped or ip).is_loopback
+
+
 def not_loopback(sockets: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
-    return [s for s in sockets if not ipaddress.ip_address(s[0]).is_loopback]
+    return [s for s in sockets if not is_loopback(s[0])]
