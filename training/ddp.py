@@ -59,11 +59,48 @@ def _init_process_group(backend: str, timeout: float):
         # env:// — what torchrun (and Kubeflow Trainer) give
         if os.environ["RANK"] != "0" and "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
             _wait_for_store(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), timeout)
-        dist.init_process_group(backend, timeout=timedelta(seconds=timeout))
+        if _rank_zero_hosts_store():
+            store = _rendezvous_store(timedelta(seconds=timeout))
+            dist.init_process_group(backend, store=store, rank=int(os.environ["RANK"]),
+                                    world_size=int(os.environ["WORLD_SIZE"]), timeout=timedelta(seconds=timeout))
+        else:
+            dist.init_process_group(backend, timeout=timedelta(seconds=timeout))
     else:
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
                                 timeout=timedelta(seconds=timeout))
     return dist.get_rank(), dist.get_world_size()
+
+
+def _rank_zero_hosts_store() -> bool:
+    """True where rank 0 hosts the rendezvous store (a plain env:// launch, or torchrun without
+    its agent's store); torchrun's agent store is the agent's to bind."""
+    return ("MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ
+            and os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "False") != "True")
+
+
+def _rendezvous_store(timeout):
+    """The store env:// would build (torch/distributed/rendezvous.py `_create_c10d_store`: rank 0
+    hosts a multi-tenant TCPStore, the others connect; init_process_group prefixes it
+    "default_pg"), except that rank 0's server listens only where its peers dial (training/listen.py
+    says why): torch binds every interface unless handed a listening socket."""
+    import torch.distributed as dist
+
+    from training.listen import listen_where_dialled
+
+    addr, port, world = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), int(os.environ["WORLD_SIZE"])
+    use_libuv = os.environ.get("USE_LIBUV", "1") == "1"
+    listener = listen_where_dialled(addr, port, backlog=4096) if os.environ["RANK"] == "0" else None
+    try:
+        store = dist.TCPStore(addr, port, world, is_master=listener is not None, timeout=timeout,
+                              multi_tenant=True, use_libuv=use_libuv,
+                              master_listen_fd=listener.fileno() if listener else None)
+    except BaseException:
+        if listener is not None:
+            listener.close()
+        raise
+    if listener is not None:
+        listener.detach()  # the store's server owns the descriptor now
+    return dist.PrefixStore("default_pg", store)
 
 
 def _wait_for_store(host: str, port: int, timeout: float, every: float = 0.01) -> None:

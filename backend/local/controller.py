@@ -135,7 +135,7 @@ class ControlPlane:
         self.layout.create()
         bootstrap.ensure(self.client, self.fleet.names, first_start)
         self.store.listeners.append(self._stored)
-        self.zygotes = ZygotePool(self.layout.root, sys.stderr.fileno(), self.children.exit_of,
+        self.zygotes = ZygotePool(podspec.cluster_id(self.layout.root), sys.stderr.fileno(), self.children.exit_of,
                                   self.fleet.worker_exited)
         self.fleet.set_zygotes(self.zygotes)
         pki = credentials.load_or_create(self.layout.root / "pki")
@@ -172,7 +172,7 @@ class ControlPlane:
 
     def _sweep_leftovers(self) -> None:
         """Kill whatever a previous controller of this state root left running, and wait for it."""
-        marker = {podspec.ENV_CLUSTER: str(self.layout.root)}
+        marker = podspec.cluster_marker(self.layout.root)
         pids = sweep(marker)
         if not pids:
             return

@@ -19,7 +19,7 @@ import yaml
 from backend.connect import connect
 from backend.kube.cluster import KubeCluster
 from backend.local.embedded import Embedded
-from backend.local.node.podspec import ENV_CLUSTER
+from backend.local.node.podspec import cluster_marker
 from backend.processes import marked_processes, sweep
 from backend.models import LABEL_JOB, TrainJob, parse_manifests
 from backend.settings import Settings
@@ -53,7 +53,7 @@ async def embedded_cluster(home: Path) -> AsyncIterator[KubeCluster]:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            sweep({ENV_CLUSTER: str(embedded.layout.root)})
+            sweep(cluster_marker(embedded.layout.root))
 
 
 @pytest.fixture
@@ -128,7 +128,7 @@ async def wait_for_pods(cluster: KubeCluster, job: str, predicate) -> list:
 
 
 def cluster_processes(home: Path) -> list[int]:
-    return list(marked_processes({ENV_CLUSTER: str(Embedded(home).layout.root)}))
+    return list(marked_processes(cluster_marker(Embedded(home).layout.root)))
 
 
 def kubectl(home: Path, *args: str, timeout: float = WAIT) -> subprocess.CompletedProcess:

@@ -58,7 +58,7 @@ class Node(Protocol):
     """What a pod worker uses of its kubelet (kubelet.py)."""
 
     name: str
-    cluster_root: str
+    cluster_id: str
 
     def prepare(self, pod: Obj, container: Obj) -> tuple[podspec.LaunchSpec, tuple[str, ...]]: ...
 
@@ -216,7 +216,7 @@ class PodWorker:
                 self.wake.clear()
                 await self.wake.wait()
                 continue
-            run = self.run = Container(self.key, self.node.cluster_root,
+            run = self.run = Container(self.key, self.node.cluster_id,
                                        self.node.open_log(self.pod, self.container_spec.get("name", ""), self.restarts))
             await self.node.start(self.pod, run, spec, cgroups)
             self.frozen = False

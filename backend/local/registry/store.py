@@ -197,7 +197,8 @@ class Store:
             version = self.revision.next()
             obj["metadata"]["resourceVersion"] = str(version)
             if kind.persisted and self.directory is not None:
-                write_atomic(self._path(key), json.dumps(obj).encode(), durable=durable)
+                # 0600: Secrets and tokens among them (an etcd data dir is its owner's alone)
+                write_atomic(self._path(key), json.dumps(obj).encode(), durable=durable, mode=0o600)
         if old is not None:
             self._index_owners(key, old, add=False)
         self.objects[key] = obj

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 from backend.local.registry.status import invalid
-from backend.local.registry.strategies.pods import default_spec, resource_requirements, unrunnable
+from backend.local.registry.strategies.pods import default_spec, spec_problems
 from backend.local.registry.strategy import ORPHAN, Obj, Reader, Strategy
 
 JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
@@ -48,8 +48,7 @@ class JobStrategy(Strategy):
 
     def validate(self, obj: Obj, reader: Reader) -> list[str]:
         spec = obj["spec"]
-        problems = unrunnable(spec["template"]["spec"], "spec.template.spec") + \
-            resource_requirements(spec["template"]["spec"], "spec.template.spec")  # ValidatePodTemplateSpec
+        problems = spec_problems(spec["template"]["spec"], "spec.template.spec")  # ValidatePodTemplateSpec
         policy = spec["template"]["spec"].get("restartPolicy")
         if policy not in ("OnFailure", "Never"):
             problems.append(("spec.template.spec.restartPolicy", f'Unsupported value: "{policy}": supported values: '
@@ -89,7 +88,7 @@ class JobSetStrategy(Strategy):
                 problems.append((f"spec.replicatedJobs[{i}].name", "Required value"))
             pod_spec = rjob["template"]["spec"]["template"]["spec"]
             at = f"spec.replicatedJobs[{i}].template.spec.template.spec"
-            problems += unrunnable(pod_spec, at) + resource_requirements(pod_spec, at)
+            problems += spec_problems(pod_spec, at)
         if problems:
             raise invalid("JobSet", obj["metadata"]["name"], problems, JOBSET_GROUP)
         return []

@@ -62,11 +62,37 @@ def unrunnable(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
     return problems
 
 
+def spec_problems(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
+    """What ValidatePodSpec refuses here, for a pod and for a pod template (Jobs, JobSets)."""
+    return unrunnable(spec, path) + resource_requirements(spec, path) + escaping_sub_paths(spec, path)
+
+
 def _overcommit_allowed(resource: str) -> bool:
     """helper.IsOvercommitAllowed: Kubernetes' own resources (cpu, memory, ...), hugepages
     excepted, may be requested below their limit; extended ones (nvidia.com/gpu) may not."""
     native = "/" not in resource or "kubernetes.io/" in resource
     return native and not resource.startswith("hugepages-")
+
+
+def escaping_sub_paths(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
+    """A volumeMount's subPath stays inside its volume: relative, no '..' element
+    (pkg/apis/core/validation validateVolumeMounts -> validateLocalDescendingPath and
+    validatePathNoBacksteps); subPath and subPathExpr are mutually exclusive."""
+    problems = []
+    for i, container in enumerate(spec.get("containers") or []):
+        for j, mount in enumerate(container.get("volumeMounts") or []):
+            at = f"{path}.containers[{i}].volumeMounts[{j}]"
+            sub = mount.get("subPath") or ""
+            if sub and mount.get("subPathExpr"):
+                problems.append((f"{at}.subPathExpr", f'Invalid value: "{mount["subPathExpr"]}": subPathExpr and '
+                                                      "subPath are mutually exclusive"))
+            for field in ("subPath", "subPathExpr"):
+                value = mount.get(field) or ""
+                if value.startswith("/"):
+                    problems.append((f"{at}.{field}", f'Invalid value: "{value}": must be a relative path'))
+                if ".." in value.split("/"):
+                    problems.append((f"{at}.{field}", f"Invalid value: \"{value}\": must not contain '..'"))
+    return problems
 
 
 def resource_requirements(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
@@ -185,7 +211,7 @@ class PodStrategy(Strategy):
     def validate(self, obj: Obj, reader: Reader) -> list[str]:
         spec = obj["spec"]
         jobset_pods.validate_pod(obj, reader)
-        problems = unrunnable(spec) + resource_requirements(spec)
+        problems = spec_problems(spec)
         if spec.get("restartPolicy") not in ("Always", "OnFailure", "Never"):
             problems.append(("spec.restartPolicy", f"Unsupported value: {spec.get('restartPolicy')!r}: supported "
                                                    'values: "Always", "OnFailure", "Never"'))
