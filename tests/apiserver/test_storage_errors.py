@@ -32,10 +32,10 @@ def _cm(name: str) -> dict:
 async def test_a_create_on_a_full_disk_is_refused_and_nowhere(stored_api, tmp_path, monkeypatch):
     full = [True]
 
-    def writer(path, data, durable=True):
+    def writer(path, data, durable=True, mode=None):
         if full[0]:
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        write_atomic(path, data, durable=durable)
+        write_atomic(path, data, durable=durable, mode=mode)
 
     code, listed, _ = await stored_api.call("GET", CONFIGMAPS)
     since = listed["metadata"]["resourceVersion"]

@@ -468,12 +468,12 @@ async def test_a_pod_the_kubelet_fails_to_start_is_a_failure_the_jobs_backoff_li
 
     refused: list[str] = []
 
-    def full_once(path, data, durable=True):  # the disk is full when the failed pod's status is written
+    def full_once(path, data, durable=True, mode=None):  # the disk is full when the failed pod's status is written
         obj = json.loads(data)
         if obj["kind"] == "Pod" and (obj.get("status") or {}).get("phase") == "Failed" and not refused:
             refused.append(obj["metadata"]["name"])
             raise OSError(errno.ENOSPC, "No space left on device")
-        write_atomic(path, data, durable=durable)
+        write_atomic(path, data, durable=durable, mode=mode)
 
     def no_space(*_args):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -555,10 +555,10 @@ async def test_a_trainjob_whose_pods_the_kubelet_cannot_start_fails_within_its_r
 
     writes = itertools.count()
 
-    def nearly_full(path, data, durable=True):  # every third write finds the disk full
+    def nearly_full(path, data, durable=True, mode=None):  # every third write finds the disk full
         if next(writes) % 3 == 2:
             no_space()
-        write_atomic(path, data, durable=durable)
+        write_atomic(path, data, durable=durable, mode=mode)
 
     client, controllers = _cluster(nodes=0)
     client.store.directory = tmp_path / "state"  # kept on a disk that refuses some writes
@@ -591,12 +591,12 @@ async def test_a_running_status_the_disk_refuses_is_sent_again_and_the_pod_runs_
 
     refused: list[str] = []
 
-    def full_once(path, data, durable=True):
+    def full_once(path, data, durable=True, mode=None):
         obj = json.loads(data)
         if obj["kind"] == "Pod" and (obj.get("status") or {}).get("phase") == "Running" and not refused:
             refused.append(obj["metadata"]["name"])
             raise OSError(errno.ENOSPC, "No space left on device")
-        write_atomic(path, data, durable=durable)
+        write_atomic(path, data, durable=durable, mode=mode)
 
     client = plane(tmp_path / "state")
     monkeypatch.setattr(store_module, "write_atomic", full_once)

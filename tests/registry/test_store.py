@@ -118,10 +118,10 @@ class _FullDisk:
     def __init__(self) -> None:
         self.full = True
 
-    def __call__(self, path, data, durable=True) -> None:
+    def __call__(self, path, data, durable=True, mode=None) -> None:
         if self.full:
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        write_atomic(path, data, durable=durable)
+        write_atomic(path, data, durable=durable, mode=mode)
 
 
 def test_a_write_the_disk_refuses_is_never_seen_and_is_said_once(registry, tmp_path, monkeypatch, caplog):
