@@ -3,7 +3,7 @@ with the runtime framework's jobset and torch plugins): a TrainJob and its (Clus
 become a JobSet, and the JobSet's state becomes the TrainJob's.
 
 The JobSet is the runtime's template with the TrainJob's runtimePatches merged in (a strategic
-merge, replicated jobs kept in the runtime's order: crds/trainer.py), then the TrainJob's own
+merge, replicated jobs kept in the runtime's order: registry/upstream/trainer.py), then the TrainJob's own
 settings on the replicated job labelled `trainer.kubeflow.org/trainjob-ancestor-step: trainer`:
 numNodes as its parallelism and completions, the `node` container's image, command, args, env
 and resourcesPerNode, and the torch plugin's PET_* variables (PET_NODE_RANK from the pod's
@@ -33,8 +33,7 @@ from backend.local.controllers.base import Controller, namespaced_key, owner_key
 from backend.local.registry.events import Record
 from backend.local.controllers.job import INDEX_FIELD_PATH, parse_time
 from backend.local.registry.client import Client
-from backend.local.registry import crds
-from backend.local.registry.crds import trainer as crds_trainer
+from backend.local.registry.upstream import trainer as trainer_rules
 from backend.local.registry.merge import strategic_merge
 from backend.local.registry.status import ApiError
 from backend.local.registry.strategies.pods import WARM_ANNOTATION
@@ -64,7 +63,7 @@ def build_jobset(trainjob: Obj, runtime: Obj, status: trainjob_status.StatusServ
     env and volume when a `status` server runs)."""
     meta, spec = trainjob["metadata"], trainjob["spec"]
     template = (runtime.get("spec") or {}).get("template") or {}
-    jobset_spec = crds_trainer.merged_runtime_spec(runtime, trainjob)
+    jobset_spec = trainer_rules.merged_runtime_spec(runtime, trainjob)
     labels = dict((template.get("metadata") or {}).get("labels") or {})
     annotations = dict((template.get("metadata") or {}).get("annotations") or {})
     for patch in spec.get("runtimePatches") or []:
@@ -87,7 +86,7 @@ def build_jobset(trainjob: Obj, runtime: Obj, status: trainjob_status.StatusServ
         pod_spec = job_spec.setdefault("template", {}).setdefault("spec", {})
         for container in pod_spec.get("containers") or []:
             if container.get("name") == TRAINER:
-                procs = crds.num_proc_per_node(trainjob, runtime) if "torch" in policy else None
+                procs = trainer_rules.trainjob_num_proc_per_node(trainjob, runtime) if "torch" in policy else None
                 _trainer_container(container, trainjob, nodes, procs)
         if status is not None:
             trainjob_status.enforce(pod_spec, pod_spec.get("containers") or [], trainjob, status)

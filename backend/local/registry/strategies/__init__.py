@@ -1,4 +1,5 @@
-"""Each kind's strategy (strategy.py): the table the generic registry looks a kind's rules up in."""
+"""Each kind's strategy (strategy.py): the table the generic registry looks a kind's rules up in,
+its admission webhooks included (`Strategy.webhooks`). Adding a kind is one row here."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from backend.local.registry.strategies.rayjobs import RayJobStrategy
 from backend.local.registry.strategies.storage import ClaimStrategy, SnapshotContentStrategy, SnapshotStrategy
 from backend.local.registry.strategies.trainer import RuntimeStrategy, TrainJobStrategy
 from backend.local.registry.strategy import Strategy
+from backend.local.registry.upstream import trainer
 
 
 def strategies(kinds: Kinds, check_state_root: Callable[[], None] = lambda: None,
@@ -38,8 +40,9 @@ def strategies(kinds: Kinds, check_state_root: Callable[[], None] = lambda: None
         "Job": JobStrategy(),
         "JobSet": JobSetStrategy(),
         "TrainJob": TrainJobStrategy(named("TrainJob")),
-        "TrainingRuntime": RuntimeStrategy(named("TrainingRuntime")),
-        "ClusterTrainingRuntime": RuntimeStrategy(named("ClusterTrainingRuntime")),
+        "TrainingRuntime": RuntimeStrategy(named("TrainingRuntime"), trainer.validate_training_runtime),
+        "ClusterTrainingRuntime": RuntimeStrategy(named("ClusterTrainingRuntime"),
+                                                  trainer.validate_cluster_training_runtime),
         "RayJob": RayJobStrategy(named("RayJob"), check_state_root),
         "PersistentVolumeClaim": ClaimStrategy(named("PersistentVolumeClaim")),
         "VolumeSnapshot": SnapshotStrategy(named("VolumeSnapshot")),

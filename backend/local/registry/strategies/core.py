@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import base64
 
-from backend.local.registry.crds import fielderrors as fe
-from backend.local.registry.crds.names import dns1123_label
+from backend.local.registry import fielderrors as fe
+from backend.local.registry.names import dns1123_label
 from backend.local.registry.status import forbidden, invalid
 from backend.local.registry.strategy import Obj, Reader, Strategy
 

@@ -4,7 +4,7 @@ kubelet can run.
 - create: core/v1 defaults (restartPolicy Always, a 30 s grace period, the default scheduler,
   the DefaultTolerationSeconds plugin's not-ready/unreachable tolerations, their seconds the
   cluster's --default-*-toleration-seconds, container terminationMessage defaults), JobSet's pod
-  webhooks (crds/jobset_pods.py: exclusive placement), status Pending with its QoS class. A pod the embedded kubelet
+  webhooks (upstream/jobset.py: exclusive placement), status Pending with its QoS class. A pod the embedded kubelet
   could never run is refused (422) rather than left Pending forever: exactly one container, a
   command or args (images are not pulled), and volumes of the kinds it mounts.
 - update: the spec is fixed but for images, activeDeadlineSeconds and added tolerations, as
@@ -22,10 +22,10 @@ import os
 import time
 from typing import Callable
 
-from backend.local.registry.crds import jobset_pods
+from backend.local.registry.upstream import jobset
 from backend.local.registry.generic import rfc3339
 from backend.local.registry.status import ApiError, conflict, forbidden, invalid
-from backend.local.registry.strategy import Obj, Reader, Strategy
+from backend.local.registry.strategy import Obj, Reader, Strategy, Webhooks
 
 CONTROLLER_POD_ANNOTATION = "kfcockpit.io/controller-pid"  # on the controller's own pod: not deletable
 # A pod's ask to run its command exactly (torchrun) rather than forked warm (node/podspec.py).
@@ -194,7 +194,23 @@ def _without_mutable(spec: Obj) -> Obj:
     return spec
 
 
+def _jobset_pod_defaults(pod: Obj, old: Obj | None, now: str, reader: Reader) -> None:
+    # A webhook sees the pod after the scheme's defaults and the Priority plugin (spec.priority),
+    # which kube-apiserver applies before admission; here they are the strategy's (idempotent).
+    default_spec(pod.setdefault("spec", {}))
+    jobset.default_pod(pod, reader)
+
+
+def _jobset_pod_validation(pod: Obj, old: Obj | None, reader: Reader) -> list[str]:
+    jobset.validate_pod(pod, reader)
+    return []
+
+
 class PodStrategy(Strategy):
+    # JobSet's pod webhooks (pkg/webhooks/pod_webhook.go): on create only
+    webhooks = Webhooks(mutate=_jobset_pod_defaults, mutate_on=("CREATE",),
+                        validate=_jobset_pod_validation, validate_on=("CREATE",))
+
     def __init__(self, clock: Callable[[], float] = time.time, not_ready_seconds: int = TOLERATION_SECONDS,
                  unreachable_seconds: int = TOLERATION_SECONDS):
         self.clock = clock
@@ -205,12 +221,10 @@ class PodStrategy(Strategy):
         default_spec(spec)
         _requests_from_limits(spec)
         _default_tolerations(spec, self.toleration_seconds)
-        jobset_pods.default_pod(obj, reader)
         obj["status"] = {"phase": "Pending", "qosClass": qos(spec)}
 
     def validate(self, obj: Obj, reader: Reader) -> list[str]:
         spec = obj["spec"]
-        jobset_pods.validate_pod(obj, reader)
         problems = spec_problems(spec)
         if spec.get("restartPolicy") not in ("Always", "OnFailure", "Never"):
             problems.append(("spec.restartPolicy", f"Unsupported value: {spec.get('restartPolicy')!r}: supported "
