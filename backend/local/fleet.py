@@ -24,7 +24,7 @@ import hashlib
 import logging
 import os
 from pathlib import Path
-from typing import Callable
+from typing import AsyncIterator, Callable
 
 from backend.errors import InvalidResource, NotFound
 from backend.local import shape as shapes
@@ -34,6 +34,8 @@ from backend.local.node.limits import DEFAULT_POD_PIDS, PodCgroups
 from backend.local.node.network import Network
 from backend.local.registry.client import Client
 from backend.local.registry.events import Record
+from backend.local.registry.kinds import Kind
+from backend.local.registry.status import bad_request
 from backend.processes import Children
 from backend.quantity import quantity
 
@@ -91,6 +93,7 @@ class Fleet:
         self.kubelets: dict[str, Kubelet] = {name: make() for name, make in self._make.items()}
         self.tasks: dict[str, asyncio.Task] = {}
         self.zygotes = None
+        self.cpu_rates = metrics.CpuRates()  # metrics.k8s.io's previous readings, this process's
 
     @property
     def names(self) -> list[str]:
@@ -162,6 +165,25 @@ class Fleet:
             if key in kubelet.workers:
                 kubelet.worker_exited(key, status)
                 return
+
+    def pod_log(self, pod: dict, options: dict[str, str]) -> AsyncIterator[bytes]:
+        """pods/log, served by the kubelet of the pod's node (as kube-apiserver asks that node's)."""
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            raise bad_request(f'pod {pod["metadata"]["name"]} does not have a host assigned')
+        kubelet = self.kubelet(node)
+        if kubelet is None:
+            raise bad_request(f"Get \"https://{node}:10250/containerLogs/{pod['metadata']['namespace']}/"
+                              f"{pod['metadata']['name']}\": node {node} does not answer (it failed)"
+                              if node in self.names else f"no kubelet of node {node} runs here")
+        return kubelet.logs(pod, options)
+
+    def metrics(self, kind: Kind, namespace: str | None) -> list[dict]:
+        """metrics.k8s.io, as each node's kubelet (its summary API) reports it."""
+        if kind.kind == "NodeMetrics":
+            return [metrics.node_metrics(name, self.cpu_rates) for name in self.names if self.kubelet(name) is not None]
+        readings = (metrics.pod_metrics(p, self.pod_pid(p), self.cpu_rates) for p in self.client.list("Pod", namespace))
+        return [m for m in readings if m is not None]
 
     def pod_pid(self, pod: dict) -> int | None:
         kubelet = self.kubelet((pod.get("spec") or {}).get("nodeName"))

@@ -484,7 +484,7 @@ async def test_a_pod_the_kubelet_fails_to_start_is_a_failure_the_jobs_backoff_li
     monkeypatch.setattr(store_module, "write_atomic", full_once)
     events = Events(client, host="test")
     created: list[str] = []
-    client.store.listeners.append(lambda kind, event: created.append(event.object["metadata"]["name"])
+    client.registry.store.listeners.append(lambda kind, event: created.append(event.object["metadata"]["name"])
                                   if kind.kind == "Pod" and event.type == "ADDED" else None)
     async with kubelet(tmp_path, client) as node:
         monkeypatch.setattr(node, "prepare", no_space)
@@ -561,10 +561,10 @@ async def test_a_trainjob_whose_pods_the_kubelet_cannot_start_fails_within_its_r
         write_atomic(path, data, durable=durable, mode=mode)
 
     client, controllers = _cluster(nodes=0)
-    client.store.directory = tmp_path / "state"  # kept on a disk that refuses some writes
+    client.registry.store.directory = tmp_path / "state"  # kept on a disk that refuses some writes
     monkeypatch.setattr(store_module, "write_atomic", nearly_full)
     created: list[str] = []
-    client.store.listeners.append(lambda kind, event: created.append(event.object["metadata"]["name"])
+    client.registry.store.listeners.append(lambda kind, event: created.append(event.object["metadata"]["name"])
                                   if kind.kind == "Pod" and event.type == "ADDED" else None)
     async with kubelet(tmp_path, client) as node:
         monkeypatch.setattr(node, "prepare", no_space)
@@ -601,7 +601,7 @@ async def test_a_running_status_the_disk_refuses_is_sent_again_and_the_pod_runs_
     client = plane(tmp_path / "state")
     monkeypatch.setattr(store_module, "write_atomic", full_once)
     phases: list[str] = []
-    client.store.listeners.append(lambda kind, event: phases.append(event.object["status"].get("phase"))
+    client.registry.store.listeners.append(lambda kind, event: phases.append(event.object["status"].get("phase"))
                                   if kind.kind == "Pod" else None)
     async with kubelet(tmp_path, client) as node:
         _pod(client, "steady", [PY, "-c", "import time; time.sleep(600)"])

@@ -240,7 +240,7 @@ class Kubelet:
     def _collect_logs(self) -> None:
         """At start: the logs of pods no longer in the API (gone while no kubelet ran) go."""
         known = {(p["metadata"]["namespace"], pod_directory(p["metadata"]["name"], p["metadata"]["uid"]))
-                 for p in self.client.store.list(self.client.kinds.named("Pod"))}
+                 for p in self.client.list("Pod")}
         root = self.root / "logs"
         for directory in root.glob("*/*_*") if root.is_dir() else []:
             if (directory.parent.name, directory.name) not in known:
