@@ -64,8 +64,12 @@ async def test_at_80x24_checkpoint_runs_snapshots_and_a_long_volume_name_are_rea
         assert shown[1].split() == lines[1].split() and "RUN" in shown[1], shown[:3]  # …not its one row
 
 
-async def test_a_step_cards_border_shows_the_newest_run_line_only_while_it_runs():
-    step = next(s for s in STEPS if s.id == "4")
+async def test_a_step_card_shows_the_newest_run_line_whole_only_while_it_runs():
+    """The newest line is read whole, wrapped under the heading (a call to action at 120x40 was cut
+    in the border: `kill a worker now: ctrl+k o…`); the run output wraps too."""
+    step = next(s for s in STEPS if s.id == "6")
+    call = ("kill a worker now: ctrl+k on a pod in the pods panel, or from a shell: kubectl delete pod "
+            "lesson-ddp-node-0-1-abcde (the group restarts and resumes from its newest checkpoint)")
 
     class Host(App):
         def compose(self) -> ComposeResult:
@@ -75,10 +79,15 @@ async def test_a_step_cards_border_shows_the_newest_run_line_only_while_it_runs(
     async with app.run_test(size=(80, 24)) as pilot:
         view = app.query_one(StepView)
         view.show(step, None, "", running=True)
-        view.add_output("4", "error: the pipeline run failed")
+        view.add_output("6", call)
         await pilot.pause()
-        assert view._border_subtitle.plain == "error: the pipeline run failed"
+        latest = view.query_one("#step-latest")
+        assert latest.display and str(latest.render()).replace("\n", " ").split() == ["▸", *call.split()]
+        assert latest.region.height > 1 and latest.region.right <= view.region.right  # wrapped inside the card
+        assert not view.border_subtitle
+        output = view.query_one("#step-output")
+        assert output.virtual_size.width <= output.scrollable_content_region.width  # wrapped, not cut
         view.show(step, None, "")  # the run ended (and a later verify passed)
         await pilot.pause()
-        assert view._border_subtitle.plain == ""
-        assert "error: the pipeline run failed" in view.query_one("#step-output").lines  # still in its output
+        assert not view.query_one("#step-latest").display
+        assert call in view.output_lines("6")  # still in its output

@@ -15,6 +15,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from backend.goodput import LABELS
+from backend.words import count
 from tui.timeline import FailureTimeline
 
 if TYPE_CHECKING:
@@ -48,11 +49,11 @@ def goodput_content(report: "GoodputReport", width: int) -> Content:
             end = min(width, round(width * so_far / total))
             parts.append(("█" * (end - drawn), PART_STYLE[name]))
             drawn = max(drawn, end)
-    counts = {"productive": f" ({report.steps_kept} steps)",
-              "wasted_progress": f" ({report.steps_lost} steps)" if report.steps_lost else "",
-              "infrastructure_recovery": f" ({report.restarts} restart{'s' if report.restarts != 1 else ''})"
+    counts = {"productive": f" ({count(report.steps_kept, 'step')})",
+              "wasted_progress": f" ({count(report.steps_lost, 'step')})" if report.steps_lost else "",
+              "infrastructure_recovery": f" ({count(report.restarts, 'restart')})"
               if report.restarts else "",
-              "checkpoint_save": f" ({report.saves} saves)" if report.saves else ""}
+              "checkpoint_save": f" ({count(report.saves, 'save')})" if report.saves else ""}
     for name, seconds in report.parts():
         if seconds >= 0.05 or name == "productive":
             parts += ["\n", ("■ ", PART_STYLE[name]), f"{LABELS[name]} {seconds:.1f} s{counts.get(name, '')}"]
@@ -61,9 +62,10 @@ def goodput_content(report: "GoodputReport", width: int) -> Content:
 
 def restart_content(r: "Restart") -> Content:
     if r.recovered:
-        lost = f" · {r.steps_lost} step{'s' if r.steps_lost != 1 else ''} lost" if r.steps_lost is not None else ""
+        lost = f" · {count(r.steps_lost, 'step')} lost" if r.steps_lost is not None else ""
         head = Content.assemble((f"restart {r.attempt + 1}", "bold"),
-                                (f" · recovered in {r.recovery_seconds:.1f} s", "bold $success"), lost)
+                                (f" · training again {r.recovery_seconds:.1f} s after the failure", "bold $success"),
+                                lost)
     else:
         head = Content.assemble((f"restart {r.attempt + 1}", "bold"), (" · recovering…", "bold $warning"))
     if r.node is not None:
@@ -73,6 +75,18 @@ def restart_content(r: "Restart") -> Content:
         glyph, style = GLYPH.get(m.kind, GLYPH["info"])
         parts += ["\n", (f"{m.at - r.failed_at:+6.1f} s ", "dim"), (glyph, style), " ", m.what]
     return Content.assemble(*parts)
+
+
+def restarts_summary(restarts: list["Restart"]) -> str:
+    """The panel's subtitle: how many restarts, and what they cost, in the past tense once every
+    one is over (the same figure as each restart's own line: failure to training again)."""
+    if not restarts:
+        return ""
+    done = [r.recovery_seconds for r in restarts if r.recovery_seconds is not None]
+    text = count(len(restarts), "restart")
+    if len(done) < len(restarts):
+        return text + " · recovering…"
+    return text + f" · training again after {sum(done):.1f} s" + (" in all" if len(done) > 1 else "")
 
 
 class GoodputSummary(Widget):
@@ -167,10 +181,4 @@ class TimelineView(VerticalScroll, can_focus=True):
                 self.mount(Static(restart_content(r), classes="restart"))
         for extra in shown[len(restarts):]:
             extra.remove()
-        if restarts:
-            total = [r for r in restarts if r.recovered]
-            self.border_subtitle = (f"{len(restarts)} restart{'s' if len(restarts) != 1 else ''}"
-                                    + (f" · {sum(r.recovery_seconds for r in total):.1f} s recovering"
-                                       if total else ""))
-        else:
-            self.border_subtitle = ""
+        self.border_subtitle = restarts_summary(restarts)

@@ -37,6 +37,7 @@ from tui.screens.cockpit.storage import Storage
 from tui.live import LOST, Backoff
 from tui.widgets.checklist import Checklist
 from tui.widgets.job_bar import JobBar
+from backend.words import count
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -161,7 +162,11 @@ class CockpitScreen(Screen):
         labels whole (they still work, and help lists them); the nodes view offers its own."""
         bindings = super().active_bindings
         view = "nodes" if self.panels_ready and self.panels.is_shown("nodes") else None
-        narrow = actions.hidden_from_footer(self.app.size.width, view)
+        width = self.app.size.width
+        narrow = actions.hidden_from_footer(width, view)
+        shown = [active.binding for active in bindings.values()
+                 if active.binding.show and active.binding.action not in narrow]
+        narrow |= actions.footer_overflow(shown, width, self.app.get_key_display)
         return {key: active._replace(binding=replace(active.binding, show=False))
                 if active.binding.action in narrow else active for key, active in bindings.items()}
 
@@ -391,5 +396,5 @@ class CockpitScreen(Screen):
             yield (f"Go to {step.label}: {step.title}", step.done_when,
                    lambda sid=step.id: self.checklist.select_step(sid))
         for job in sorted(self.following.jobs.values(), key=lambda j: j.created, reverse=True):
-            yield (f"Follow job {job.name}", f"{job.phase.value}, {job.num_nodes} nodes",
+            yield (f"Follow job {job.name}", f"{job.phase.value}, {count(job.num_nodes, 'node')}",
                    lambda name=job.name: self.following.follow(name, by_user=True))
