@@ -91,3 +91,49 @@ async def test_a_step_card_shows_the_newest_run_line_whole_only_while_it_runs():
         await pilot.pause()
         assert not view.query_one("#step-latest").display
         assert call in view.output_lines("6")  # still in its output
+
+
+async def test_the_checkpoint_browser_opens_on_the_followed_volume_one_tab_from_its_table_and_ages_tick():
+    """It opened on a pipeline run's uuid volume (sorted first), the volume selector was two Tabs
+    away with a focus a shade apart, and AGE stood still until `r`."""
+    from textual.widgets import Select
+
+    uuid = "101f8b90-58b4-4c2e-9d11-7b0e6c5a4f21-checkpoints"
+    now = [NOW]
+
+    class Host(App):
+        def compose(self) -> ComposeResult:
+            yield CheckpointsPanel(clock=lambda: now[0])
+
+    app = Host()
+    async with app.run_test(size=(100, 24)) as pilot:
+        panel = app.query_one(CheckpointsPanel)
+        panel.show_volumes([VolumeInfo(name=uuid), VolumeInfo(name="checkpoints")])  # before a job is followed
+        panel.show_volumes([VolumeInfo(name="checkpoints"), VolumeInfo(name=uuid)], "checkpoints")
+        assert panel.volume == "checkpoints"
+        panel.show_checkpoints("checkpoints", [Checkpoint(volume="checkpoints", path="r/ckpt-step-000005.pt",
+                                                          run="r", step=5, world_size=2, size_bytes=9, valid=True,
+                                                          created=NOW - 5)])
+        table = panel.query_one("#ckpt-table")
+        table.focus()
+        await pilot.pause()
+        select = panel.query_one("#ckpt-volume", Select)
+        unfocused = select.query_one("SelectCurrent").styles.background
+        await pilot.press("tab")
+        assert app.focused is select
+        await pilot.pause()
+        assert select.query_one("SelectCurrent").styles.background != unfocused
+        await pilot.press("tab")
+        assert app.focused is panel.query_one("#snap-table")
+        await pilot.press("shift+tab", "shift+tab")
+        assert app.focused is table
+        assert "5s" in screen_text(app)
+        now[0] += 60  # a minute on: the AGE column says so without `r`
+        panel._tick()
+        await pilot.pause()
+        assert "1m5s" in screen_text(app)
+        panel.show_volumes([VolumeInfo(name="checkpoints"), VolumeInfo(name=uuid)], uuid)  # another job followed
+        assert panel.volume == uuid
+        panel.picked = True  # the learner chose: a followed job's volume no longer replaces it
+        panel.show_volumes([VolumeInfo(name="checkpoints"), VolumeInfo(name=uuid)], "checkpoints")
+        assert panel.volume == uuid
