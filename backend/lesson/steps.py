@@ -30,6 +30,11 @@ class Step(BaseModel):
     needs: list[str] = Field(default_factory=list)  # steps that must be done first
     note_prompt: str | None = None  # what the note must cover: reading steps, and step 7's comparison
     measure: str | None = None  # the command that measures what the note cites (step 10's compare)
+    short: str = ""  # the checklist's title: whole in its 20 cells, where the title would be cut
+
+    @property
+    def checklist_title(self) -> str:
+        return self.short or self.title
 
     @property
     def takes_note(self) -> bool:
@@ -62,13 +67,34 @@ COMPILE = ("Compile a Pipeline | Kubeflow",
            f"{_KF}/components/pipelines/user-guides/core-functions/compile-a-pipeline/")
 
 
+# The checklist's titles: 20 cells hold them whole beside the glyph and number at 80 columns.
+SHORT = {
+    "setup-1": "Choose the install",
+    "setup-2": "Trainer controller",
+    "setup-3": "Pipelines SDK",
+    "1": "One-step pipeline",
+    "2": "Trainer vs PyTorch",
+    "3": "DDP on two CPUs",
+    "4": "TrainJob from a step",
+    "5": "Checkpoint volume",
+    "6": "Kill and resume",
+    "7": "Snapshot and compare",
+    "8": "Ray Train variant",
+    "9": "Pinned base image",
+    "10": "Trainer or Ray Train",
+    "11": "Platform settings",
+    "12": "Compile and replay",
+}
+
+
 def _step(id: str, title: str, why: str, doc: tuple[str, ...], done_when: str,
           kind: Literal["action", "reading"] = "action", needs: list[str] | None = None,
           note_prompt: str | None = None, measure: str | None = None) -> Step:
+    """One step; its checklist title is SHORT's (the card shows the whole title)."""
     section, number = ("Setup", int(id.split("-")[1])) if id.startswith("setup-") else ("Steps", int(id))
     return Step(id=id, section=section, number=number, title=title, why=why, doc_title=doc[0],
                 doc_url=doc[1], doc_page=doc[2] if len(doc) > 2 else None, done_when=done_when, kind=kind,
-                needs=needs or [], note_prompt=note_prompt, measure=measure)
+                needs=needs or [], note_prompt=note_prompt, measure=measure, short=SHORT[id])
 
 
 STEPS: list[Step] = [

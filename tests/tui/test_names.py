@@ -137,3 +137,30 @@ async def test_the_checkpoint_browser_opens_on_the_followed_volume_one_tab_from_
         panel.picked = True  # the learner chose: a followed job's volume no longer replaces it
         panel.show_volumes([VolumeInfo(name="checkpoints"), VolumeInfo(name=uuid)], "checkpoints")
         assert panel.volume == uuid
+
+
+async def test_a_step_cards_code_and_link_read_whole_in_a_narrow_card():
+    """At 80x24 setup 1's link ended `…/docs/started/installin`, and backticks showed raw."""
+    from tui.widgets.step_view import doc_content, with_code
+
+    class Host(App):
+        def compose(self) -> ComposeResult:
+            yield StepView()
+
+    app = Host()
+    async with app.run_test(size=(50, 40)) as pilot:  # the step tab beside the checklist at 80x24
+        view = app.query_one(StepView)
+        for step in STEPS:
+            view.show(step, None, "")
+            await pilot.pause()
+            why = view.query_one("#step-why")
+            assert "`" not in str(why.render()), step.id
+            view.query_one("#step-doc").scroll_visible(animate=False)
+            await pilot.pause()
+            doc = view.query_one("#step-doc")
+            screen = screen_text(app).splitlines()
+            rows = [screen[y][doc.region.x:doc.region.right].strip() for y in range(doc.region.y, doc.region.bottom)]
+            assert step.doc_url in "".join(rows), (step.id, rows)  # folded onto rows, not cut
+            assert doc.region.right <= view.region.right
+    assert with_code("run `kubectl get pods` now").plain == "run kubectl get pods now"
+    assert "now: Use Platform-Specific Features" in doc_content("t", "u", "Use Platform-Specific Features").plain
