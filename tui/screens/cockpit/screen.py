@@ -24,7 +24,6 @@ from textual.binding import ActiveBinding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.signal import Signal
-from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from backend.errors import USER_ERRORS, one_line
@@ -37,6 +36,7 @@ from tui.screens.cockpit.storage import Storage
 from tui.live import LOST, Backoff
 from tui.widgets.checklist import Checklist
 from tui.widgets.job_bar import JobBar
+from tui.widgets.key_bar import KeyBar
 from backend.words import count
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class CockpitScreen(Screen):
         with Horizontal(id="body"):
             yield Checklist(id="checklist")
             yield Vertical(id="panels")  # the tabs arrive right after the first paint
-        yield Footer(compact=True)
+        yield KeyBar(compact=True)
 
     @property
     def checklist(self) -> Checklist:
