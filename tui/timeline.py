@@ -187,6 +187,11 @@ class FailureTimeline:
         if self.nodes.node_seen(node, seen_at):
             self.version += 1
 
+    def cordons(self) -> list[Moment]:
+        """Every node cordoned or uncordoned while the cockpit watched, whichever job: a cordon
+        restarts nothing, so no restart would tell it (a person pressed C and saw nothing)."""
+        return [Moment(m.at, m.what, m.kind) for m in self.nodes.moments if m.kind == "cordon"]
+
     def event_seen(self, event: "ClusterEvent", seen_at: float) -> None:
         if self.nodes.event_seen(event, seen_at):
             self.version += 1

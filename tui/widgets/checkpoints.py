@@ -76,11 +76,11 @@ class SnapshotTable(KeyedTable):
 
 class CheckpointsPanel(Vertical):
     DEFAULT_CSS = """
-    #ckpt-bar { height: 1; }
+    #ckpt-bar { height: auto; }  /* the summary wraps: its reason (a torn file's problem) read whole */
     #ckpt-volume { width: 24; max-width: 50%; }
     /* focused, the selector says so plainly (the compact Select's own focus is a shade apart) */
     #ckpt-volume:focus > SelectCurrent { background: $accent; color: auto 90%; text-style: bold; }
-    #ckpt-summary { width: 1fr; padding-left: 1; }
+    #ckpt-summary { width: 1fr; height: auto; padding-left: 1; }
     #ckpt-table, #snap-table { height: 1fr; scrollbar-size: 1 1; }
     #snap-title { height: 2; border-top: solid $secondary; }
     """

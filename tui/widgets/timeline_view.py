@@ -6,6 +6,7 @@ second and only when the model changed (the goodput when the screen hands it a n
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
@@ -23,12 +24,12 @@ if TYPE_CHECKING:
 
     from backend.goodput import GoodputReport
     from backend.hangs import Hang
-    from tui.timeline import Restart
+    from tui.timeline import Moment, Restart
 
 REDRAW_SECONDS = 0.25
 GLYPH = {"failure": ("✘", "bold $error"), "save": ("⤓", "$accent"), "down": ("▼", "$warning"),
          "up": ("▲", "$success"), "resume": ("↺", "bold $success"), "step": ("▶", "bold $success"),
-         "info": ("·", "dim")}
+         "info": ("·", "dim"), "cordon": ("⊘", "$warning")}
 # Each part of the wall time: its colour in the bar and its legend (text names it, colour helps).
 PART_STYLE = {"productive": "$success", "program_startup": "$primary", "training_prep": "$primary-darken-2",
               "checkpoint_restore": "$secondary-lighten-1", "checkpoint_save": "$secondary-lighten-3",
@@ -74,6 +75,16 @@ def restart_content(r: "Restart") -> Content:
     for m in r.moments:
         glyph, style = GLYPH.get(m.kind, GLYPH["info"])
         parts += ["\n", (f"{m.at - r.failed_at:+6.1f} s ", "dim"), (glyph, style), " ", m.what]
+    return Content.assemble(*parts)
+
+
+def cordons_content(cordons: list["Moment"]) -> Content:
+    """The nodes cordoned and uncordoned, each at its clock time (a cordon has no failure to be
+    timed from)."""
+    parts: list = [("nodes", "bold")]
+    for m in cordons:
+        glyph, style = GLYPH["cordon"]
+        parts += ["\n", (time.strftime("%H:%M:%S ", time.localtime(m.at)), "dim"), (glyph, style), " ", m.what]
     return Content.assemble(*parts)
 
 
@@ -134,6 +145,7 @@ class TimelineView(VerticalScroll, can_focus=True):
     TimelineView > Static { margin-bottom: 1; }
     #timeline-empty { color: $text-muted; }
     #timeline-hang { color: $error; text-style: bold; display: none; }
+    #timeline-nodes { display: none; }
     """
     BORDER_TITLE = "failure timeline"
 
@@ -145,6 +157,7 @@ class TimelineView(VerticalScroll, can_focus=True):
     def compose(self) -> "ComposeResult":
         yield GoodputSummary(id="goodput")
         yield Static(id="timeline-hang")
+        yield Static(id="timeline-nodes")
         yield Static("no restart yet: kill a worker (ctrl+k on a pod) and watch the group recover",
                      id="timeline-empty")
 
@@ -171,6 +184,11 @@ class TimelineView(VerticalScroll, can_focus=True):
         if self.model.version == self._drawn:
             return
         self._drawn = self.model.version
+        cordons = self.model.cordons()
+        nodes = self.query_one("#timeline-nodes", Static)
+        nodes.display = bool(cordons)
+        if cordons:
+            nodes.update(cordons_content(cordons))
         restarts = self.model.restarts()
         self.query_one("#timeline-empty").display = not restarts
         shown = list(self.query(".restart").results(Static))
