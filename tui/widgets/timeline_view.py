@@ -52,8 +52,10 @@ def goodput_content(report: "GoodputReport", width: int) -> Content:
             drawn = max(drawn, end)
     counts = {"productive": f" ({count(report.steps_kept, 'step')})",
               "wasted_progress": f" ({count(report.steps_lost, 'step')})" if report.steps_lost else "",
-              "infrastructure_recovery": f" ({count(report.restarts, 'restart')})"
-              if report.restarts else "",
+              # not the restart lines' figure (failure seen to training again): said, so the
+              # two do not read as one measure that disagrees with itself
+              "infrastructure_recovery": f" ({count(report.restarts, 'restart')}: the last step "
+                                         "before the failure to the new group up)" if report.restarts else "",
               "checkpoint_save": f" ({count(report.saves, 'save')})" if report.saves else ""}
     for name, seconds in report.parts():
         if seconds >= 0.05 or name == "productive":
