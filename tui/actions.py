@@ -61,6 +61,10 @@ ACTIONS: tuple[Action, ...] = (
            "Delete every running pod of the followed job's newest group (asks first): a hung group "
            "restarts now instead of waiting out its collective timeout, and resumes from its last "
            "checkpoint.", footer=False),
+    Action("show_anatomy", "a", "Anatomy", "Anatomy of the followed job (kfcockpit explain)",
+           "What the platform put in the followed job's pods and who put each piece there: the torch "
+           "plugin's PET_* variables, JobSet's DNS names, the patch's volume, the scheduler's node; the "
+           "runtime's patches as a diff. Step 2 asks you to tell these from PyTorch's part.", footer=False),
     Action("show_logs", "l", "Logs", "Show logs",
            "Show the merged logs of the followed job; on the pods tab, only the selected pod's."),
     Action("go_to_rank", "g", "Rank", "Go to a rank",

@@ -68,7 +68,7 @@ class CockpitApp(App):
         self.notify("press q to quit (ctrl+c copies in a text box)", title="Do you want to quit?")
 
     def get_default_screen(self) -> Screen:
-        return CockpitScreen(self.session, self.launch.home / ERRORS_LOG, self.clock)
+        return CockpitScreen(self.session, self.launch.home / ERRORS_LOG, self.clock, follow=self.launch.follow)
 
     async def on_unmount(self) -> None:
         from backend.errors import USER_ERRORS

@@ -44,6 +44,7 @@ class Launch:
     make_settings: Callable[[], "Settings"]
     theme_override: str | None = None  # --theme
     mouse: bool = True  # --no-mouse turns it off
+    follow: str | None = None  # --follow: the job to follow at start, instead of the newest
     config: "CockpitConfig | None" = field(default=None)  # preset (tests); else loaded after paint
 
     @classmethod

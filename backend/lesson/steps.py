@@ -148,7 +148,9 @@ STEPS: list[Step] = [
         "Sort out what the Trainer does and what PyTorch does",
         "In data-parallel training PyTorch averages the gradients inside the processes, while the "
         "platform starts those processes, tells them who their peers are and brings them back "
-        "after a failure. Knowing which side owns what tells you where to look when a job stalls.",
+        "after a failure. Knowing which side owns what tells you where to look when a job stalls. "
+        "Once a job runs, `a` in the cockpit (or `kfcockpit explain NAME`) takes a worker pod apart: "
+        "each piece with who put it there, and what is left to PyTorch.",
         TRAINER_OVERVIEW,
         "You can list, from memory, what the Trainer does for a job and what it leaves to PyTorch.",
         kind="reading",

@@ -30,7 +30,7 @@ from typing import Any, AsyncIterator
 
 from backend.local import bootstrap
 from backend.local import shape as shapes
-from backend.local.apiserver import credentials, schemas
+from backend.local.apiserver import credentials
 from backend.local.apiserver.listen import Listener
 from backend.local.apiserver.server import ApiServer
 from backend.local.apiserver.trainer_status import TrainerStatusServer
@@ -106,6 +106,7 @@ class ControlPlane:
             RayJobController(self.client, events.recorder("rayjob-controller")),
         ]
         self.server = ApiServer(self.registry, self, "", self._streams_changed)
+        self.cpu_rates = metrics.CpuRates()  # metrics.k8s.io's previous readings, this process's
         self.trainer_status: TrainerStatusServer | None = None  # the Trainer's, TrainJobStatus on
         self.ca_cert = ""
         self.lifecycle = Lifecycle(layout, self._busy, self._status, self.prewarm, self._stop, ops={
@@ -134,12 +135,12 @@ class ControlPlane:
         self.layout.create()
         bootstrap.ensure(self.client, self.fleet.names, first_start)
         self.store.listeners.append(self._stored)
-        self.zygotes = ZygotePool(self.layout.root, sys.stderr.fileno(), self.children.exit_of,
+        self.zygotes = ZygotePool(podspec.cluster_id(self.layout.root), sys.stderr.fileno(), self.children.exit_of,
                                   self.fleet.worker_exited)
         self.fleet.set_zygotes(self.zygotes)
         pki = credentials.load_or_create(self.layout.root / "pki")
         self.server.token = pki.token
-        schemas.start(lambda argv: self.children.run(argv, podspec.base_env(), podspec.PROJECT_ROOT))
+        self.server.schemas.start(lambda argv: self.children.run(argv, podspec.base_env(), podspec.PROJECT_ROOT))
         self.listener = Listener(self.server, pki)
         await self.listener.start(self.layout.root / "api-port", self.layout.home / "kubeconfig")
         self.client.tokens = TokenIssuer.load_or_create(self.layout.root / "pki" / "service-account.key")
@@ -171,7 +172,7 @@ class ControlPlane:
 
     def _sweep_leftovers(self) -> None:
         """Kill whatever a previous controller of this state root left running, and wait for it."""
-        marker = {podspec.ENV_CLUSTER: str(self.layout.root)}
+        marker = podspec.cluster_marker(self.layout.root)
         pids = sweep(marker)
         if not pids:
             return
@@ -259,10 +260,12 @@ class ControlPlane:
         return kubelet.logs(pod, options)
 
     def metrics(self, kind: Kind, namespace: str | None) -> list[dict]:
+        rates = self.cpu_rates
         if kind.kind == "NodeMetrics":
-            return [metrics.node_metrics(name) for name in self.fleet.names if self.fleet.kubelet(name) is not None]
-        readings = (metrics.pod_metrics(p, self.fleet.pod_pid(p)) for p in self.store.list(self.kinds.named("Pod"),
-                                                                                           namespace))
+            return [metrics.node_metrics(name, rates) for name in self.fleet.names
+                    if self.fleet.kubelet(name) is not None]
+        pods = self.store.list(self.kinds.named("Pod"), namespace)
+        readings = (metrics.pod_metrics(p, self.fleet.pod_pid(p), rates) for p in pods)
         return [m for m in readings if m is not None]
 
 

@@ -28,7 +28,7 @@ from typing import Callable
 
 from backend.errors import InvalidResource, NotFound
 from backend.local import shape as shapes
-from backend.local.node import devices, metrics
+from backend.local.node import confine, devices, metrics
 from backend.local.node.kubelet import Kubelet
 from backend.local.node.limits import DEFAULT_POD_PIDS, PodCgroups
 from backend.local.node.network import Network
@@ -70,6 +70,10 @@ class Fleet:
         self.gpus = devices.plan(shape.gpus_per_node, names, found)
         self.machine_has_gpus = bool(found)
         tag = hashlib.sha1(str(root).encode()).hexdigest()[:12]  # noqa: S324 - a name, not a secret
+        unconfined = confine.available()
+        if unconfined:  # said once: every pod of every node runs so
+            log.warning("pods are not confined (%s): each sees this machine's files, its volumes only "
+                        "where a path in its command or env names them", unconfined)
 
         def kubelet(name: str, index: int) -> Kubelet:
             capacity, allocatable = node_resources(shape, len(self.gpus[name]))
@@ -80,7 +84,7 @@ class Fleet:
                            DEFAULT_POD_PIDS, api_port=api_port, ray_temp=ray_temp, allocatable=allocatable,
                            labels=devices.labels(self.gpus[name]),
                            devices=devices.Devices(self.gpus[name], self.machine_has_gpus),
-                           lease_renew=shape.lease_renew_seconds)
+                           lease_renew=shape.lease_renew_seconds, confined=not unconfined)
 
         self.cgroups: dict[str, PodCgroups] = {}
         self._make = {name: (lambda n=name, i=i: kubelet(n, i)) for i, name in enumerate(names)}

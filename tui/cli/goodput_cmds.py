@@ -29,6 +29,7 @@ while their pods run, which no platform reports before the collective timeout (3
   kfcockpit goodput lesson-ddp            the parts as a table
   kfcockpit goodput lesson-ddp -o json    the same as JSON, with each restart taken apart
   kfcockpit goodput lesson-ddp --hang-multiple 5 --hang-floor 20
+  kfcockpit goodput lesson-ddp --attempts each attempt: start, first step, end, why it ended
 
 A running job is measured up to now. Exit codes: 0 shown, 1 the job hangs, 2 bad input."""
 
@@ -40,6 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a hang is silence over N recent step times (default %(default)g)")
     p.add_argument("--hang-floor", type=_positive, default=DEFAULT_FLOOR, metavar="SECONDS",
                    help="and over SECONDS at least, for saves between fast steps (default %(default)g)")
+    p.add_argument("--attempts", action="store_true",
+                   help="instead, one row per attempt: start, first step, end, why it ended (tui/cli/attempts.py)")
     add_output_option(p)
     p.set_defaults(handler=cmd_goodput)
 
@@ -55,6 +58,10 @@ def _positive(text: str) -> float:
 
 
 async def cmd_goodput(args: argparse.Namespace) -> int:
+    if args.attempts:
+        from tui.cli.attempts import show_attempts
+
+        return await show_attempts(args)
     from backend.goodput import LABELS, STAGE_LABELS
     from backend.goodput.job import measure_job
     from backend.hangs import HangRule

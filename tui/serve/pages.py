@@ -140,6 +140,25 @@ def message_page(heading: str, text: str) -> str:
     return _MESSAGE_PAGE.replace("@HEADING@", html.escape(heading)).replace("@TEXT@", html.escape(text))
 
 
+_FIRST_VISIT_PAGE = """<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>kfcockpit</title>
+<meta http-equiv="refresh" content="0; url=@URL@">
+</head><body style="background: #0c181f"></body></html>
+"""
+
+
+def first_visit_page(address: str) -> str:
+    """Sent with the token's cookie: it opens `address` (the page without the token) itself.
+    A 303 would not do: a SameSite=Strict cookie is not sent on a redirect that a link on another
+    site (a chat, a QR reader) started, but it is on a navigation this page starts."""
+    return _FIRST_VISIT_PAGE.replace("@URL@", html.escape(address))
+
+
 FORBIDDEN = message_page(
     "This cockpit needs its full address",
     "Open the address kfcockpit serve printed, with its ?token=… part. Ask the presenter for it.")
+
+FOREIGN = message_page(
+    "This cockpit opens only at its own address",
+    "The request came from another site or named this server by another name. Open the address "
+    "kfcockpit serve printed.")

@@ -12,6 +12,7 @@ import copy
 import pytest
 
 from backend.local.apiserver import validation
+from backend.local.apiserver.schemas import CoreSchemas
 from backend.local.registry import crds
 from backend.local.registry.crds import structural
 from backend.local.registry.kinds import Kinds
@@ -140,12 +141,12 @@ def test_field_validation_of_a_custom_resource(mode, outcome):
     job = trainjob(bogus=1)
     if outcome == 400:
         with pytest.raises(ApiError) as caught:
-            validation.check(kind, job, mode)
+            validation.check(kind, job, mode, CoreSchemas())
         assert caught.value.code == 400 and caught.value.message == (
             'TrainJob in version "v1alpha1" cannot be handled as a TrainJob: strict decoding error: unknown field '
             '"spec.bogus"')
     else:
-        assert validation.check(kind, job, mode) == outcome
+        assert validation.check(kind, job, mode, CoreSchemas()) == outcome
 
 
 def test_ratcheting_an_unchanged_invalid_value_does_not_block_an_update(cluster):

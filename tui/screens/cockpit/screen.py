@@ -28,6 +28,7 @@ from textual.worker import Worker, WorkerState
 
 from backend.errors import USER_ERRORS, one_line
 from tui import actions
+from tui.screens.cockpit.anatomy import AnatomyView
 from tui.screens.cockpit.following import GOODPUT_SECONDS, HANG_SECONDS, Following
 from tui.screens.cockpit.lesson import LessonDriver
 from tui.screens.cockpit.nodes import NodeActions
@@ -57,7 +58,8 @@ if TYPE_CHECKING:
 class CockpitScreen(Screen):
     BINDINGS = actions.bindings()
 
-    def __init__(self, session: "Session", errors_log: "Path", clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, session: "Session", errors_log: "Path", clock: Callable[[], float] = time.time,
+                 follow: str | None = None) -> None:
         super().__init__(id="cockpit")
         self.session = session
         self.errors_log = errors_log  # where a bug's traceback goes (the state root)
@@ -66,11 +68,12 @@ class CockpitScreen(Screen):
         # Published after every change the screen makes from backend data ("pods", "logs",
         # "steps", "connection", "storage"): tests wait on it instead of sleeping.
         self.changed: Signal[str] = Signal(self, "changed")
-        self.following = Following(self)
+        self.following = Following(self, wanted=follow)
         self.lesson = LessonDriver(self)
         self.storage = Storage(self)
         self.pod_actions = PodActions(self)
         self.node_actions = NodeActions(self)
+        self.anatomy = AnatomyView(self)
 
     # ------------------------------------------------------------------ layout
 
@@ -320,6 +323,9 @@ class CockpitScreen(Screen):
 
     def action_cordon_node(self) -> None:
         self.node_actions.ask_cordon()
+
+    def action_show_anatomy(self) -> None:
+        self.anatomy.show()
 
     def action_show_logs(self) -> None:
         in_pods = self.panels.panel_of(self.app.focused) == "pods"

@@ -7,7 +7,13 @@ from typing import Callable
 
 from backend.local.registry.kinds import Kinds
 from backend.local.registry.strategies.batch import JobSetStrategy, JobStrategy
-from backend.local.registry.strategies.core import NamespaceStrategy, NodeStrategy, SecretStrategy
+from backend.local.registry.strategies.core import (
+    ConfigMapStrategy,
+    EventStrategy,
+    NamespaceStrategy,
+    NodeStrategy,
+    SecretStrategy,
+)
 from backend.local.registry.strategies.pods import TOLERATION_SECONDS, PodStrategy
 from backend.local.registry.strategies.rayjobs import RayJobStrategy
 from backend.local.registry.strategies.storage import ClaimStrategy, SnapshotContentStrategy, SnapshotStrategy
@@ -24,6 +30,8 @@ def strategies(kinds: Kinds, check_state_root: Callable[[], None] = lambda: None
     named = kinds.named
     return {
         "Namespace": NamespaceStrategy(),
+        "ConfigMap": ConfigMapStrategy(),
+        "Event": EventStrategy(),
         "Secret": SecretStrategy(),
         "Node": NodeStrategy(),
         "Pod": PodStrategy(clock, *toleration_seconds),

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 from backend.local.registry.status import invalid
-from backend.local.registry.strategies.pods import default_spec, unrunnable
+from backend.local.registry.strategies.pods import default_spec, spec_problems
 from backend.local.registry.strategy import ORPHAN, Obj, Reader, Strategy
 
 JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
@@ -48,7 +48,7 @@ class JobStrategy(Strategy):
 
     def validate(self, obj: Obj, reader: Reader) -> list[str]:
         spec = obj["spec"]
-        problems = unrunnable(spec["template"]["spec"], "spec.template.spec")
+        problems = spec_problems(spec["template"]["spec"], "spec.template.spec")  # ValidatePodTemplateSpec
         policy = spec["template"]["spec"].get("restartPolicy")
         if policy not in ("OnFailure", "Never"):
             problems.append(("spec.template.spec.restartPolicy", f'Unsupported value: "{policy}": supported values: '
@@ -87,7 +87,8 @@ class JobSetStrategy(Strategy):
             if not rjob.get("name"):
                 problems.append((f"spec.replicatedJobs[{i}].name", "Required value"))
             pod_spec = rjob["template"]["spec"]["template"]["spec"]
-            problems += unrunnable(pod_spec, f"spec.replicatedJobs[{i}].template.spec.template.spec")
+            at = f"spec.replicatedJobs[{i}].template.spec.template.spec"
+            problems += spec_problems(pod_spec, at)
         if problems:
             raise invalid("JobSet", obj["metadata"]["name"], problems, JOBSET_GROUP)
         return []

@@ -62,37 +62,85 @@ def unrunnable(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
     return problems
 
 
-def _native(resource: str) -> bool:
-    """Kubernetes' own resources (cpu, memory, ...) rather than extended ones (nvidia.com/gpu)."""
-    return "/" not in resource or resource.startswith(("kubernetes.io/", "requests.", "hugepages-"))
+def spec_problems(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
+    """What ValidatePodSpec refuses here, for a pod and for a pod template (Jobs, JobSets)."""
+    return unrunnable(spec, path) + resource_requirements(spec, path) + escaping_sub_paths(spec, path)
 
 
-def overcommitted(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
-    """An extended resource is never overcommitted (ValidateResourceRequirements): its limit is
-    set, its request equals it, and it is whole."""
+def _overcommit_allowed(resource: str) -> bool:
+    """helper.IsOvercommitAllowed: Kubernetes' own resources (cpu, memory, ...), hugepages
+    excepted, may be requested below their limit; extended ones (nvidia.com/gpu) may not."""
+    native = "/" not in resource or "kubernetes.io/" in resource
+    return native and not resource.startswith("hugepages-")
+
+
+def escaping_sub_paths(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
+    """A volumeMount's subPath stays inside its volume: relative, no '..' element
+    (pkg/apis/core/validation validateVolumeMounts -> validateLocalDescendingPath and
+    validatePathNoBacksteps); subPath and subPathExpr are mutually exclusive."""
+    problems = []
+    for i, container in enumerate(spec.get("containers") or []):
+        for j, mount in enumerate(container.get("volumeMounts") or []):
+            at = f"{path}.containers[{i}].volumeMounts[{j}]"
+            sub = mount.get("subPath") or ""
+            if sub and mount.get("subPathExpr"):
+                problems.append((f"{at}.subPathExpr", f'Invalid value: "{mount["subPathExpr"]}": subPathExpr and '
+                                                      "subPath are mutually exclusive"))
+            for field in ("subPath", "subPathExpr"):
+                value = mount.get(field) or ""
+                if value.startswith("/"):
+                    problems.append((f"{at}.{field}", f'Invalid value: "{value}": must be a relative path'))
+                if ".." in value.split("/"):
+                    problems.append((f"{at}.{field}", f"Invalid value: \"{value}\": must not contain '..'"))
+    return problems
+
+
+def resource_requirements(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
+    """Each container's resources as ValidateResourceRequirements checks them (kubernetes
+    pkg/apis/core/validation/validation.go): every quantity nonnegative (ValidateNonnegativeQuantity),
+    an extended resource's whole (ValidateResourceQuantityValue), a request at most its limit, and
+    an extended resource never overcommitted (its limit set and its request equal to it)."""
     from backend.quantity import quantity
 
-    problems = []
+    def value(text: object) -> float | None:
+        try:
+            return quantity(text)  # type: ignore[arg-type]
+        except ValueError:
+            return None  # a malformed quantity is the schema's to refuse
+
+    def checked(name: str, given: object, at: str) -> list[tuple[str, str]]:
+        amount = value(given)
+        if amount is None:
+            return []
+        if amount < 0:
+            return [(at, f'Invalid value: "{given}": must be greater than or equal to 0')]
+        if not _overcommit_allowed(name) and not amount.is_integer():
+            return [(at, f'Invalid value: "{given}": must be an integer')]
+        return []
+
+    problems: list[tuple[str, str]] = []
     for i, container in enumerate(spec.get("containers") or []):
         resources = container.get("resources") or {}
         requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
         at = f"{path}.containers[{i}].resources"
-        for name in sorted({*requests, *limits}):
-            if _native(name):
-                continue
-            asked, bound = requests.get(name, limits.get(name)), limits.get(name)
-            try:
-                whole = float(quantity(asked)).is_integer()
-            except ValueError:
-                continue  # a malformed quantity is the schema's to refuse
+        for name in sorted(limits):
+            problems += checked(name, limits[name], f"{at}.limits[{name}]")
+        for name in sorted(requests):
+            asked, bound = requests[name], limits.get(name)
+            problems += checked(name, asked, f"{at}.requests[{name}]")
             if bound is None:
-                problems.append((f"{at}.limits", "Required value: Limit must be set for non overcommitable "
-                                                 "resources"))
-            elif quantity(asked) != quantity(bound):
-                problems.append((f"{at}.requests[{name}]", f'Invalid value: "{asked}": must be equal to {name} limit '
-                                                           f"of {bound}"))
-            elif not whole:
-                problems.append((f"{at}.requests[{name}]", f'Invalid value: "{asked}": must be an integer'))
+                if not _overcommit_allowed(name):
+                    problems.append((f"{at}.limits", "Required value: Limit must be set for non overcommitable "
+                                                     "resources"))
+                continue
+            if value(asked) is None or value(bound) is None:
+                continue
+            if value(asked) != value(bound) and not _overcommit_allowed(name):
+                problems.append((f"{at}.requests", f'Invalid value: "{asked}": must be equal to {name} limit of '
+                                                   f"{bound}"))
+            elif value(asked) > value(bound):  # type: ignore[operator]
+                problems.append((f"{at}.requests", f'Invalid value: "{asked}": must be less than or equal to '
+                                                   f"{name} limit of {bound}"))
     return problems
 
 
@@ -163,7 +211,7 @@ class PodStrategy(Strategy):
     def validate(self, obj: Obj, reader: Reader) -> list[str]:
         spec = obj["spec"]
         jobset_pods.validate_pod(obj, reader)
-        problems = unrunnable(spec) + overcommitted(spec)
+        problems = spec_problems(spec)
         if spec.get("restartPolicy") not in ("Always", "OnFailure", "Never"):
             problems.append(("spec.restartPolicy", f"Unsupported value: {spec.get('restartPolicy')!r}: supported "
                                                    'values: "Always", "OnFailure", "Never"'))
