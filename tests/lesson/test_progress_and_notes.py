@@ -217,6 +217,25 @@ async def test_a_run_stopped_early_keeps_a_done_step_done_and_fails_an_undone_on
     assert stopped.status is StepStatus.FAILED and stopped.evidence.seen == "the run was stopped before it finished"
 
 
+def test_step_7s_note_may_use_the_prompts_own_words():
+    """The prompt says "the one-worker run against the two-worker run": those words count."""
+    from backend.lesson.notes import check_note
+
+    note = ("The one-worker run ended at final loss 0.05 after 30 s of wall time; the two-worker run "
+            "reached the same loss in 18 s.")
+    evidence = check_note("7", note, "")
+    assert evidence.ok, evidence.seen
+
+
+def test_a_note_is_counted_with_the_right_article():
+    from backend.lesson.notes import check_note
+
+    note = " ".join(["The Trainer launches the worker pods and gives each its rank;",
+                     "PyTorch runs DDP's gradient all-reduce."])
+    words = len(note.split())
+    assert check_note("2", note, "").seen.startswith(("an " if words in (8, 11, 18) else "a ") + f"{words}-word")
+
+
 async def test_step_2_cites_the_anatomy_the_learner_looked_at(settings):
     from backend.anatomy.build import anatomy_of
     from tests.backend.anatomy_objects import lesson_objects

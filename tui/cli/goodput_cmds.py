@@ -7,6 +7,7 @@ import argparse
 
 from backend.hangs import DEFAULT_FLOOR, DEFAULT_MULTIPLE
 from tui.cli.common import add_command, add_output_option, cluster_from, print_json, print_table
+from backend.words import count
 
 DESCRIPTION = """\
 The share of a job's wall time that became training progress it kept (goodput), and the rest by
@@ -74,9 +75,9 @@ async def cmd_goodput(args: argparse.Namespace) -> int:
         return 1 if hang else 0
     total = report.total or 1.0
     notes = {
-        "productive": f"{report.steps_kept} steps, {report.step_seconds * 1000:.1f} ms each",
-        "wasted_progress": f"{report.steps_lost} steps done again" if report.steps_lost else "",
-        "infrastructure_recovery": (f"{report.restarts} restarts, {report.recovery_per_restart:.1f} s each"
+        "productive": f"{count(report.steps_kept, 'step')}, {report.step_seconds * 1000:.1f} ms each",
+        "wasted_progress": f"{count(report.steps_lost, 'step')} done again" if report.steps_lost else "",
+        "infrastructure_recovery": (f"{count(report.restarts, 'restart')}, {report.recovery_per_restart:.1f} s each"
                                     if report.restarts else ""),
         "checkpoint_save": f"{report.saves} periodic saves" if report.saves else "",
     }

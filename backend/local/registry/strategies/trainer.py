@@ -19,6 +19,7 @@ from backend.local.registry.status import invalid
 from backend.local.registry.strategy import Obj, Reader, Strategy, Webhooks
 from backend.local.registry.upstream import trainer
 from backend.quantity import quantity
+from backend.words import count
 
 MAX_NAME = 63
 
@@ -64,9 +65,9 @@ class TrainJobStrategy(Strategy):
             # Not an upstream rule: a cluster would keep such pods Pending; one machine cannot hold
             # that many Pending pods either, so the embedded cluster says so at once.
             causes.append(("spec.trainer.numNodes", f"Invalid value: {nodes}: the embedded cluster's nodes hold "
-                                                    f"{slots} pods together (the kubelet's maxPods), so at most "
-                                                    f"{slots} nodes can ever be scheduled; use a real cluster for "
-                                                    "more"))
+                                                    f"{count(slots, 'pod')} together (the kubelet's maxPods), "
+                                                    f"so at most {count(slots, 'node')} can ever be scheduled; "
+                                                    "use a real cluster for more"))
         if causes:
             raise invalid(self.kind.kind, name, causes, self.kind.group)
         return []
