@@ -62,4 +62,4 @@ def test_a_state_root_of_a_newer_layout_is_refused(tmp_path):
     layout.root.mkdir(parents=True)
     layout.version_file.write_text(f"{LAYOUT_VERSION + 1}\n")
     with pytest.raises(ClusterError, match="made by a newer kfcockpit"):
-        migrate(layout, plane(layout.objects).store)
+        migrate(layout, plane(layout.objects).registry.store)
