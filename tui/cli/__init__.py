@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "tui.cli.pipeline_cmds",
     "tui.cli.compare_cmds",
     "tui.cli.goodput_cmds",
+    "tui.cli.record_cmds",
     "tui.cli.pod_cmds",
     "tui.cli.k9s_cmds",
 )
