@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from backend.recording.regenerate import RECORDINGS
+from tests.local.conftest import cluster, home  # noqa: F401  (fixtures: the embedded cluster)
 
 KILL_AND_RESUME = RECORDINGS / "kill-and-resume.kfrec.gz"
 NODE_FAILURE = RECORDINGS / "node-failure.kfrec.gz"

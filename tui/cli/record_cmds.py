@@ -88,6 +88,7 @@ async def cmd_record(args: argparse.Namespace) -> int:
         job = args.job or await newest_job(cluster)
         if job is None:
             return fail("no job to record: name one, or start one first", EXIT_USAGE, exit_now=False)
+        await cluster.get_job(job)  # an unknown job: one line (NotFound), before a word of recording
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGINT, stop.set)
         recorder = Recorder(cluster, job, Path(args.output), lines_per_rank=args.max_lines or LINES_PER_RANK)
