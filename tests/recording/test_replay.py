@@ -128,3 +128,25 @@ def test_bad_truncated_and_newer_recordings_are_one_line_and_exit_2(tmp_path, ca
         assert err.count("\n") == 1 and said in err and "Traceback" not in err, err
     assert main(["replay", str(KILL_AND_RESUME), "--from", "99999"]) == 2
     assert "the recording is" in capsys.readouterr().err
+
+
+def test_serve_replay_serves_cockpits_that_replay_the_file_and_refuses_a_bad_one(monkeypatch, tmp_path, capsys):
+    from tui.cli import build_parser
+    from tui.cli.record_cmds import cmd_replay
+    from tui.serve import server
+
+    served = []
+
+    async def serve_until_stopped(config) -> None:
+        served.append(config)
+
+    monkeypatch.setattr(server, "serve_until_stopped", serve_until_stopped)
+    assert main(["serve", "--replay", str(KILL_AND_RESUME), "--theme", "light"]) == 0
+    (config,) = served
+    argv = config.cockpit_argv[3:]  # after python -m tui
+    assert argv[:2] == ["replay", str(KILL_AND_RESUME.resolve())]
+    parsed = build_parser().parse_args(argv)
+    assert parsed.handler is cmd_replay and parsed.theme == "light"
+
+    assert main(["serve", "--replay", str(cut(KILL_AND_RESUME, tmp_path / "cut.kfrec.gz"))]) == 2
+    assert "cut short" in capsys.readouterr().err and len(served) == 1

@@ -68,3 +68,24 @@ async def test_from_before_the_kill_the_replay_shows_the_first_group_only(tmp_pa
                          "the first group's two pods")
         assert {p.restart_attempt for p in screen.pods_table.pods.values()} == {0}
         assert not screen.timeline.model.restarts() and screen.job_bar.job.restart_attempt == 0
+
+
+async def test_ctrl_r_records_the_followed_job_into_the_state_root(tmp_path):
+    """On a cluster that is not a replay (here a replay's streams behind live-looking Capabilities:
+    no cluster to start), ctrl+r records the followed job until it ends, as `kfcockpit record`."""
+    original = load(KILL_AND_RESUME)
+    app, replay = replay_app(tmp_path, position=original.ended)
+    replay.capabilities = replace(replay.capabilities, read_only=None, playback=None)
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.screen
+        await wait_until(screen, lambda: screen.panels_ready and screen.following.followed == "lesson-ddp",
+                         "the job followed")
+        await pilot.press("ctrl+r")
+        recordings = tmp_path / "home" / "recordings"
+        await wait_until(screen, lambda: any(n.title == "recorded" for n in app._notifications), "the recording")
+        (path,) = recordings.glob("lesson-ddp-*.kfrec.gz")
+        again = load(path)
+        assert again.how == "the job ended" and again.job == "lesson-ddp"
+        lines = sorted(line.text for e in original.streamed("stream_logs") for line in e.value)
+        assert sorted(line.text for e in again.streamed("stream_logs") for line in e.value) == lines
+        assert [e.value for e in again.streamed("watch_jobs")][-1].restart_attempt == 1

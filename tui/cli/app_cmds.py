@@ -72,6 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"{DEFAULT_MAX_SESSIONS}; not with --audience, which has one)")
     p.add_argument("--public-url", default=None,
                    help="the address browsers use, when it differs from http://HOST:PORT")
+    p.add_argument("--replay", metavar="FILE", default=None,
+                   help="serve the replay of a recording (kfcockpit replay FILE) instead of a cluster")
     p.set_defaults(handler=serve)
 
 
@@ -185,10 +187,16 @@ def serve(args: argparse.Namespace) -> int:
     from tui.serve.server import ServeConfig, serve_until_stopped
 
     args.audience = wants_audience(args)
+    if args.replay:
+        from tui.cli.record_cmds import served_replay
+
+        cockpit = served_replay(args)  # a bad recording: one line, exit 2, before serving
+    else:
+        cockpit = forwarded_options(args)
 
     config = ServeConfig(
         host=args.host, port=args.port,
-        cockpit_argv=[sys.executable, "-m", "tui", *forwarded_options(args)],
+        cockpit_argv=[sys.executable, "-m", "tui", *cockpit],
         access=Access.for_bind(args.host, args.token, args.audience), audience=args.audience,
         max_sessions=args.max_sessions or DEFAULT_MAX_SESSIONS,
         public_url=args.public_url or public_url(args.host, args.port))
