@@ -4,8 +4,7 @@ from pathlib import Path
 
 from backend.recording.regenerate import RECORDINGS
 from tests.local.conftest import cluster, home  # noqa: F401  (fixtures: the embedded cluster)
-
-KILL_AND_RESUME = RECORDINGS / "kill-and-resume.kfrec.gz"
+from tests.recording.replayed import KILL_AND_RESUME
 NODE_FAILURE = RECORDINGS / "node-failure.kfrec.gz"
 SHIPPED = (KILL_AND_RESUME, NODE_FAILURE)
 

@@ -8,22 +8,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from backend.recording.format import load
-from backend.recording.playhead import Playhead
-from backend.recording.replay import ReplayCluster
-from backend.settings import Settings
-from tests.recording.conftest import KILL_AND_RESUME
+from tests.recording.replayed import KILL_AND_RESUME, replayed_app
 from tests.tui.conftest import wait_until
-from tui.app import CockpitApp
 from tui.config import CockpitConfig
-from tui.launch import Launch
 
 
-def replay_app(tmp_path, position: float) -> tuple[CockpitApp, ReplayCluster]:
-    recording = load(KILL_AND_RESUME)
-    replay = ReplayCluster(recording, Playhead(recording.ended, position=position))
-    launch = replace(Launch.of(Settings(home=tmp_path / "home"), CockpitConfig(confirm_kill=False)),
-                     platform="replay", follow=recording.job, connect=lambda settings: replay, clock=replay.now)
-    return CockpitApp(launch), replay
+def replay_app(tmp_path, position: float):
+    return replayed_app(tmp_path / "home", position, config=CockpitConfig(confirm_kill=False))
 
 
 async def test_the_step_6_replay_shows_both_ranks_the_kill_the_restart_and_the_resumed_step(tmp_path):
