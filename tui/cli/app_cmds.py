@@ -178,6 +178,19 @@ def wants_audience(args: argparse.Namespace) -> bool:
     return args.audience or (args.max_sessions is None and not is_loopback(args.host))
 
 
+def served_replay(args: argparse.Namespace) -> list[str]:
+    """`serve --replay FILE`: the arguments of each served cockpit, once the file loads here."""
+    from backend.recording.format import load
+
+    path = Path(args.replay).resolve()
+    load(path)
+    argv = ["replay", str(path)]
+    for flag, value in (("--home", args.home), ("--theme", getattr(args, "theme", None))):
+        if value:
+            argv += [flag, str(value)]
+    return argv + (["--no-mouse"] if getattr(args, "no_mouse", False) else [])
+
+
 def serve(args: argparse.Namespace) -> int:
     if problem := serve_problem(args):
         return fail(problem, EXIT_USAGE, exit_now=False)
@@ -188,8 +201,6 @@ def serve(args: argparse.Namespace) -> int:
 
     args.audience = wants_audience(args)
     if args.replay:
-        from tui.cli.record_cmds import served_replay
-
         cockpit = served_replay(args)  # a bad recording: one line, exit 2, before serving
     else:
         cockpit = forwarded_options(args)

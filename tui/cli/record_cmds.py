@@ -114,19 +114,6 @@ def load_replay(args: argparse.Namespace):
     return ReplayCluster(recording, Playhead(recording.ended, args.speed, args.start, args.loop))
 
 
-def served_replay(args: argparse.Namespace) -> list[str]:
-    """`serve --replay FILE`: the arguments of each served cockpit, once the file loads here."""
-    from backend.recording.format import load
-
-    path = Path(args.replay).resolve()
-    load(path)
-    argv = ["replay", str(path)]
-    for flag, value in (("--home", args.home), ("--theme", getattr(args, "theme", None))):
-        if value:
-            argv += [flag, str(value)]
-    return argv + (["--no-mouse"] if getattr(args, "no_mouse", False) else [])
-
-
 def cmd_replay(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
