@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 from backend.goodput.job import measure_job
 from backend.models import JobPhase
@@ -13,7 +18,7 @@ from backend.recording.format import load
 from backend.recording.playhead import Playhead
 from backend.recording.recorder import Recorder
 from backend.recording.replay import ReplayCluster
-from tests.local.conftest import WAIT, apply_all, cli, lesson_job, lesson_resources
+from tests.local.conftest import REPO, WAIT, apply_all, cli, lesson_job, lesson_resources
 
 
 async def test_the_replay_of_a_recorded_job_measures_what_kfcockpit_goodput_measures_live(home, cluster, tmp_path):
@@ -44,3 +49,17 @@ async def test_the_replay_of_a_recorded_job_measures_what_kfcockpit_goodput_meas
     said = unknown.stderr
     assert unknown.returncode == 2 and said.count("\n") == 1 and "no-such-job" in said, said
     assert not (tmp_path / "none.kfrec.gz").exists()
+
+    # ctrl+c: the recording so far, closed as a whole file, and what it kept said in one line
+    await cluster.apply(lesson_job("long", steps=2000, step_delay=0.2, ckpt_dir="/checkpoints/long"))
+    stopped = tmp_path / "long.kfrec.gz"
+    env = dict(os.environ, KFCOCKPIT_HOME=str(home), PYTHONPATH=str(REPO))
+    record = subprocess.Popen([str(Path(sys.executable).parent / "kfcockpit"), "record", "long", "-o", str(stopped)],
+                              cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    began = await asyncio.to_thread(record.stderr.readline)  # said once its ctrl+c handler is in place
+    assert began.startswith("recording long until it ends"), began
+    record.send_signal(signal.SIGINT)
+    out, err = await asyncio.to_thread(record.communicate, timeout=WAIT)
+    assert record.returncode == 0 and err == "", err
+    assert out.startswith("recorded long: ") and out.rstrip().endswith("(stopped)"), out
+    assert load(stopped).how == "stopped"
