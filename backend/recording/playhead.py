@@ -13,6 +13,7 @@ import asyncio
 import time
 from typing import Awaitable, Callable
 
+EPSILON = 1e-6  # seconds of the recording: reached
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 
 
@@ -92,13 +93,22 @@ class Playhead:
             position = self.position()
             if self.generation != generation:
                 return False
-            if position >= at:
+            if position >= at - EPSILON:  # a clock's float arithmetic lands a hair short
                 return True
             if position >= self.length and not self.loop:
                 await self.changed()  # at the end: only a seek or a loop moves it
                 continue
             wait = None if self._paused else (at - position) / self._speed
             await self._wait(wait)
+
+    async def went_back(self, generation: int) -> None:
+        """Wait until the playhead goes back from `generation`: a seek back, or the loop's end."""
+        while self.generation == generation:
+            position = self.position()
+            if self.generation != generation:
+                return
+            looping = self.loop and not self._paused and self.length > 0
+            await self._wait((self.length - position) / self._speed if looping else None)
 
     async def changed(self) -> None:
         await self._wait(None)

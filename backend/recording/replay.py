@@ -85,8 +85,7 @@ class ReplayCluster:
                 yield entry.value
         if ends and not self.playhead.loop:
             return
-        while self.playhead.generation == generation:
-            await self.playhead.changed()
+        await self.playhead.went_back(generation)
         raise Unavailable("the replay starts again")
 
     def _refuse(self, what: str) -> ReadOnly:

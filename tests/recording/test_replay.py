@@ -14,6 +14,7 @@ from backend.goodput.job import measure_job
 from backend.models import JobPhase
 from backend.recording.format import FORMAT_VERSION, BadRecording, load
 from backend.recording.playhead import Playhead
+from backend.errors import Unavailable
 from backend.recording.replay import ReadOnly, ReplayCluster
 from tests.recording.conftest import KILL_AND_RESUME, NODE_FAILURE, SHIPPED, cut
 from tests.recording.virtual_time import VirtualTime
@@ -150,3 +151,24 @@ def test_serve_replay_serves_cockpits_that_replay_the_file_and_refuses_a_bad_one
 
     assert main(["serve", "--replay", str(cut(KILL_AND_RESUME, tmp_path / "cut.kfrec.gz"))]) == 2
     assert "cut short" in capsys.readouterr().err and len(served) == 1
+
+
+async def test_looping_plays_the_recording_again_from_its_start_as_a_watch_opened_again():
+    recording = load(KILL_AND_RESUME)
+    clock = VirtualTime()
+    replay = ReplayCluster(recording, Playhead(recording.ended, 2.0, loop=True, monotonic=clock.monotonic,
+                                               sleep=clock.sleep))
+    jobs = [e.value for e in recording.streamed("watch_jobs")]
+
+    async def twice() -> list:
+        seen = []
+        for _ in range(2):
+            with pytest.raises(Unavailable, match="starts again"):
+                async for job in replay.watch_jobs():
+                    seen.append(job)
+        return seen
+
+    played = asyncio.ensure_future(twice())
+    await clock.run_until(played)
+    assert played.result() == jobs + jobs
+    assert clock.now == pytest.approx(2 * recording.ended / 2.0)  # twice through, at 2x
