@@ -1,6 +1,6 @@
 """Recording a job from any Cluster: what the cockpit watches of it (the job, its pods, the
 nodes, the Events, its merged logs) as each item comes, and what it reads again and again (the
-pods' usage, the checkpoints and metrics of its volumes) every `sample_seconds`; at the end, what
+pods' usage every `sample_seconds`, the checkpoints and metrics of its volumes every few samples); at the end, what
 `kfcockpit goodput` reads after the fact (the run records), so a replay measures what the live job
 measured. Until the job ends (its summary finished and its logs closed) or `stop` is set.
 
@@ -24,6 +24,7 @@ from backend.recording.format import Writer, args_key
 LINES_PER_RANK = 20_000
 EVENTS = 2_000
 SAMPLE_SECONDS = 2.0
+VOLUME_EVERY = 5  # samples: a volume's read starts a reader pod on Kubernetes (as the cockpit's storage says)
 AFTER_THE_END = 5.0  # seconds the logs may take to close once the job has ended
 
 
@@ -178,19 +179,23 @@ class Recorder:
         return True
 
     async def _sample(self) -> None:
+        sample = 0
         while True:
             await self._read("pod_usage", self.cluster.pod_usage(self.job), job=self.job)
-            for volume in self._summary.volumes:
-                await self._read("checkpoints", self.cluster.checkpoints(volume), volume=volume)
-                await self._read("read_metrics", self.cluster.read_metrics(volume=volume), volume=volume)
+            if sample % VOLUME_EVERY == 0:
+                await self._read_volumes()
+            sample += 1
             await asyncio.sleep(self.sample_seconds)
+
+    async def _read_volumes(self) -> None:
+        for volume in self._summary.volumes:
+            await self._read("checkpoints", self.cluster.checkpoints(volume), volume=volume)
+            await self._read("read_metrics", self.cluster.read_metrics(volume=volume), volume=volume)
 
     async def _final_reads(self) -> None:
         """What is read after the fact: the volumes, snapshots, checkpoints and run records."""
         await self._read("volumes", self.cluster.volumes())
         await self._read("snapshots", self.cluster.snapshots())
-        for volume in self._summary.volumes:
-            await self._read("checkpoints", self.cluster.checkpoints(volume), volume=volume)
-            await self._read("read_metrics", self.cluster.read_metrics(volume=volume), volume=volume)
+        await self._read_volumes()
         for volume, run in self._summary.run_dirs:
             await self._read("run_records", self.cluster.run_records(volume, run), volume=volume, run=run)
