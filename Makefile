@@ -49,6 +49,13 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
+# The developer's fast loop: the same layers and lint rules, then the tests that start no real
+# process (tests/conftest.py: IN_PROCESS), about a minute here. `make test` stays the whole suite.
+check: $(STAMP)
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --in-process -q -p no:cacheprovider $(PYTEST_ARGS)
+
 # Catching a test that fails at random: rerun TESTS (files, directories or node ids) N times, each
 # run a fresh pytest process (session fixtures such as an embedded cluster or a Ray run are made
 # again), and report every test that ever failed with its count, e.g. `failed 3/20`

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable, Collection, Literal, Protocol, runtime_checkable
 
+from backend.anatomy.model import Anatomy
 from backend.errors import ClusterError, InvalidResource, NotFound, Timeout, Unavailable  # noqa: F401 (re-exported)
 from backend.models import (
     Check,
@@ -132,6 +133,12 @@ class Cluster(Protocol):
 
     async def list_pods(self, job: str | None = None) -> list[Pod]: ...
 
+    async def explain(self, job: str, rank: int = 1) -> "Anatomy":
+        """A TrainJob's anatomy (backend/anatomy): its chain of objects, what its runtime patches
+        changed, and rank `rank`'s pod taken apart piece by piece, with who put each piece
+        there. Reads objects only. NotFound if there is no such TrainJob."""
+        ...
+
     def watch_pods(self, job: str | None = None) -> AsyncIterator[PodEvent]:
         """List-then-watch: first an ADDED event per existing pod, then every change of a pod's
         state as it happens (phase, restart attempt, how it ended), until the caller stops
@@ -146,6 +153,10 @@ class Cluster(Protocol):
     def watch_nodes(self) -> AsyncIterator[NodeEvent]:
         """List-then-watch of the nodes: each node's summary (Ready, cordoned, taints, allocatable,
         and what the unfinished pods bound to it request), then again whenever that changes."""
+        ...
+
+    async def list_events(self) -> list[ClusterEvent]:
+        """The Events in the cockpit's namespace now, and those about Nodes (read once)."""
         ...
 
     def watch_events(self) -> AsyncIterator[ClusterEvent]:

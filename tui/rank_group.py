@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 
 from backend.models import MAX_FOLLOWED
 from tui.format import pod_reason
+from backend.words import count
 
 if TYPE_CHECKING:
     from backend.hangs import Hang
@@ -44,9 +45,9 @@ class RankGroup:
     def rows(self) -> list[tuple[str, str]]:
         """(text, style) lines, most telling first: the panel shows as many as fit."""
         counts = " · ".join(f"{n} {phase}" for phase, n in self.phases)
-        lines = [(f"attempt {self.attempt} · {self.size} ranks: {counts}", "bold")]
+        lines = [(f"attempt {self.attempt} · {count(self.size, 'rank')}: {counts}", "bold")]
         if self.ending:
-            pods = f"{self.ending} pod{'s' if self.ending != 1 else ''}"
+            pods = count(self.ending, 'pod')
             lines.append((f"restarting: {pods} of the last attempt still ending", "bold $warning"))
         if self.hang is not None:
             lines.append((self.hang.one_line(), "bold $error"))

@@ -119,6 +119,14 @@ class ReplayCluster:
                 pods[event.pod.name] = event.pod
         return list(pods.values())
 
+    async def explain(self, job: str, rank: int = 1):
+        await self.get_job(job)
+        raise Unavailable(f"explain {job}: a replay holds what the cockpit watched, not the job's objects; "
+                          "kfcockpit explain needs the live cluster")
+
+    async def list_events(self) -> list[m.ClusterEvent]:
+        return list(self._until_now("watch_events"))
+
     def watch_pods(self, job: str | None = None) -> AsyncIterator[m.PodEvent]:
         return self._play("watch_pods", lambda event: job is None or event.pod.job == job)
 

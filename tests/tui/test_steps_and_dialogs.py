@@ -250,3 +250,29 @@ async def test_at_80_columns_the_footer_labels_are_whole_and_the_keys_left_out_s
         await pilot.resize_terminal(120, 40)
         await pilot.pause()
         assert "z Zoom" in [strip.text for strip in screen._compositor.render_strips()][-1]
+
+
+async def test_every_footer_key_is_whole_beside_the_palette_wherever_the_focus_is(home):
+    """At 120 columns with the logs focused the footer ended `… ^k Kill l Lo▏^p palette`: the keys
+    that do not fit leave whole, the least needed first (tui/fitting.py)."""
+    from textual.widgets import Footer
+    from textual.widgets._footer import FooterKey
+
+    from tests.tui.test_errors import hold_the_cluster
+
+    for size in ((80, 24), (120, 40)):
+        app = make_app(home)
+        hold_the_cluster(app)
+        async with app.run_test(size=size) as pilot:
+            screen = app.screen
+            await wait_until(screen, lambda s=screen: s.panels_ready and bool(s.checklist.steps), "the checklist")
+            for panel in (None, "logs", "pods", "checkpoints", "step"):
+                if panel is not None:
+                    screen.panels.show(panel)
+                await pilot.pause()
+                footer = screen.query_one(Footer)
+                keys = [k for k in footer.query(FooterKey) if "-command-palette" not in k.classes]
+                palette = next(k for k in footer.query(FooterKey) if "-command-palette" in k.classes)
+                assert keys and all(k.region.right <= palette.region.x for k in keys), (size, panel, [
+                    (str(k.render()), k.region) for k in keys], palette.region)
+                assert any("Quit" in str(k.render()) for k in keys), (size, panel)

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "tui.cli.pipeline_cmds",
     "tui.cli.compare_cmds",
     "tui.cli.goodput_cmds",
+    "tui.cli.explain_cmds",
     "tui.cli.record_cmds",
     "tui.cli.pod_cmds",
     "tui.cli.k9s_cmds",
@@ -59,11 +60,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_parser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
+    """The parser of the command `argv` names (`lesson run` in `lesson run --bogus`): its error
+    names the command and points at that command's own help."""
+    for token in argv:
+        commands = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if commands is None:
+            break
+        if token in commands.choices:
+            parser = commands.choices[token]
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "any_arguments", False):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        command = _command_parser(parser, sys.argv[1:] if argv is None else argv)
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
     return dispatch(args)
 
 

@@ -30,6 +30,11 @@ Showing it to a room (--audience; the default on any address other than 127.0.0.
   viewer changes the cluster. However many people watch, there is one cockpit: the presenter's
   browser drives it (the newest tab that opens the cockpit address takes over).
 
+Safe on any address: a request must name this server (its address, localhost, or the host of
+--public-url) and come from its own pages; a page of another web site gets "403 Forbidden", even
+on 127.0.0.1. For a room, --tls-cert/--tls-key serve https (a self-signed certificate will do:
+serve prints its SHA-256 fingerprint for the room to compare with what the browser shows).
+
 How many can drive it (--max-sessions):
   Without --audience, every browser tab on the cockpit address runs a cockpit of its own; at
   most --max-sessions at once (default 2). One more tab gets a page saying it is full.
@@ -72,6 +77,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"{DEFAULT_MAX_SESSIONS}; not with --audience, which has one)")
     p.add_argument("--public-url", default=None,
                    help="the address browsers use, when it differs from http://HOST:PORT")
+    p.add_argument("--tls-cert", type=Path, default=None, metavar="PEM",
+                   help="serve https with this certificate (PEM; with --tls-key)")
+    p.add_argument("--tls-key", type=Path, default=None, metavar="PEM",
+                   help="the certificate's private key (PEM)")
     p.add_argument("--replay", metavar="FILE", default=None,
                    help="serve the replay of a recording (kfcockpit replay FILE) instead of a cluster")
     p.set_defaults(handler=serve)
@@ -119,14 +128,14 @@ def forwarded_options(args: argparse.Namespace) -> list[str]:
     return argv
 
 
-def public_url(host: str, port: int) -> str:
+def public_url(host: str, port: int, scheme: str = "http") -> str:
     """What a browser must open. 0.0.0.0 is not an address a browser can reach: name the machine
     by an address others can reach it at."""
     if host in ("0.0.0.0", "::", ""):
         host = machine_address()
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    return f"http://{host}:{port}"
+    return f"{scheme}://{host}:{port}"
 
 
 def machine_address() -> str:
@@ -165,6 +174,8 @@ def serve_problem(args: argparse.Namespace) -> str | None:
         return problem
     if args.max_sessions is not None and args.audience:
         return "--max-sessions does not go with --audience: the presenter drives its one cockpit"
+    if (args.tls_cert is None) != (args.tls_key is None):
+        return "--tls-cert and --tls-key go together: the certificate and its private key"
     if args.max_sessions is not None and args.max_sessions < 1:
         return f"--max-sessions {args.max_sessions}: at least 1 tab must be able to drive it"
     return None
@@ -197,9 +208,17 @@ def serve(args: argparse.Namespace) -> int:
     import asyncio
 
     from tui.serve.access import Access
-    from tui.serve.server import ServeConfig, serve_until_stopped
+    from tui.serve.server import ServeConfig, Tls, serve_until_stopped
 
     args.audience = wants_audience(args)
+    tls = None
+    if args.tls_cert:
+        try:
+            tls = Tls.load(args.tls_cert, args.tls_key)
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            why = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or exc
+            return fail(f"--tls-cert {args.tls_cert} / --tls-key {args.tls_key}: no certificate and "
+                        f"its key there ({why})", EXIT_USAGE, exit_now=False)
     if args.replay:
         cockpit = served_replay(args)  # a bad recording: one line, exit 2, before serving
     else:
@@ -210,7 +229,8 @@ def serve(args: argparse.Namespace) -> int:
         cockpit_argv=[sys.executable, "-m", "tui", *cockpit],
         access=Access.for_bind(args.host, args.token, args.audience), audience=args.audience,
         max_sessions=args.max_sessions or DEFAULT_MAX_SESSIONS,
-        public_url=args.public_url or public_url(args.host, args.port))
+        public_url=args.public_url or public_url(args.host, args.port, "https" if tls else "http"),
+        tls=tls)
     try:
         asyncio.run(serve_until_stopped(config))
     except OSError as exc:  # port taken, address not on this machine

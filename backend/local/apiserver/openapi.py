@@ -4,8 +4,12 @@ leaves validation to the server) and whose component schemas carry
 `x-kubernetes-group-version-kind` (so `kubectl explain` finds them). A custom resource's schema
 is its CRD's openAPIV3Schema as upstream wrote it (crds/: the descriptions `kubectl explain`
 shows), with `metadata` a reference to ObjectMeta, as apiextensions-apiserver publishes it; a core
-kind's is its upstream model's (schemas.py). /openapi/v2 is a minimal Swagger document for older
-clients.
+kind's is its upstream model's (schemas.py). /openapi/v2 is a minimal Swagger document (no
+definitions: kubectl's client-side validation skips a kind it does not find there, as it does for
+a kind the server lacks), in JSON, or in gnostic's OpenAPIv2.proto Document when asked for it as
+kubectl asks (`application/com.github.proto-openapi.spec.v2@v1.0+protobuf`): kubectl only reads
+the protobuf form, and a JSON answer made `kubectl apply` of an unknown kind fail with "proto:
+cannot parse invalid wire-format data" instead of upstream's "no matches for kind".
 """
 
 from __future__ import annotations
@@ -170,11 +174,34 @@ def _index(kinds: Kinds) -> dict[str, Any]:
     return {"paths": paths}
 
 
+_V2_TITLE, _V2_VERSION = "Kubernetes (kfcockpit embedded cluster)", "v1.36.0"
+# What kubectl asks for, and what kube-openapi's handler answers (an "@" is no media type token)
+V2_PROTOBUF_ASKED = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+
+
+def _proto_field(number: int, payload: bytes) -> bytes:
+    """One length-delimited field (wire type 2): a string or a nested message."""
+    length, size = b"", len(payload)
+    while True:
+        length += bytes([(size & 0x7F) | (0x80 if size > 0x7F else 0)])
+        size >>= 7
+        if not size:
+            break
+    return bytes([number << 3 | 2]) + length + payload
+
+
+def document_v2_protobuf() -> bytes:
+    """The /openapi/v2 document as gnostic's openapi_v2.Document: swagger (1), info (2: title 1,
+    version 2), paths (8) and definitions (9), both empty."""
+    info = _proto_field(1, _V2_TITLE.encode()) + _proto_field(2, _V2_VERSION.encode())
+    return _proto_field(1, b"2.0") + _proto_field(2, info) + _proto_field(8, b"") + _proto_field(9, b"")
+
+
 def document(kinds: Kinds, parts: list[str], core: "CoreSchemas") -> dict[str, Any] | None:
     """The document at /openapi/<parts>, or None."""
     if parts == ["v2"]:
-        return {"swagger": "2.0", "info": {"title": "Kubernetes (kfcockpit embedded cluster)", "version": "v1.36.0"},
-                "paths": {}, "definitions": {}}
+        return {"swagger": "2.0", "info": {"title": _V2_TITLE, "version": _V2_VERSION}, "paths": {}, "definitions": {}}
     if parts == ["v3"]:
         return _index(kinds)
     if len(parts) >= 3 and parts[0] == "v3":

@@ -3,7 +3,8 @@
 A custom resource's unknown fields are what its CRD's structural schema prunes (crds/, as
 apiextensions-apiserver does: `x-kubernetes-preserve-unknown-fields` keeps a subtree's, the root
 metadata is ObjectMeta); a core kind's are those its upstream model's schema lacks (schemas.py).
-Strict refuses them with the decoder's `strict decoding error: unknown field "spec.x"`, Warn
+Strict refuses them, and fields the body gives twice (duplicate_fields.py), with the decoder's
+`strict decoding error: duplicate field "data.a", unknown field "spec.x"`, Warn
 returns them as warnings (the default when the client does not say), Ignore says nothing; the
 custom resource's are then pruned by its admission.
 """
@@ -81,18 +82,19 @@ def _walk(value: Any, node: dict[str, Any], defs: dict[str, Any], path: str, fou
             _walk(item, node["items"], defs, f"{path}[{i}]", found, drop)
 
 
-def check(kind: Kind, obj: dict[str, Any], mode: str, core: "CoreSchemas") -> list[str]:
-    """Warnings to return (Warn), or ApiError 400 (Strict), for the fields the schema lacks."""
+def check(kind: Kind, obj: dict[str, Any], mode: str, core: "CoreSchemas",
+          duplicates: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Warnings to return (Warn), or ApiError 400 (Strict), for the fields the schema lacks and
+    those the body gave twice (`duplicates`, as duplicate_fields.py words them)."""
     mode = mode or "Warn"  # upstream's default when the client does not say
     if mode not in ("Strict", "Warn", "Ignore"):
         raise ApiError(400, "BadRequest", f"fieldValidation must be one of Strict, Warn, Ignore (got {mode!r})")
     if mode == "Ignore":
         return []
+    said = [f'duplicate field "{path}"' if not path.startswith("yaml:") else path for path in duplicates]
     unknown = unknown_fields(obj, kind.kind, core)
-    if not unknown:
-        return []
-    if mode == "Strict":
-        listed = ", ".join(f'unknown field "{path}"' for path in unknown)
+    said += [f'unknown field "{path}"' for path in unknown]
+    if said and mode == "Strict":
         raise ApiError(400, "BadRequest", f'{kind.kind} in version "{kind.version}" cannot be handled as a '
-                                          f"{kind.kind}: strict decoding error: {listed}")
-    return [f'unknown field "{path}"' for path in unknown]
+                                          f"{kind.kind}: strict decoding error: {', '.join(said)}")
+    return said

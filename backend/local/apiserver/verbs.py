@@ -21,6 +21,7 @@ from backend.local.apiserver.wire import (
     delete_options,
     json_response,
     matcher,
+    DUPLICATES,
     read_body,
     resource_name,
     wants_table,
@@ -108,7 +109,7 @@ class Verbs:
         asked = options.write_options(request, "CreateOptions")
         obj = self._check_object(target, await read_body(request))
         await self.schemas.ready()
-        warnings = validation.check(target.kind, obj, asked.field_validation, self.schemas)
+        warnings = validation.check(target.kind, obj, asked.field_validation, self.schemas, request[DUPLICATES])
         validation.drop_unknown(target.kind, obj, warnings, asked.field_validation, self.schemas)
         stored, more = self.objects.create(target.kind, obj, dry_run=asked.dry_run, manager=asked.manager)
         return self._respond(request, target.kind, stored, 201, warnings + more)
@@ -117,7 +118,7 @@ class Verbs:
         asked = options.write_options(request, "UpdateOptions")
         obj = self._check_object(target, await read_body(request))
         await self.schemas.ready()
-        warnings = validation.check(target.kind, obj, asked.field_validation, self.schemas)
+        warnings = validation.check(target.kind, obj, asked.field_validation, self.schemas, request[DUPLICATES])
         validation.drop_unknown(target.kind, obj, warnings, asked.field_validation, self.schemas)
         stored, more = self.objects.update(target.kind, obj, obj["metadata"].get("resourceVersion"),
                                            target.subresource, dry_run=asked.dry_run, manager=asked.manager)
@@ -165,7 +166,7 @@ class Verbs:
         meta = config.get("metadata") or {}
         if kind.namespaced and meta.get("namespace") not in (None, "", target.namespace):
             raise bad_request(_NAMESPACE_MISMATCH)
-        warnings = validation.check(kind, config, asked.field_validation, self.schemas)
+        warnings = validation.check(kind, config, asked.field_validation, self.schemas, request[DUPLICATES])
         validation.drop_unknown(kind, config, warnings, asked.field_validation, self.schemas)
         obj, more, created = self.objects.apply(kind, target.namespace, target.name or "", config, asked.manager,
                                                 asked.force, target.subresource, asked.dry_run)

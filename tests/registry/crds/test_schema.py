@@ -153,7 +153,7 @@ def test_ratcheting_an_unchanged_invalid_value_does_not_block_an_update(cluster)
     """An object stored before a stricter schema (here: written past admission) stays updatable
     while its invalid part is unchanged; changing that part is judged again."""
     old = _trainer(image="i" * 600)  # maxLength 500
-    crds.structural.default(old, crds.schema("TrainJob"))
+    structural.default(old, crds.schema("TrainJob"))
     new = copy.deepcopy(old)
     new["spec"]["suspend"] = True
     cluster.admit(new, old)
@@ -163,7 +163,7 @@ def test_ratcheting_an_unchanged_invalid_value_does_not_block_an_update(cluster)
 
 def test_ratcheting_turns_an_unchanged_rule_failure_into_a_warning(cluster):
     old = trainjob(managedBy="example.com/other")
-    crds.structural.default(old, crds.schema("TrainJob"))
+    structural.default(old, crds.schema("TrainJob"))
     new = copy.deepcopy(old)
     new["spec"]["suspend"] = True
     assert cluster.admit(new, old) == ['spec.managedBy: Invalid value: "example.com/other": ManagedBy must be '

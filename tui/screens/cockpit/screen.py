@@ -24,11 +24,11 @@ from textual.binding import ActiveBinding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.signal import Signal
-from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from backend.errors import USER_ERRORS, one_line
 from tui import actions
+from tui.screens.cockpit.anatomy import AnatomyView
 from tui.screens.cockpit.following import GOODPUT_SECONDS, HANG_SECONDS, Following
 from tui.screens.cockpit.lesson import LessonDriver
 from tui.screens.cockpit.nodes import NodeActions
@@ -38,6 +38,8 @@ from tui.screens.cockpit.storage import Storage
 from tui.live import LOST, Backoff
 from tui.widgets.checklist import Checklist
 from tui.widgets.job_bar import JobBar
+from tui.widgets.key_bar import KeyBar
+from backend.words import count
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -72,6 +74,7 @@ class CockpitScreen(Screen):
         self.storage = Storage(self)
         self.pod_actions = PodActions(self)
         self.node_actions = NodeActions(self)
+        self.anatomy = AnatomyView(self)
         self.recording = Recording(self)
 
     # ------------------------------------------------------------------ layout
@@ -81,7 +84,7 @@ class CockpitScreen(Screen):
         with Horizontal(id="body"):
             yield Checklist(id="checklist")
             yield Vertical(id="panels")  # the tabs arrive right after the first paint
-        yield Footer(compact=True)
+        yield KeyBar(compact=True)
 
     @property
     def checklist(self) -> Checklist:
@@ -164,7 +167,11 @@ class CockpitScreen(Screen):
         labels whole (they still work, and help lists them); the nodes view offers its own."""
         bindings = super().active_bindings
         view = "nodes" if self.panels_ready and self.panels.is_shown("nodes") else None
-        narrow = actions.hidden_from_footer(self.app.size.width, view)
+        width = self.app.size.width
+        narrow = actions.hidden_from_footer(width, view)
+        shown = [active.binding for active in bindings.values()
+                 if active.binding.show and active.binding.action not in narrow]
+        narrow |= actions.footer_overflow(shown, width, self.app.get_key_display)
         return {key: active._replace(binding=replace(active.binding, show=False))
                 if active.binding.action in narrow else active for key, active in bindings.items()}
 
@@ -351,6 +358,9 @@ class CockpitScreen(Screen):
             return
         self.node_actions.ask_cordon()
 
+    def action_show_anatomy(self) -> None:
+        self.anatomy.show()
+
     def action_show_logs(self) -> None:
         in_pods = self.panels.panel_of(self.app.focused) == "pods"
         self.pod_actions.show_logs(self.pods_table.selected_pod if in_pods else None)
@@ -428,5 +438,5 @@ class CockpitScreen(Screen):
             yield (f"Go to {step.label}: {step.title}", step.done_when,
                    lambda sid=step.id: self.checklist.select_step(sid))
         for job in sorted(self.following.jobs.values(), key=lambda j: j.created, reverse=True):
-            yield (f"Follow job {job.name}", f"{job.phase.value}, {job.num_nodes} nodes",
+            yield (f"Follow job {job.name}", f"{job.phase.value}, {count(job.num_nodes, 'node')}",
                    lambda name=job.name: self.following.follow(name, by_user=True))
