@@ -46,6 +46,9 @@ async def test_the_step_6_replay_shows_both_ranks_the_kill_the_restart_and_the_r
         assert replay.playhead.paused
         await pilot.press("less_than_sign")
         assert replay.playhead.speed == 0.5
+        at = replay.playhead.position()
+        await pilot.press("left_square_bracket")  # 10 s back: the panels play again from there
+        assert replay.playhead.position() == at - 10 and replay.playhead.generation == 1
 
 
 async def test_from_before_the_kill_the_replay_shows_the_first_group_only(tmp_path):
