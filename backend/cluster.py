@@ -52,6 +52,27 @@ class FreshCluster(Protocol):
     async def down(self) -> None: ...
 
 
+class Playback(Protocol):
+    """The clock of a recording being played (backend/recording/playhead.py): where it is and
+    how fast, and the keys that move it."""
+
+    length: float
+
+    @property
+    def speed(self) -> float: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+    def position(self) -> float: ...
+
+    def toggle_pause(self) -> bool: ...
+
+    def faster(self, steps: int = 1) -> float: ...
+
+    def seek(self, position: float) -> float: ...
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a platform can do beside the Kubernetes API; an optional feature it lacks is None.
@@ -68,6 +89,8 @@ class Capabilities:
     task's mount; `Cluster.wait_volume` first). `warm()`:
     start what makes its pods start fast, now. `checks()`: its own setup checks. `revive()`:
     start its API server again when a connection lost it, and return its address.
+    `read_only`: why nothing asked of it changes a cluster (one line; a replay), None where things
+    do. `playback`: the clock of the recording it plays.
     """
 
     description: str
@@ -82,6 +105,8 @@ class Capabilities:
     warm: Callable[[], Awaitable[None]] | None = None
     checks: Callable[[], Awaitable[list[Check]]] | None = None
     revive: Callable[[], str] | None = None
+    read_only: str | None = None
+    playback: Playback | None = None
 
 
 ResourceKind = Literal["TrainJob", "TrainingRuntime", "PersistentVolumeClaim", "VolumeSnapshot", "Pod", "RayJob"]

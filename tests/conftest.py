@@ -37,6 +37,7 @@ IN_PROCESS = (
     "lesson/test_evidence_text.py", "lesson/test_on_kube.py", "lesson/test_progress_and_notes.py",
     "lesson/test_steps_data.py", "local/test_migrate.py", "local/test_placement.py",
     "pipelines/test_cli.py", "pipelines/test_image.py", "pipelines/test_kfp_local.py",
+    "recording/test_replay.py", "recording/test_replay_cockpit.py",
     "training/test_checksums.py", "training/test_exit_save.py", "training/test_formats.py",
     "training/test_gpu_manifest.py", "training/test_launch.py", "training/test_run_record.py",
     "tui/test_config.py", "tui/test_following.py", "tui/test_format.py", "tui/test_hangup.py",

@@ -96,6 +96,20 @@ ACTIONS: tuple[Action, ...] = (
     Action("show_tab('timeline')", "6", "Time", "Show the failure timeline",
            "Each restart from failure to the first step trained again, timed.", footer=False,
            group=TAB_GROUP),
+    Action("record", "ctrl+r", "Record", "Record the followed job, or stop recording",
+           "Record what the cockpit shows of the followed job into the state root's recordings/ until it "
+           "ends (ctrl+r again stops); kfcockpit replay FILE plays it back.", footer=False, key_display="^r"),
+    Action("replay_pause", "P", "Pause", "Pause or play the replay",
+           "On a replay (kfcockpit replay FILE): stop the recording's time where it is, or go on.", footer=False),
+    Action("replay_faster('1')", "greater_than_sign", "Faster", "Replay faster",
+           "On a replay: the next speed up (up to 16x).", footer=False, key_display=">"),
+    Action("replay_faster('-1')", "less_than_sign", "Slower", "Replay slower",
+           "On a replay: the next speed down (down to 0.25x).", footer=False, key_display="<"),
+    Action("replay_seek('10')", "right_square_bracket", "Fwd", "Replay: 10 s forward",
+           "On a replay: jump 10 seconds of the recording forward.", footer=False, key_display="]"),
+    Action("replay_seek('-10')", "left_square_bracket", "Back", "Replay: 10 s back",
+           "On a replay: jump 10 seconds back (the panels play again from there).", footer=False,
+           key_display="["),
     Action("toggle_nodes", "N", "Nodes", "Show or hide the nodes view",
            "The cluster's nodes: Ready, cordoned, GPUs, CPU and memory requested of what each offers, pods; "
            "N again goes back."),
@@ -182,5 +196,7 @@ def view_of(action: str) -> str | None:
 
 def key_names(action: Action) -> str:
     """How the help screen spells a key: '?', '^k', '⏎ enter'."""
-    shown = {"question_mark": "?", "slash": "/", "enter": "enter", "ctrl+k": "ctrl+k", "f1": "F1"}
+    shown = {"question_mark": "?", "slash": "/", "enter": "enter", "ctrl+k": "ctrl+k", "f1": "F1",
+             "greater_than_sign": ">", "less_than_sign": "<", "right_square_bracket": "]",
+             "left_square_bracket": "["}
     return " / ".join(shown.get(k, k) for k in action.key.split(","))

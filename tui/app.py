@@ -32,8 +32,8 @@ class CockpitApp(App):
         super().__init__()
         self.launch = launch
         self.config: "CockpitConfig | None" = launch.config  # validated after the first paint
-        self.clock = clock
-        self.session = Session(launch.make_settings, launch.platform)
+        self.clock = launch.clock or clock
+        self.session = Session(launch.make_settings, launch.platform, launch.connect)
         self.theme = THEMES[launch.theme]
 
     @property

@@ -5,12 +5,13 @@ from __future__ import annotations
 from textual.command import CommandPalette
 from textual.widgets import TextArea
 
+from tests.recording.replayed import replayed_app
 from tests.tui.conftest import connected, make_app, wait_until
 from tui.screens.help import HelpScreen
 
 
 async def test_n_and_p_move_through_the_steps_and_the_step_panel_follows(home):
-    app = make_app(home)
+    app, _ = replayed_app(home)  # the lesson's keys: no cluster needed
     async with app.run_test(size=(100, 30)) as pilot:
         screen = app.screen
         await connected(screen)
@@ -78,7 +79,7 @@ async def test_a_typed_note_is_kept_without_saving_and_escape_gives_the_keys_bac
 
 
 async def test_help_opens_with_question_mark_and_closes_with_escape(home):
-    app = make_app(home)
+    app, _ = replayed_app(home)  # the lesson's keys: no cluster needed
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
@@ -89,7 +90,7 @@ async def test_help_opens_with_question_mark_and_closes_with_escape(home):
 
 
 async def test_the_palette_lists_every_action_and_runs_them(home):
-    app = make_app(home)
+    app, _ = replayed_app(home)  # the lesson's keys: no cluster needed
     async with app.run_test(size=(100, 30)) as pilot:
         screen = app.screen
         await connected(screen)

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "tui.cli.compare_cmds",
     "tui.cli.goodput_cmds",
     "tui.cli.explain_cmds",
+    "tui.cli.record_cmds",
     "tui.cli.pod_cmds",
     "tui.cli.k9s_cmds",
 )

@@ -81,6 +81,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="serve https with this certificate (PEM; with --tls-key)")
     p.add_argument("--tls-key", type=Path, default=None, metavar="PEM",
                    help="the certificate's private key (PEM)")
+    p.add_argument("--replay", metavar="FILE", default=None,
+                   help="serve the replay of a recording (kfcockpit replay FILE) instead of a cluster")
     p.set_defaults(handler=serve)
 
 
@@ -187,6 +189,19 @@ def wants_audience(args: argparse.Namespace) -> bool:
     return args.audience or (args.max_sessions is None and not is_loopback(args.host))
 
 
+def served_replay(args: argparse.Namespace) -> list[str]:
+    """`serve --replay FILE`: the arguments of each served cockpit, once the file loads here."""
+    from backend.recording.format import load
+
+    path = Path(args.replay).resolve()
+    load(path)
+    argv = ["replay", str(path)]
+    for flag, value in (("--home", args.home), ("--theme", getattr(args, "theme", None))):
+        if value:
+            argv += [flag, str(value)]
+    return argv + (["--no-mouse"] if getattr(args, "no_mouse", False) else [])
+
+
 def serve(args: argparse.Namespace) -> int:
     if problem := serve_problem(args):
         return fail(problem, EXIT_USAGE, exit_now=False)
@@ -204,10 +219,14 @@ def serve(args: argparse.Namespace) -> int:
             why = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or exc
             return fail(f"--tls-cert {args.tls_cert} / --tls-key {args.tls_key}: no certificate and "
                         f"its key there ({why})", EXIT_USAGE, exit_now=False)
+    if args.replay:
+        cockpit = served_replay(args)  # a bad recording: one line, exit 2, before serving
+    else:
+        cockpit = forwarded_options(args)
 
     config = ServeConfig(
         host=args.host, port=args.port,
-        cockpit_argv=[sys.executable, "-m", "tui", *forwarded_options(args)],
+        cockpit_argv=[sys.executable, "-m", "tui", *cockpit],
         access=Access.for_bind(args.host, args.token, args.audience), audience=args.audience,
         max_sessions=args.max_sessions or DEFAULT_MAX_SESSIONS,
         public_url=args.public_url or public_url(args.host, args.port, "https" if tls else "http"),

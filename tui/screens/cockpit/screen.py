@@ -33,6 +33,7 @@ from tui.screens.cockpit.following import GOODPUT_SECONDS, HANG_SECONDS, Followi
 from tui.screens.cockpit.lesson import LessonDriver
 from tui.screens.cockpit.nodes import NodeActions
 from tui.screens.cockpit.pods import PodActions
+from tui.screens.cockpit.recording import Recording
 from tui.screens.cockpit.storage import Storage
 from tui.live import LOST, Backoff
 from tui.widgets.checklist import Checklist
@@ -74,6 +75,7 @@ class CockpitScreen(Screen):
         self.pod_actions = PodActions(self)
         self.node_actions = NodeActions(self)
         self.anatomy = AnatomyView(self)
+        self.recording = Recording(self)
 
     # ------------------------------------------------------------------ layout
 
@@ -232,12 +234,16 @@ class CockpitScreen(Screen):
         self.action_run_step()
 
     def on_step_view_run_pressed(self, event: "StepView.RunPressed") -> None:
+        if self.recording.refused():
+            return
         self.lesson.start(event.step_id)
 
     def on_step_view_verify_pressed(self, event: "StepView.VerifyPressed") -> None:
         self.lesson.verify(event.step_id)
 
     def on_step_view_measure_pressed(self, event: "StepView.MeasurePressed") -> None:
+        if self.recording.refused():
+            return
         self.lesson.measure(event.step_id)
 
     def on_step_view_note_edited(self, event: "StepView.NoteEdited") -> None:
@@ -280,10 +286,14 @@ class CockpitScreen(Screen):
     # ------------------------------------------------------------------ actions (see tui/actions.py)
 
     def action_run_step(self) -> None:
+        if self.recording.refused():
+            return
         if self.checklist.step_id is not None:
             self.lesson.start(self.checklist.step_id)
 
     def action_measure(self) -> None:
+        if self.recording.refused():
+            return
         step_id = self.checklist.step_id
         lesson = self.session.lesson
         self.lesson.measure(step_id if lesson is not None and step_id and lesson.step(step_id).measure else "10")
@@ -303,25 +313,49 @@ class CockpitScreen(Screen):
         self.checklist.move(-1)
 
     def action_kill_pod(self) -> None:
+        if self.recording.refused():
+            return
         self.pod_actions.ask_kill()
 
     def action_freeze_pod(self) -> None:
+        if self.recording.refused():
+            return
         self.pod_actions.toggle_freeze()
 
     def action_restart_group(self) -> None:
+        if self.recording.refused():
+            return
         self.pod_actions.ask_restart_group()
+
+    def action_record(self) -> None:
+        self.recording.toggle_record()
+
+    def action_replay_pause(self) -> None:
+        self.recording.toggle_pause()
+
+    def action_replay_faster(self, steps: str) -> None:
+        self.recording.faster(int(steps))
+
+    def action_replay_seek(self, seconds: str) -> None:
+        self.recording.seek(float(seconds))
 
     def action_toggle_nodes(self) -> None:
         self.node_actions.toggle_view()
         self.refresh_bindings()
 
     def action_fail_node(self) -> None:
+        if self.recording.refused():
+            return
         self.node_actions.ask_fail()
 
     def action_restore_node(self) -> None:
+        if self.recording.refused():
+            return
         self.node_actions.ask_restore()
 
     def action_cordon_node(self) -> None:
+        if self.recording.refused():
+            return
         self.node_actions.ask_cordon()
 
     def action_show_anatomy(self) -> None:
@@ -342,6 +376,8 @@ class CockpitScreen(Screen):
         self.log_view.toggle_follow()
 
     def action_snapshot(self) -> None:
+        if self.recording.refused():
+            return
         self.storage.ask_snapshot()
 
     def action_compare(self) -> None:
