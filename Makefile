@@ -16,17 +16,21 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: run test flaky test-e2e bench clean-venv image-lock
+.PHONY: run test check flaky test-e2e bench clean-venv lock image-lock
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || { \
-	  test -n "$(PYTHON)" || { echo "make: no Python 3.11, 3.12 or 3.13 found on PATH or in pyenv: install one, or name it with PYTHON=/path/to/python3.x"; exit 1; }; \
-	  $(PYTHON) -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' \
-	    || { echo "make: $(PYTHON) is Python $$($(PYTHON) -c 'import platform; print(platform.python_version())'); kfcockpit supports 3.11, 3.12 and 3.13"; exit 1; }; \
-	  echo "$(PYTHON) -m venv $(VENV)"; $(PYTHON) -m venv $(VENV); }
-	@# torch first: the pinned CPU wheel on disk, so no dependency can pull a CUDA build
-	$(PIP) install -q torch==2.13.0 2>&1 | grep -v "is ignored: it is neither" || true
-	$(PIP) install -q -e '.[dev]' 2>&1 | grep -v "is ignored: it is neither" || true
+# A bare venv of a supported Python.
+$(BIN)/python:
+	@test -n "$(PYTHON)" || { echo "make: no Python 3.11, 3.12 or 3.13 found on PATH or in pyenv: install one, or name it with PYTHON=/path/to/python3.x"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' \
+	  || { echo "make: $(PYTHON) is Python $$($(PYTHON) -c 'import platform; print(platform.python_version())'); kfcockpit supports 3.11, 3.12 and 3.13"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+# The venv holds requirements.lock exactly (backend/lockfile.py): checked against pyproject.toml
+# first (one line naming what no longer fits, and `make lock`), torch then uv by pip, the rest by uv
+# with nothing resolved, and checked again once installed. Upgrading is `make lock`.
+$(STAMP): pyproject.toml requirements.lock | $(BIN)/python
+	@$(BIN)/python -m backend.lockfile sync
+	@$(BIN)/python -m backend.lockfile verify
 	$(BIN)/python -c "import torch, textual, kfp, ray, kubernetes, pytest"
 	touch $(STAMP)
 
@@ -45,6 +49,13 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
+# The developer's fast loop: the same layers and lint rules, then the tests that start no real
+# process (tests/conftest.py: IN_PROCESS), about a minute here. `make test` stays the whole suite.
+check: $(STAMP)
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --in-process -q -p no:cacheprovider $(PYTEST_ARGS)
+
 # Catching a test that fails at random: rerun TESTS (files, directories or node ids) N times, each
 # run a fresh pytest process (session fixtures such as an embedded cluster or a Ray run are made
 # again), and report every test that ever failed with its count, e.g. `failed 3/20`
@@ -58,9 +69,17 @@ flaky: $(STAMP)
 test-e2e: $(STAMP)
 	$(BIN)/python -m pytest -m e2e tests $(PYTEST_ARGS)
 
-# The pinned base images' locks, rerun after changing pyproject.toml's dependencies:
-# manifests/image/requirements.lock from the venv's installed dependencies, and its CUDA variant
-# manifests/image-cuda/requirements.lock (torch's CUDA build resolved by pip: needs the registry).
+# Upgrading, deliberately: re-resolve pyproject.toml's ranges against the registry into
+# requirements.lock, install it, and regenerate the pinned images' locks from it (their CUDA part
+# needs the registry too). Commit the diff; `make test` then proves it.
+lock: | $(BIN)/python
+	$(BIN)/python -m backend.lockfile relock
+	$(MAKE) $(STAMP)
+	$(BIN)/python -m backend.pipelines.image_lock
+
+# The pinned base images' locks alone, from the venv (which holds requirements.lock):
+# manifests/image/requirements.lock and its CUDA variant manifests/image-cuda/requirements.lock
+# (torch's CUDA build resolved by pip: needs the registry).
 image-lock: $(STAMP)
 	$(BIN)/python -m backend.pipelines.image_lock
 

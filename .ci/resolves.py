@@ -1,10 +1,14 @@
-"""Does the project's dependency set resolve on Python 3.12 and 3.13? (`.venv` and the test suite
-run on 3.11, the only version whose CPU torch wheel lies on this machine's disk.)
+"""Does the project's locked dependency set install on Python 3.12 and 3.13? (`.venv` and the test
+suite run on 3.11, the only version whose CPU torch wheel lies on this machine's disk.) The lock,
+requirements.lock, is the constraint: the set resolved is the lock's, whatever the registry has
+published since, and a package one of these Pythons needs beyond the lock is an error (the venv
+installs the lock with --no-deps).
 
 For each version, from pyenv, in a throw-away venv and with `pip install --dry-run` (nothing is
 installed, only metadata is fetched; a current pip, which resolves this set twice as fast):
   1. the project itself (`--no-deps .`): its requires-python admits this interpreter;
-  2. every dependency and dev extra but torch, resolved together: no conflict among them;
+  2. every dependency and dev extra but torch, resolved together under the lock: no conflict among
+     them, and nothing needed beyond the lock;
   3. torch's pinned release has a wheel for this interpreter (`pip index versions`).
 torch is kept out of the resolve because on these versions the registry's build of it is the
 multi-GB CUDA one, and nothing else in the set depends on torch, so 2 and 3 together are the set.
@@ -67,15 +71,34 @@ def pip(venv: Path, pip_dir: Path, *args: str) -> str:
     return done.stdout
 
 
+def locked() -> dict[str, str]:
+    """{name: version} of requirements.lock but torch (kept out of the resolve, as above)."""
+    pins = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        name, sep, version = line.partition("==")
+        if sep and not line.startswith("#") and name.strip().lower() != "torch":
+            pins[re.sub(r"[-_.]+", "-", name.strip().lower())] = version.strip()
+    return pins
+
+
 def check(version: str, python: Path, pip_dir: Path, reqs: list[str], torch: str) -> str:
     started = time.monotonic()
+    pins = locked()
     with tempfile.TemporaryDirectory(prefix=f"resolve-{version}-") as tmp:
         venv = Path(tmp) / "venv"
         subprocess.run([str(python), "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
         pip(venv, pip_dir, "install", "--dry-run", "--quiet", "--no-deps", ".")
-        report = Path(tmp) / "report.json"
-        pip(venv, pip_dir, "install", "--dry-run", "--quiet", "--ignore-installed", "--report", str(report), *reqs)
-        count = len(json.loads(report.read_text())["install"])
+        report, constraints = Path(tmp) / "report.json", Path(tmp) / "constraints.txt"
+        constraints.write_text("".join(f"{name}=={v}\n" for name, v in sorted(pins.items())))
+        pip(venv, pip_dir, "install", "--dry-run", "--quiet", "--ignore-installed", "--report", str(report),
+            "-c", str(constraints), *reqs)
+        chosen = [re.sub(r"[-_.]+", "-", item["metadata"]["name"].lower())
+                  for item in json.loads(report.read_text())["install"]]
+        beyond = sorted(set(chosen) - set(pins))
+        if beyond:
+            raise NotResolved(f"Python {version} needs {', '.join(beyond)}, which requirements.lock lacks: "
+                              "run `make lock`")
+        count = len(chosen)
         listed = pip(venv, pip_dir, "index", "versions", "torch")
         available = re.search(r"Available versions: (.*)", listed)
         if available is None or torch not in [v.strip() for v in available.group(1).split(",")]:
@@ -112,7 +135,7 @@ def main() -> int:
                        for v, p in found.items() if p is not None}
             for version, future in futures.items():
                 try:
-                    print(f"ci: the dependency set resolves on Python {version}: {future.result()}")
+                    print(f"ci: the locked dependency set resolves on Python {version}: {future.result()}")
                 except (NotResolved, subprocess.SubprocessError, OSError) as exc:
                     ok = False
                     print(f"ci: the dependency set does not resolve on Python {version}: {exc}")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable, Collection, Literal, Protocol, runtime_checkable
 
+from backend.anatomy.model import Anatomy
 from backend.errors import ClusterError, InvalidResource, NotFound, Timeout, Unavailable  # noqa: F401 (re-exported)
 from backend.models import (
     Check,
@@ -51,6 +52,27 @@ class FreshCluster(Protocol):
     async def down(self) -> None: ...
 
 
+class Playback(Protocol):
+    """The clock of a recording being played (backend/recording/playhead.py): where it is and
+    how fast, and the keys that move it."""
+
+    length: float
+
+    @property
+    def speed(self) -> float: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+    def position(self) -> float: ...
+
+    def toggle_pause(self) -> bool: ...
+
+    def faster(self, steps: int = 1) -> float: ...
+
+    def seek(self, position: float) -> float: ...
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a platform can do beside the Kubernetes API; an optional feature it lacks is None.
@@ -67,6 +89,8 @@ class Capabilities:
     task's mount; `Cluster.wait_volume` first). `warm()`:
     start what makes its pods start fast, now. `checks()`: its own setup checks. `revive()`:
     start its API server again when a connection lost it, and return its address.
+    `read_only`: why nothing asked of it changes a cluster (one line; a replay), None where things
+    do. `playback`: the clock of the recording it plays.
     """
 
     description: str
@@ -81,6 +105,8 @@ class Capabilities:
     warm: Callable[[], Awaitable[None]] | None = None
     checks: Callable[[], Awaitable[list[Check]]] | None = None
     revive: Callable[[], str] | None = None
+    read_only: str | None = None
+    playback: Playback | None = None
 
 
 ResourceKind = Literal["TrainJob", "TrainingRuntime", "PersistentVolumeClaim", "VolumeSnapshot", "Pod", "RayJob"]
@@ -107,6 +133,12 @@ class Cluster(Protocol):
 
     async def list_pods(self, job: str | None = None) -> list[Pod]: ...
 
+    async def explain(self, job: str, rank: int = 1) -> "Anatomy":
+        """A TrainJob's anatomy (backend/anatomy): its chain of objects, what its runtime patches
+        changed, and rank `rank`'s pod taken apart piece by piece, with who put each piece
+        there. Reads objects only. NotFound if there is no such TrainJob."""
+        ...
+
     def watch_pods(self, job: str | None = None) -> AsyncIterator[PodEvent]:
         """List-then-watch: first an ADDED event per existing pod, then every change of a pod's
         state as it happens (phase, restart attempt, how it ended), until the caller stops
@@ -121,6 +153,10 @@ class Cluster(Protocol):
     def watch_nodes(self) -> AsyncIterator[NodeEvent]:
         """List-then-watch of the nodes: each node's summary (Ready, cordoned, taints, allocatable,
         and what the unfinished pods bound to it request), then again whenever that changes."""
+        ...
+
+    async def list_events(self) -> list[ClusterEvent]:
+        """The Events in the cockpit's namespace now, and those about Nodes (read once)."""
         ...
 
     def watch_events(self) -> AsyncIterator[ClusterEvent]:

@@ -5,7 +5,7 @@ Three guarantees against orphans, from strongest to last resort:
 - a pod's process gets PR_SET_PDEATHSIG, so it is signalled the moment its parent (the
   controller, or the warm-worker zygote) dies, even by SIGKILL;
 - each pod is a session and process group of its own, so a kill reaches its descendants;
-- every pod process carries KFCOCKPIT_CLUSTER/KFCOCKPIT_POD in its environment, inherited by
+- every pod process carries KFCOCKPIT_CLUSTER_ID/KFCOCKPIT_POD in its environment, inherited by
   anything it starts (torchrun starts its workers in new sessions), so `sweep` finds them in
   /proc wherever they went.
 """
@@ -19,7 +19,7 @@ import select
 import signal
 import time
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -70,7 +70,8 @@ def join_cgroup(procs_files: Sequence[str]) -> None:
 
 
 def spawn(argv: list[str], env: dict[str, str], cwd: str, stdout_fd: int,
-          death_signal: int = signal.SIGKILL, keep_fds: tuple[int, ...] = (), cgroups: Sequence[str] = ()) -> int:
+          death_signal: int = signal.SIGKILL, keep_fds: tuple[int, ...] = (), cgroups: Sequence[str] = (),
+          before_exec: Callable[[], None] | None = None) -> int:
     """fork + exec `argv` (PATH from `env`) as a new session, in `cgroups` (cgroup.procs files)
     when given, joined before exec so nothing it starts escapes; returns its pid.
 
@@ -88,6 +89,8 @@ def spawn(argv: list[str], env: dict[str, str], cwd: str, stdout_fd: int,
                 os.set_inheritable(fd, True)
             for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores these; programs expect defaults
                 signal.signal(sig, signal.SIG_DFL)
+            if before_exec is not None:  # e.g. the pod's own mount namespace (node/confine.py)
+                before_exec()
             os.chdir(cwd)
             os.execvpe(argv[0], argv, env)
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, then exit

@@ -44,7 +44,7 @@ from backend.cluster import Cluster  # noqa: E402
 from backend.connect import connect  # noqa: E402
 from backend.local.embedded import Embedded  # noqa: E402
 from backend.settings import Settings  # noqa: E402
-from backend.local.node.podspec import ENV_CLUSTER  # noqa: E402
+from backend.local.node.podspec import cluster_marker  # noqa: E402
 from backend.local.registry.strategies.pods import WARM_ANNOTATION  # noqa: E402
 from backend.processes import sweep  # noqa: E402
 from backend.models import JobPhase, parse_manifests  # noqa: E402
@@ -303,7 +303,7 @@ async def _stop(cluster: Embedded) -> None:
                     pid = lock.read().strip()
                     if pid.isdigit():
                         os.kill(int(pid), signal.SIGKILL)
-        sweep({ENV_CLUSTER: str(cluster.layout.root)})
+        sweep(cluster_marker(cluster.layout.root))
 
 
 # ---------------------------------------------------------------- main

@@ -48,7 +48,8 @@ async def running(*controllers) -> AsyncIterator[None]:
 async def until(client: Client, kind: str, namespace: str | None, name: str,
                 holds: Callable[[dict | None], bool], timeout: float = WAIT) -> dict | None:
     """The object (None once gone) as soon as `holds(it)`, waiting on the store's watch."""
-    watch, _ = client.watch(kind, namespace, lambda o: o["metadata"]["name"] == name, since=str(client.store.rv))
+    since = str(client.registry.store.rv)
+    watch, _ = client.watch(kind, namespace, lambda o: o["metadata"]["name"] == name, since=since)
     try:
         async def wait() -> dict | None:
             while True:
@@ -77,7 +78,7 @@ async def eventually(client: Client, check: Callable[[], object], timeout: float
     def listener(_kind, _event) -> None:
         wrote.set()
 
-    client.store.listeners.append(listener)
+    client.registry.store.listeners.append(listener)
     try:
         async def wait() -> object:
             while not (found := check()):
@@ -86,7 +87,7 @@ async def eventually(client: Client, check: Callable[[], object], timeout: float
             return found
         return await asyncio.wait_for(wait(), timeout)
     finally:
-        client.store.listeners.remove(listener)
+        client.registry.store.listeners.remove(listener)
 
 
 def gone(obj: dict | None) -> bool:

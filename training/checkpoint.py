@@ -203,12 +203,12 @@ def sync_in_background(path: Path) -> None:
     threading.Thread(target=sync, name="checkpoint-sync", daemon=True).start()
 
 
-def newest_valid(directory: Path, rank: int) -> Path | None:
+def newest_valid(directory: Path, rank: int, checksums: fmt.Checksums | None = None) -> Path | None:
     """The newest checkpoint whose size and checksum hold; one line per checkpoint skipped. A file
     this machine wrote since it last booted is trusted by its size (fmt.verify_file)."""
     for path in reversed(fmt.list_files(directory)):
         try:
-            fmt.verify_file(path, trust_this_boot=True)
+            fmt.verify_file(path, trust_this_boot=True, checksums=checksums)
             return path
         except (fmt.InvalidCheckpoint, OSError) as exc:
             emit(event="checkpoint_skipped", file=path.name, reason=str(exc), rank=rank)
@@ -312,6 +312,7 @@ class FileCheckpoints:
         self._superseded = threading.Event()
         self._buffers: list[torch.Tensor] = []  # the copy of the last save, reused by the next
         self._prefetch: _Prefetch | None = None
+        self._checksums = fmt.Checksums()  # of the files this store verified: each read once
         if rank == 0:
             directory.mkdir(parents=True, exist_ok=True)
             # Leftovers of a writer that died mid-save; no writer runs while a group starts.
@@ -325,7 +326,7 @@ class FileCheckpoints:
 
     def load_latest(self) -> dict | None:
         # Rank 0 chooses (after checking the checksum); the others load the file it names.
-        found = newest_valid(self.directory, self.rank) if self.rank == 0 else None
+        found = newest_valid(self.directory, self.rank, self._checksums) if self.rank == 0 else None
         if found is not None:
             sync_in_background(found)
         chosen = rank0_choice(found.name if found else "")

@@ -34,6 +34,7 @@ import os
 import re
 import socket
 import zlib
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -244,23 +245,41 @@ def checksum_name(meta: dict) -> str:
     return next(name for name in CHECKSUMS if name in meta)
 
 
-# Checksums of files already read, by identity: a checkpoint is never modified in place once
-# committed (a pruned file may be written over under a temp name, which changes its mtime), so a
-# listing repeated by the cockpit does not read gigabytes again.
-_digests: dict[tuple[str, int, int, int, int], str] = {}
+class Checksums:
+    """Checksums of files already read, by identity, for one owner that verifies the same files
+    again (a checkpoint is never modified in place once committed; a pruned file written over under
+    a temp name changes its mtime), so it does not read gigabytes twice. Whoever walks checkpoints
+    repeatedly holds one for as long as it does; at most `limit` files are remembered, the least
+    recently verified forgotten first."""
+
+    LIMIT = 64  # many times the checkpoints a run keeps
+
+    def __init__(self, limit: int = LIMIT) -> None:
+        self.limit = limit
+        self._known: OrderedDict[tuple[str, int, int, int, int], str] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def of(self, path: Path, name: str = "crc32") -> str:
+        st = path.stat()
+        key = (name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        digest = self._known.pop(key, None)
+        if digest is None:
+            digest = file_checksum(path, name)
+        self._known[key] = digest
+        if len(self._known) > self.limit:
+            self._known.popitem(last=False)
+        return digest
 
 
 def file_checksum(path: Path, name: str = "crc32") -> str:
-    """The checksum `name` (CHECKSUMS) of a whole file, as its sidecar writes it."""
-    st = path.stat()
-    key = (name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    if key not in _digests:
-        checksum = _new_checksum(name)
-        with open(path, "rb") as f:
-            while chunk := f.read(_CHUNK):
-                checksum.update(chunk)
-        _digests[key] = checksum.hexdigest()
-    return _digests[key]
+    """The checksum `name` (CHECKSUMS) of a whole file, as its sidecar writes it (read now)."""
+    checksum = _new_checksum(name)
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            checksum.update(chunk)
+    return checksum.hexdigest()
 
 
 def writer_machine() -> dict:
@@ -269,7 +288,7 @@ def writer_machine() -> dict:
     return {"host": machine["host"], "boot": machine["boot"]}
 
 
-def verify_file(data: Path, trust_this_boot: bool = False) -> dict:
+def verify_file(data: Path, trust_this_boot: bool = False, checksums: Checksums | None = None) -> dict:
     """The sidecar after checking the data file's size and checksum; raises InvalidCheckpoint.
 
     `trust_this_boot`: a file written on this host since its last boot is checked by size alone.
@@ -277,12 +296,12 @@ def verify_file(data: Path, trust_this_boot: bool = False) -> dict:
     cut or kernel crash can tear it); while the kernel that took the write still runs, its page
     cache holds exactly what was written, so reading the whole file to check it (a fifth of a
     second per GB, on a restart's path) proves nothing more. Another host's file, or an earlier
-    boot's, is read whole."""
+    boot's, is read whole (once for a holder of `checksums`)."""
     meta = _whole_by_size(data)
     if trust_this_boot and written_this_boot(meta):
         return meta
     name = checksum_name(meta)
-    if file_checksum(data, name) != meta[name]:
+    if (checksums.of(data, name) if checksums is not None else file_checksum(data, name)) != meta[name]:
         raise InvalidCheckpoint("checksum mismatch")
     return meta
 

@@ -59,11 +59,48 @@ def _init_process_group(backend: str, timeout: float):
         # env:// — what torchrun (and Kubeflow Trainer) give
         if os.environ["RANK"] != "0" and "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
             _wait_for_store(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), timeout)
-        dist.init_process_group(backend, timeout=timedelta(seconds=timeout))
+        if _rank_zero_hosts_store():
+            store = _rendezvous_store(timedelta(seconds=timeout))
+            dist.init_process_group(backend, store=store, rank=int(os.environ["RANK"]),
+                                    world_size=int(os.environ["WORLD_SIZE"]), timeout=timedelta(seconds=timeout))
+        else:
+            dist.init_process_group(backend, timeout=timedelta(seconds=timeout))
     else:
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
                                 timeout=timedelta(seconds=timeout))
     return dist.get_rank(), dist.get_world_size()
+
+
+def _rank_zero_hosts_store() -> bool:
+    """True where rank 0 hosts the rendezvous store (a plain env:// launch, or torchrun without
+    its agent's store); torchrun's agent store is the agent's to bind."""
+    return ("MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ
+            and os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "False") != "True")
+
+
+def _rendezvous_store(timeout):
+    """The store env:// would build (torch/distributed/rendezvous.py `_create_c10d_store`: rank 0
+    hosts a multi-tenant TCPStore, the others connect; init_process_group prefixes it
+    "default_pg"), except that rank 0's server listens only where its peers dial (training/listen.py
+    says why): torch binds every interface unless handed a listening socket."""
+    import torch.distributed as dist
+
+    from training.listen import listen_where_dialled
+
+    addr, port, world = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), int(os.environ["WORLD_SIZE"])
+    use_libuv = os.environ.get("USE_LIBUV", "1") == "1"
+    listener = listen_where_dialled(addr, port, backlog=4096) if os.environ["RANK"] == "0" else None
+    try:
+        store = dist.TCPStore(addr, port, world, is_master=listener is not None, timeout=timeout,
+                              multi_tenant=True, use_libuv=use_libuv,
+                              master_listen_fd=listener.fileno() if listener else None)
+    except BaseException:
+        if listener is not None:
+            listener.close()
+        raise
+    if listener is not None:
+        listener.detach()  # the store's server owns the descriptor now
+    return dist.PrefixStore("default_pg", store)
 
 
 def _wait_for_store(host: str, port: int, timeout: float, every: float = 0.01) -> None:
@@ -101,7 +138,7 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
         sys.stderr.write(f"training.ddp: error: {exc}\n")
         return EXIT_USAGE
     device.apply(placement)
-    if placement.note:
+    if placement.note and device.local_rank() == 0:  # said once per pod, not by each of its ranks
         sys.stderr.write(f"training.ddp: {placement.note}\n")
     # The store before the group: its newest checkpoint is read while the peers' processes start
     # (RANK is the rank env:// init gives this process).
@@ -122,7 +159,12 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
     emit(event="start", rank=rank, world=world, pid=os.getpid(), steps=cfg.steps,
          restart=os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"), device=placement.device,
          backend=placement.backend, precision=cfg.precision,
-         **({"process_started": round(began, 3)} if began is not None else {}))
+         **({"process_started": round(began, 3)} if began is not None else {}),
+         # Where this rank sits: its pod (torchrun's node rank), its place among the pod's ranks,
+         # and its GPU. torchrun's env; a plain process is the one rank of its node.
+         node_rank=os.environ.get("GROUP_RANK", "0"), local_rank=device.local_rank(),
+         local_world=os.environ.get("LOCAL_WORLD_SIZE", "1"),
+         **({"gpu": placement.gpu} if placement.gpu is not None else {}))
     try:
         training = run(cfg, rank, world, store, stop=terminated, placement=placement,
                        exit_on_stop=lambda: _leave(EXIT_TERMINATED),

@@ -9,6 +9,8 @@ NCCL takes one GPU per rank, so a LOCAL_RANK beyond the GPUs visible is refused;
 tensors too and lets ranks share GPUs (`--backend gloo`: rank i on GPU i mod count), which is how
 two ranks train on a machine with one GPU. Under Ray Train the device is the one Ray assigns
 (a `Placement` of ray.train.torch.get_device()), and `ray_scaling` turns --device into Ray's ask.
+On an embedded cluster's simulated GPUs (no device CUDA can open) `cuda` and `auto` train on the
+CPU over gloo, each rank keeping the device id its LOCAL_RANK was given (`Placement.gpu`).
 
 `decide` reads what torch.cuda reports through `Cuda`, so tests decide for machines they are not
 on. `apply` makes the settings a run is reproducible under: deterministic algorithms and the cuBLAS
@@ -62,6 +64,7 @@ class Placement:
     device: str  # "cpu" or "cuda:N", as torch.device spells it
     backend: str  # the process group's: "gloo" or "nccl"
     note: str = ""  # what the run should say about its device (a simulated GPU)
+    simulated_gpu: int | None = None  # the simulated device this rank was given; it computes on the CPU
 
     @property
     def device_type(self) -> str:
@@ -70,6 +73,12 @@ class Placement:
     @property
     def index(self) -> int | None:
         return int(self.device.split(":")[1]) if ":" in self.device else None
+
+    @property
+    def gpu(self) -> int | None:
+        """The device id this rank was given among those its pod sees (CUDA's index, or a simulated
+        device's position in KFCOCKPIT_SIMULATED_GPUS); None on a CPU run."""
+        return self.index if self.index is not None else self.simulated_gpu
 
     def ddp_device_ids(self) -> list[int] | None:
         """DistributedDataParallel's device_ids: the one GPU of this rank, None on CPU."""
@@ -90,9 +99,13 @@ def decide(device: str, backend: str, rank_on_node: int, cuda: Cuda) -> Placemen
         raise DeviceError(f"--device must be one of {', '.join(DEVICES)}, got {device!r}")
     if backend not in BACKENDS:
         raise DeviceError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if device == "cuda" and not (cuda.available and cuda.count > 0) and cuda.simulated:
-        return Placement("cpu", "gloo", f"--device cuda on simulated GPU(s) {cuda.simulated}: training on the CPU "
-                                        "with gloo (the embedded cluster's node has no real GPU)")
+    if cuda.simulated and not (cuda.available and cuda.count > 0) and (
+            device == "cuda" or (device == "auto" and backend != "nccl")):
+        # The rank's device as on a GPU node (cuda:LOCAL_RANK), shared round-robin as gloo's would be.
+        given = cuda.simulated.split(",")
+        return Placement("cpu", "gloo", f"--device {device} on simulated GPU(s) {cuda.simulated}: training on the "
+                                        "CPU with gloo (the embedded cluster's node has no real GPU)",
+                         simulated_gpu=rank_on_node % len(given))
     if device == "cuda" and not (cuda.available and cuda.count > 0):
         raise DeviceError("--device cuda, but torch sees no CUDA GPU here (torch.cuda.is_available() "
                           "is False); use --device cpu or auto")

@@ -1,6 +1,9 @@
 """logfmt lines: what every worker prints and what the cockpit parses.
 
 `step=12 loss=0.083650 rank=0 world=2` — one line per step per rank, plus `event=...` lines.
+A rank's `event=start` line ends with where it sits: `node_rank=N local_rank=L local_world=K`
+(its pod, its place among the pod's K ranks; rank = N*K + L under torchrun) and `gpu=G` when it
+was given a GPU (real, or simulated by the embedded cluster).
 No torch here: the cockpit parses these in its own process.
 """
 

@@ -203,6 +203,13 @@ class Training:
         # broadcast was the largest part of a restart's set-up (seconds per recovery).
         self.model = DistributedDataParallel(self.carrier, device_ids=placement.ddp_device_ids(),
                                              init_sync=False)
+        # DDP puts every gradient in one bucket for a process's first step, then lays its buckets
+        # out again in the order the gradients became ready; an all-reduce over more than two ranks
+        # sums an element in an order that depends on where it sits in its bucket. So the first
+        # step after a resume summed otherwise than the same step of an uninterrupted run (world 4
+        # ended 1 ulp apart, measured). Laid out once, in parameter order, before the first step
+        # (what DDP's join hook does for a joined rank), every step of every process sums alike.
+        self.model.reducer._push_all_rebuilt_params()
         self.optimizer = torch.optim.Adam(self.module.parameters(), lr=cfg.lr)
         self.steps_done = 0
         self.loss_history: list[float] = []

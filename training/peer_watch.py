@@ -27,6 +27,8 @@ import sys
 import threading
 from datetime import timedelta
 
+from training.listen import listen_where_dialled
+
 STORE_KEY = "kfcockpit/peer-watch"
 GREETING = b"w"  # rank 0 to a connection it accepted: the watch is armed
 GOODBYE = b"d"  # a rank whose loop ended: its connection's end is no loss
@@ -52,9 +54,7 @@ class PeerWatch:
         watch = cls(rank)
         try:
             if rank == 0:
-                dual = socket.has_dualstack_ipv6()  # MASTER_ADDR may name either family
-                listener = socket.create_server(("", 0), family=socket.AF_INET6 if dual else socket.AF_INET,
-                                                backlog=min(world, 4096), dualstack_ipv6=dual)
+                listener = listen_where_dialled(master_addr, backlog=min(world, 4096))
                 store.set(STORE_KEY, str(listener.getsockname()[1]))
                 target, args = watch._serve, (listener, world - 1)
             else:

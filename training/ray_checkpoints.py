@@ -35,6 +35,7 @@ class RayCheckpoints:
         self._checkpoint_due = False
         self._losses: list[float] = []  # since the last report
         self._reporting = None  # the loop's Training while inside ray.train.report (a barrier)
+        self._checksums = fmt.Checksums()  # of the files this worker verified: each read once
 
     def load_latest(self) -> dict | None:
         """Ray's latest reported checkpoint, or a newer survivor save. Rank 0 chooses (after the
@@ -51,7 +52,7 @@ class RayCheckpoints:
         if checkpoint is None:
             return None
         with checkpoint.as_directory() as directory:
-            found = newest_valid(Path(directory), self.rank)
+            found = newest_valid(Path(directory), self.rank, self._checksums)
             return load_state(found) if found else None
 
     def _newer_survivor_save(self, checkpoint) -> str:
@@ -64,7 +65,7 @@ class RayCheckpoints:
             step = int(fmt.NAME_RE.match(f"{directory.name}.pt").group(1))
             if step <= reported:
                 break
-            found = newest_valid(directory, self.rank)
+            found = newest_valid(directory, self.rank, self._checksums)
             if found is not None:
                 return str(found)
         return ""

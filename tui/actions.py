@@ -5,8 +5,12 @@ a key can never do one thing and be documented as another."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Iterable
 
+from rich.cells import cell_len
 from textual.binding import Binding
+
+from tui.fitting import fit_fields
 
 STEP_GROUP = Binding.Group("step")
 TAB_GROUP = Binding.Group("tabs", compact=True)
@@ -57,6 +61,10 @@ ACTIONS: tuple[Action, ...] = (
            "Delete every running pod of the followed job's newest group (asks first): a hung group "
            "restarts now instead of waiting out its collective timeout, and resumes from its last "
            "checkpoint.", footer=False),
+    Action("show_anatomy", "a", "Anatomy", "Anatomy of the followed job (kfcockpit explain)",
+           "What the platform put in the followed job's pods and who put each piece there: the torch "
+           "plugin's PET_* variables, JobSet's DNS names, the patch's volume, the scheduler's node; the "
+           "runtime's patches as a diff. Step 2 asks you to tell these from PyTorch's part.", footer=False),
     Action("show_logs", "l", "Logs", "Show logs",
            "Show the merged logs of the followed job; on the pods tab, only the selected pod's."),
     Action("go_to_rank", "g", "Rank", "Go to a rank",
@@ -88,6 +96,20 @@ ACTIONS: tuple[Action, ...] = (
     Action("show_tab('timeline')", "6", "Time", "Show the failure timeline",
            "Each restart from failure to the first step trained again, timed.", footer=False,
            group=TAB_GROUP),
+    Action("record", "ctrl+r", "Record", "Record the followed job, or stop recording",
+           "Record what the cockpit shows of the followed job into the state root's recordings/ until it "
+           "ends (ctrl+r again stops); kfcockpit replay FILE plays it back.", footer=False, key_display="^r"),
+    Action("replay_pause", "P", "Pause", "Pause or play the replay",
+           "On a replay (kfcockpit replay FILE): stop the recording's time where it is, or go on.", footer=False),
+    Action("replay_faster('1')", "greater_than_sign", "Faster", "Replay faster",
+           "On a replay: the next speed up (up to 16x).", footer=False, key_display=">"),
+    Action("replay_faster('-1')", "less_than_sign", "Slower", "Replay slower",
+           "On a replay: the next speed down (down to 0.25x).", footer=False, key_display="<"),
+    Action("replay_seek('10')", "right_square_bracket", "Fwd", "Replay: 10 s forward",
+           "On a replay: jump 10 seconds of the recording forward.", footer=False, key_display="]"),
+    Action("replay_seek('-10')", "left_square_bracket", "Back", "Replay: 10 s back",
+           "On a replay: jump 10 seconds back (the panels play again from there).", footer=False,
+           key_display="["),
     Action("toggle_nodes", "N", "Nodes", "Show or hide the nodes view",
            "The cluster's nodes: Ready, cordoned, GPUs, CPU and memory requested of what each offers, pods; "
            "N again goes back."),
@@ -134,6 +156,39 @@ def hidden_from_footer(width: int, view: str | None = None) -> set[str]:
     return hidden
 
 
+PALETTE_CELLS = 12  # the command palette's key, docked at the footer's right: "▏^p palette "
+ORDER = {a.action: i for i, a in enumerate(ACTIONS)}
+
+
+def footer_overflow(shown: Iterable[Binding], width: int, display: Callable[[Binding], str]) -> set[str]:
+    """The actions of `shown` (the footer's bindings, in its order) that leave the footer so its
+    keys fit whole beside the palette's, by the one fitting rule (tui/fitting.py): the cockpit's
+    actions in ACTIONS' order of importance, help and quit last to go, a focused widget's own keys
+    (the note's save) before the cockpit's; a group's keys (n p step) go together."""
+    fields: list[tuple[str, list[Binding]]] = []  # (the group's or action's name, its bindings)
+    for binding in shown:
+        name = binding.group.description if binding.group is not None else binding.action
+        if fields and fields[-1][0] == name and binding.group is not None:
+            fields[-1][1].append(binding)
+        elif not any(binding.action == other.action for _, group in fields for other in group):
+            fields.append((name, [binding]))
+
+    def cells(field: tuple[str, list[Binding]]) -> int:
+        keys = field[1]
+        if len(keys) > 1:  # a group: a gap, its keys each with a gap, its label, a gap
+            return 1 + sum(cell_len(display(b)) + 1 for b in keys) + cell_len(field[0]) + 1
+        return cell_len(display(keys[0])) + 1 + cell_len(keys[0].description) + 1
+
+    def priority(field: tuple[str, list[Binding]]) -> float:
+        action = field[1][0].action
+        if action in EVERYWHERE:
+            return 3000
+        return 1000 - ORDER[action] if action in ORDER else 2000
+
+    kept = fit_fields(fields, width - PALETTE_CELLS + 1, cells, priority)  # the last gap may touch it
+    return {b.action for field in fields if field not in kept for b in field[1]}
+
+
 def view_of(action: str) -> str | None:
     """The view an action's key belongs to (None: it works everywhere)."""
     return next((a.view for a in ACTIONS if a.action == action), None)
@@ -141,5 +196,7 @@ def view_of(action: str) -> str | None:
 
 def key_names(action: Action) -> str:
     """How the help screen spells a key: '?', '^k', '⏎ enter'."""
-    shown = {"question_mark": "?", "slash": "/", "enter": "enter", "ctrl+k": "ctrl+k", "f1": "F1"}
+    shown = {"question_mark": "?", "slash": "/", "enter": "enter", "ctrl+k": "ctrl+k", "f1": "F1",
+             "greater_than_sign": ">", "less_than_sign": "<", "right_square_bracket": "]",
+             "left_square_bracket": "["}
     return " / ".join(shown.get(k, k) for k in action.key.split(","))

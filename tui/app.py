@@ -32,8 +32,8 @@ class CockpitApp(App):
         super().__init__()
         self.launch = launch
         self.config: "CockpitConfig | None" = launch.config  # validated after the first paint
-        self.clock = clock
-        self.session = Session(launch.make_settings, launch.platform)
+        self.clock = launch.clock or clock
+        self.session = Session(launch.make_settings, launch.platform, launch.connect)
         self.theme = THEMES[launch.theme]
 
     @property
@@ -68,7 +68,7 @@ class CockpitApp(App):
         self.notify("press q to quit (ctrl+c copies in a text box)", title="Do you want to quit?")
 
     def get_default_screen(self) -> Screen:
-        return CockpitScreen(self.session, self.launch.home / ERRORS_LOG, self.clock)
+        return CockpitScreen(self.session, self.launch.home / ERRORS_LOG, self.clock, follow=self.launch.follow)
 
     async def on_unmount(self) -> None:
         from backend.errors import USER_ERRORS

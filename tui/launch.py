@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable
 from tui.saved import PREFERENCES_FILE, THEMES
 
 if TYPE_CHECKING:
+    from backend.cluster import Cluster
     from backend.settings import Settings
     from tui.config import CockpitConfig
 
@@ -44,7 +45,11 @@ class Launch:
     make_settings: Callable[[], "Settings"]
     theme_override: str | None = None  # --theme
     mouse: bool = True  # --no-mouse turns it off
+    follow: str | None = None  # --follow: the job to follow at start, instead of the newest
     config: "CockpitConfig | None" = field(default=None)  # preset (tests); else loaded after paint
+    # A cluster of its own instead of the settings' (a replay), and the clock that goes with it
+    connect: "Callable[[Settings], Cluster] | None" = None
+    clock: Callable[[], float] | None = None
 
     @classmethod
     def of(cls, settings: "Settings", config: "CockpitConfig | None" = None) -> "Launch":

@@ -46,7 +46,7 @@ class NodeMoment:
     at: float
     node: str
     what: str
-    kind: str = "info"  # as timeline.Moment's kinds
+    kind: str = "info"  # as timeline.Moment's kinds, and "cordon" (told whether or not a restart follows)
     lost: bool = False  # the node stopped being Ready here
 
 
@@ -104,7 +104,7 @@ class NodeHistory:
                                                "taken off", "up"))
         if before is not None and before.unschedulable != node.unschedulable:
             self.moments.append(NodeMoment(seen_at, node.name, f"node {node.name} "
-                                           f"{'cordoned' if node.unschedulable else 'uncordoned'}"))
+                                           f"{'cordoned' if node.unschedulable else 'uncordoned'}", "cordon"))
         return len(self.moments) != told
 
     def _ready_changed(self, node: "NodeSummary", at: float) -> None:

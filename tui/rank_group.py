@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 
 from backend.models import MAX_FOLLOWED
 from tui.format import pod_reason
+from backend.words import count
 
 if TYPE_CHECKING:
     from backend.hangs import Hang
@@ -46,10 +47,10 @@ class RankGroup:
     def rows(self) -> list[tuple[str, str]]:
         """(text, style) lines, most telling first: the panel shows as many as fit."""
         counts = " · ".join(f"{n} {phase}" for phase, n in self.phases)
-        ranks = f"{self.size} ranks" if self.pods in (0, self.size) else f"{self.size} ranks in {self.pods} pods"
+        ranks = count(self.size, "rank") + (f" in {count(self.pods, 'pod')}" if self.pods not in (0, self.size) else "")
         lines = [(f"attempt {self.attempt} · {ranks}: {counts}", "bold")]
         if self.ending:
-            pods = f"{self.ending} pod{'s' if self.ending != 1 else ''}"
+            pods = count(self.ending, 'pod')
             lines.append((f"restarting: {pods} of the last attempt still ending", "bold $warning"))
         if self.hang is not None:
             lines.append((self.hang.one_line(), "bold $error"))

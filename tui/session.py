@@ -16,8 +16,10 @@ if TYPE_CHECKING:
 
 
 class Session:
-    def __init__(self, make_settings: Callable[[], "Settings"], platform: str) -> None:
+    def __init__(self, make_settings: Callable[[], "Settings"], platform: str,
+                 connect: "Callable[[Settings], Cluster] | None" = None) -> None:
         self._make_settings = make_settings
+        self._connect = connect  # a cluster of its own (a replay) instead of the settings' platform
         self._settings: "Settings | None" = None
         self.platform = platform  # known from the command line, before the settings exist
         self.cluster: "Cluster | None" = None
@@ -39,7 +41,10 @@ class Session:
         """Connect (in a thread: it imports the backend and may start the local controller)."""
         if self.cluster is not None:
             return
-        from backend.connect import connect
+        if self._connect is not None:
+            connect = self._connect
+        else:
+            from backend.connect import connect
 
         cluster = await asyncio.to_thread(connect, self.settings)
         self.lesson = await asyncio.to_thread(self._lesson, cluster)

@@ -39,6 +39,7 @@ from backend.goodput import Goodput
 from backend.hangs import HangWatch
 from tui.format import node_name, rank_label, ranks_label as fmt_ranks, short_name
 from tui.node_timeline import NodeHistory, when
+from backend.words import count
 
 if TYPE_CHECKING:
     from backend.goodput import GoodputReport, RestartTimes
@@ -162,6 +163,13 @@ def _signal(code: int) -> str:
         return ""
 
 
+def _telling(text: str) -> bool:
+    """A line that says something: not blank, not a rule of `=`/`-` (torchrun's failure report
+    is framed in them), not a label alone (torchrun's `Failures:`, `[0]:`)."""
+    words = text.strip()
+    return sum(c.isalpha() for c in words) >= 3 and not words.endswith(":") and not set(words) <= set("=-*#_ ")
+
+
 def _int(value: str | None) -> int | None:
     try:
         return int(value) if value is not None else None
@@ -260,6 +268,11 @@ class FailureTimeline:
         if self.nodes.node_seen(node, seen_at):
             self.version += 1
 
+    def cordons(self) -> list[Moment]:
+        """Every node cordoned or uncordoned while the cockpit watched, whichever job: a cordon
+        restarts nothing, so no restart would tell it (a person pressed C and saw nothing)."""
+        return [Moment(m.at, m.what, m.kind) for m in self.nodes.moments if m.kind == "cordon"]
+
     def event_seen(self, event: "ClusterEvent", seen_at: float) -> None:
         if self.nodes.event_seen(event, seen_at):
             self.version += 1
@@ -300,7 +313,7 @@ class FailureTimeline:
             self._feed_goodput(batch)
         first: dict[str, "LogLine"] = {}  # pod → its first and last step line in this batch
         last: dict[str, "LogLine"] = {}
-        newest: dict[str, str] = {}  # pod → its last line in this batch
+        newest: dict[str, str] = {}  # pod → its last line in this batch (its last telling one below)
         for line in batch:
             text = line.text
             newest[line.pod] = text
@@ -327,8 +340,10 @@ class FailureTimeline:
             else:
                 continue
             self.version += 1
-        for pod, text in newest.items():
-            self._facts(pod).last_line = text
+        for line in reversed(batch):  # a failed rank's last words: its newest line that says something
+            if line.pod in newest and _telling(line.text):
+                self._facts(line.pod).last_line = line.text
+                del newest[line.pod]
         for pod, line in last.items():
             facts = self.pods[pod]
             if facts.created is None:  # no pod event yet: its lines say who it runs
@@ -435,7 +450,9 @@ class FailureTimeline:
         if not failed and not new and lost is None:
             return None
         if failed:
-            first = min(failed, key=lambda p: p.ended)
+            # Why the group failed is the first pod that ended on its own: a survivor that saved
+            # and was then SIGKILLed by the teardown ended because of the failure, not for it.
+            first = min([p for p in failed if not p.saves] or failed, key=lambda p: p.ended)
             # A survivor saves because the failure happened: it was there by the time the save
             # began (as backend.goodput counts it), even when the pod's end is seen later (a
             # whole-second stamp is timed by when its event arrived, and events lag lines).
@@ -468,7 +485,8 @@ class FailureTimeline:
                     for at in (p.start_line, p.resumed and p.resumed[0], p.first_step and p.first_step[0]) if at]
         cap = min(lines_at, default=float("inf"))
         if old and all(p.ended is not None for p in old):
-            moments.append(Moment(min(cap, max(p.ended for p in old)), f"group torn down ({len(old)} pods)", "down"))
+            moments.append(Moment(min(cap, max(p.ended for p in old)), f"group torn down ({count(len(old), 'pod')})",
+                                  "down"))
         if new:
             created = [p.created for p in new if p.created is not None]
             if created:

@@ -9,6 +9,7 @@ import time
 from typing import Literal
 
 from pydantic import BaseModel, Field
+from backend.words import count
 
 Side = Literal["trainer", "ray"]
 
@@ -104,7 +105,7 @@ class Comparison(BaseModel):
         p = self.plan
         lines = [
             f"Measured on this machine at {when}: the same training loop both ways, {p.workers} "
-            f"workers, {p.steps} steps, a checkpoint every {p.ckpt_every}; rank {p.kill_rank} "
+            f"workers, {count(p.steps, 'step')}, a checkpoint every {p.ckpt_every}; rank {p.kill_rank} "
             f"SIGKILLed at step {p.kill_at_step}. Steps lost: newest step printed before the "
             f"restart -> checkpoint step resumed from.",
             "",

@@ -9,6 +9,7 @@ types have no line here and are left out rather than shown as zero.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from backend.words import count
 
 PARTS = ("productive", "program_startup", "training_prep", "checkpoint_restore", "checkpoint_save",
          "wasted_progress", "infrastructure_recovery", "other")
@@ -122,9 +123,9 @@ class GoodputReport:
 
     def one_line(self) -> str:
         """`goodput 0.93 of 61.2s: productive 57.0s, wasted progress 0.4s (3 steps), ...`"""
-        counts = {"wasted_progress": f" ({self.steps_lost} steps)" if self.steps_lost else "",
-                  "infrastructure_recovery": f" ({self.restarts} restarts)" if self.restarts else "",
-                  "checkpoint_save": f" ({self.saves} saves)" if self.saves else ""}
+        counts = {"wasted_progress": f" ({count(self.steps_lost, 'step')})" if self.steps_lost else "",
+                  "infrastructure_recovery": f" ({count(self.restarts, 'restart')})" if self.restarts else "",
+                  "checkpoint_save": f" ({count(self.saves, 'save')})" if self.saves else ""}
         parts = ", ".join(f"{LABELS[name]} {seconds:.1f}s{counts.get(name, '')}"
                           for name, seconds in self.parts() if seconds >= 0.05 or name == "productive")
         return f"goodput {self.goodput:.2f} of {self.total:.1f}s: {parts}"

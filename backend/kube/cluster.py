@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import AsyncIterator, Collection
 
+from backend.anatomy.model import Anatomy
 from backend.cluster import Capabilities, ClusterError
-from backend.kube import preflight as setup
+from backend.kube import anatomy, preflight as setup
 from backend.kube.connection import Connection
 from backend.kube.job_logs import last_lines, stream_logs
 from backend.kube.job_ops import JobOps
@@ -131,6 +132,9 @@ class KubeCluster:
     async def last_lines(self, job: str, ranks: Collection[int], count: int = 2) -> list[LogLine]:
         return await last_lines(self._pods, job, ranks, count)
 
+    async def explain(self, job: str, rank: int = 1) -> Anatomy:
+        return await anatomy.explain(self.resources, job, rank)
+
     # ------------------------------------------------------------------ nodes and events
 
     def watch_nodes(self) -> AsyncIterator[NodeEvent]:
@@ -138,6 +142,9 @@ class KubeCluster:
 
     def watch_events(self) -> AsyncIterator[ClusterEvent]:
         return self._nodes.events()
+
+    async def list_events(self) -> list[ClusterEvent]:
+        return await self._nodes.list_events()
 
     async def cordon_node(self, name: str, unschedulable: bool) -> None:
         await self._nodes.cordon(name, unschedulable)

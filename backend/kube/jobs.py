@@ -86,6 +86,7 @@ def summarize(trainjob: dict, jobset: dict | None) -> JobSummary:
         num_nodes=_num_nodes(trainjob, jobset),
         restart_attempt=restarts,
         max_restarts=max_restarts,
+        restarts_counted=_int_or_none(set_status.get("restartsCountTowardsMax")),
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
         finished=parse_time(done.get("lastTransitionTime")) if done else None,
         reason=decisive.get("reason", "") or "",

@@ -117,6 +117,14 @@ class NodeOps:
         finally:
             await cancel_all(tasks)
 
+    async def list_events(self) -> list[ClusterEvent]:
+        """The Events there are now: the namespace's, and the Nodes' (in default) where it is another."""
+        raw = await self.resources.list("Event")
+        if self.resources.namespace != "default":
+            raw += [e for e in await self.resources.list("Event", namespace="default")
+                    if (e.get("involvedObject") or {}).get("kind") == "Node"]
+        return [event_from(e) for e in raw]
+
     async def cordon(self, name: str, unschedulable: bool) -> None:
         """kubectl cordon (uncordon): the Node's spec.unschedulable set (cleared)."""
         try:

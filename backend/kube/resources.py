@@ -34,9 +34,11 @@ KINDS = {k.name: k for k in (
     Kind("VolumeSnapshot", "snapshot.storage.k8s.io", "v1", "volumesnapshots"),
     Kind("VolumeSnapshotClass", "snapshot.storage.k8s.io", "v1", "volumesnapshotclasses", False),
     Kind("StorageClass", "storage.k8s.io", "v1", "storageclasses", False),
+    Kind("Job", "batch", "v1", "jobs"),  # read only: a JobSet's Jobs (explain)
     Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims"),
     Kind("Pod", "", "v1", "pods"),
     Kind("Node", "", "v1", "nodes", False),
+    Kind("Service", "", "v1", "services"),  # read only: a JobSet's headless Service (explain)
     Kind("Event", "", "v1", "events"),
     Kind("PodMetrics", "metrics.k8s.io", "v1beta1", "pods"),  # read only: kubectl top pod
 )}
@@ -59,7 +61,8 @@ def contains(live: Any, desired: Any) -> bool:
 
 # Core kinds use CoreV1Api's `<op>_namespaced_<suffix>` methods (`<op>_<suffix>` for a cluster's
 # Node, `list_<suffix>_for_all_namespaces` across namespaces), the rest CustomObjectsApi.
-_CORE = {"Pod": "pod", "PersistentVolumeClaim": "persistent_volume_claim", "Event": "event", "Node": "node"}
+_CORE = {"Pod": "pod", "PersistentVolumeClaim": "persistent_volume_claim", "Event": "event", "Node": "node",
+         "Service": "service"}
 ALL_NAMESPACES = "*"  # a `namespace` for a list (and watch) across every namespace
 _CORE_OP = {"get": "read", "list": "list", "create": "create", "patch": "patch", "delete": "delete"}
 

@@ -23,6 +23,7 @@ from backend.lesson.jobs import apply_runtime_and_volume, job_logs
 from backend.lesson.pipeline_runs import find_task, load_run, run_pipeline
 from training.atomic import write_atomic
 from backend.models import Evidence, JobPhase, yaml_documents
+from backend.words import count
 
 # What a package install prints (pip's phases); a pinned image shows none of it.
 INSTALL_PHASE = re.compile(r"pip install|Collecting \S|Installing collected packages|"
@@ -144,18 +145,21 @@ async def verify_platform_settings(ctx: StepContext) -> Evidence:
     pods = await cluster.list_pods(name)
     written = [c for c in await cluster.checkpoints(volume) if c.valid and c.run == train.outputs.get("run")]
     details += [f"TrainJob {name}: {job.phase.value}, {len(pods)} worker pods, volumes {readable(job.volumes)}",
-                f"{len(written)} checkpoints the workers wrote through the mount onto {volume}"]
+                f"{count(len(written), 'checkpoint')} the workers wrote through the mount onto {volume}"]
     if volume not in job.volumes:
         return ctx.evidence(False, f"TrainJob {name} does not mount the run's volume {volume}", details)
     if job.phase is not JobPhase.COMPLETE or len(pods) != 2 or not written:
-        return ctx.evidence(False, f"TrainJob {name} is {job.phase.value} with {len(pods)} pods and "
-                                   f"{len(written)} checkpoints on {volume}", details)
+        return ctx.evidence(False, f"TrainJob {name} is {job.phase.value} with {count(len(pods), 'pod')} and "
+                                   f"{count(len(written), 'checkpoint')} on {volume}", details)
     if ctx.capabilities.pods_here:
-        details.append("the embedded cluster runs pods as processes: the declared requests and node "
-                       "selector are handed to the TrainJob but not enforced; kfp.local ignores the "
+        # The embedded scheduler filters nodes by requests and selectors as kube-scheduler does
+        # (controllers/scheduler.py); only the pipeline's own tasks run unconstrained.
+        details.append("the embedded cluster's scheduler placed the workers by the declared requests "
+                       "and node selector, as kube-scheduler does (a worker asking for more than a node "
+                       "has stays Pending: 0/N nodes are available); kfp.local ignores the pipeline "
                        "tasks' own settings")
     return ctx.evidence(True, f"a fresh run from the definition gave TrainJob {name} 2 worker pods "
-                              f"mounting {volume} (they wrote {len(written)} checkpoints there), with "
+                              f"mounting {volume} (they wrote {count(len(written), 'checkpoint')} there), with "
                               f"requests ({readable(resources['requests'])}) and node selector "
                               f"{readable(selector)} declared",
                         details)
@@ -274,16 +278,16 @@ async def verify_reproduced(ctx: StepContext) -> Evidence:
             await embedded.down()
         if cluster is not None:
             await cluster.close()
-    details.append(f"TrainJob {job.name}: {job.phase.value}, {job.num_nodes} workers; "
+    details.append(f"TrainJob {job.name}: {job.phase.value}, {count(job.num_nodes, 'worker')}; "
                    f"{len(valid)} valid checkpoints on {volume}")
     if job.phase is not JobPhase.COMPLETE or job.num_nodes != expected or not valid:
         return ctx.evidence(False, f"the reproduced TrainJob {job.name} is {job.phase.value} with "
-                                   f"{job.num_nodes} workers (step 4 had {expected}) and {len(valid)} "
+                                   f"{count(job.num_nodes, 'worker')} (step 4 had {expected}) and {len(valid)} "
                                    f"checkpoints on {volume}", details)
     where = "a clean cluster" if ctx.capabilities.fresh is not None else "the cluster"
     return ctx.evidence(True, f"the committed {committed.name} reproduced the run on {where}: TrainJob "
-                              f"{job.name} Complete with {job.num_nodes} workers like step 4, "
-                              f"{len(valid)} checkpoints on {volume}", details)
+                              f"{job.name} Complete with {count(job.num_nodes, 'worker')} like step 4, "
+                              f"{count(len(valid), 'checkpoint')} on {volume}", details)
 
 
 HANDLERS = {

@@ -11,7 +11,9 @@ import os
 import time
 from typing import AsyncIterator, Callable
 
+from backend.anatomy.model import Anatomy
 from backend.cluster import Cluster, ClusterError, Unavailable
+from backend.lesson import anatomy_seen
 from backend.lesson.context import LessonError, RunUpdate, StepContext
 from backend.lesson.drafts import draft, with_measurement
 from backend.lesson.handlers import HANDLERS
@@ -194,6 +196,10 @@ class Lesson:
         if updated != note:
             self.save_note(step.id, updated)
         return updated
+
+    def saw_anatomy(self, anatomy: Anatomy) -> None:
+        """The learner looked at a job's anatomy: step 2's verify cites it (anatomy_seen.py)."""
+        anatomy_seen.keep(self.store.run_dir(anatomy_seen.STEP), anatomy)
 
     def save_note(self, step_id: str, text: str) -> None:
         step = self.step(step_id)

@@ -11,6 +11,7 @@ from typing import Iterable
 from backend.models import Evidence
 from backend.quantity import size_text
 from training.logfmt import parse_line
+from backend.words import count
 
 
 def clock(epoch: float | None, now: float | None = None) -> str:
@@ -115,7 +116,7 @@ def same_loss_every_step(lines: Iterable[str], source: str) -> Evidence:
     if missing_ranks:
         return fail(f"rank {', '.join(map(str, missing_ranks))} printed no step lines (world={world})")
     if pids and len(pids) < world:
-        return fail(f"{world} ranks but only {len(pids)} process(es) started; the step needs one "
+        return fail(f"{world} ranks but only {count(len(pids), 'process', 'processes')} started; the step needs one "
                     "process per worker")
     reference = losses[0]
     last = max(reference)

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 from backend.models import Evidence
+from backend.words import counted
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,9 @@ TOPICS: dict[str, list[Topic]] = {
     "7": [
         Topic("final loss", (("loss",),)),
         Topic("wall time", (("wall", "time", "second"),)),
-        Topic("the one-worker run", (("1 worker", "one worker", "1-worker", "single", "| 1 |"),)),
-        Topic("the two-worker run", (("2 workers", "two workers", "2-worker", "| 2 |"),)),
+        Topic("the one-worker run", (("1 worker", "one worker", "1-worker", "one-worker", "single", "| 1 |"),)),
+        Topic("the two-worker run", (("2 workers", "two workers", "2-worker", "two-worker", "2 worker", "two worker",
+                                      "| 2 |"),)),
     ],
     "10": [
         Topic("both approaches", (("ray",), ("trainer", "trainjob", "kubeflow"))),
@@ -128,5 +130,5 @@ def check_note(step_id: str, note: str, command: str) -> Evidence:
         )
     words = len(text.split())
     return Evidence(ok=True, checked=checked, at=time.time(),
-                    seen=f"a {words}-word note covering all {len(topics)} topics",
+                    seen=f"{counted(words, 'word')} note covering all {len(topics)} topics",
                     details=[f"covered: {name}" for name in covered])

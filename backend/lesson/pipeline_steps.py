@@ -18,6 +18,7 @@ from backend.lesson.jobs import apply_runtime_and_volume
 from backend.lesson.pipeline_runs import find_task, load_run, run_pipeline
 from backend.models import Evidence, JobPhase, PodPhase
 from training.logfmt import parse_line
+from backend.words import count
 
 PRINT_MESSAGE = "hello from kfcockpit"
 TRAIN_STEPS = 40
@@ -100,9 +101,9 @@ async def verify_trainjob(ctx: StepContext) -> Evidence:
         return ctx.evidence(False, f"TrainJob {name} (from task {train.name} of run {result.run_id}) "
                                    "is not on the platform any more; run step 4 again")
     details = [f"TrainJob {name}: created by task {train.name} of pipeline run {result.run_id}",
-               f"phase {job.phase.value}, {job.num_nodes} workers, restart attempt {job.restart_attempt}"]
+               f"phase {job.phase.value}, {count(job.num_nodes, 'worker')}, restart attempt {job.restart_attempt}"]
     if job.num_nodes != 2:
-        return ctx.evidence(False, f"TrainJob {name} declares {job.num_nodes} workers, not 2", details)
+        return ctx.evidence(False, f"TrainJob {name} declares {count(job.num_nodes, 'worker')}, not 2", details)
     if job.phase is not JobPhase.COMPLETE:
         return ctx.evidence(False, f"TrainJob {name} is {job.phase.value}, not Complete", details)
     pods = sorted(await cluster.list_pods(name), key=lambda p: p.rank)
@@ -210,7 +211,7 @@ async def verify_ray(ctx: StepContext) -> Evidence:
     if run and volume_task is not None and ctx.cluster is not None:
         metrics = [m for m in await ctx.cluster.read_metrics(volume=volume_task.outputs["name"])
                    if m.run.endswith(run)]
-        details += [f"metrics.json of {m.run}: launcher {m.launcher}, {m.world_size} workers, final loss "
+        details += [f"metrics.json of {m.run}: launcher {m.launcher}, {count(m.world_size, 'worker')}, final loss "
                     f"{m.final_loss:.6f}" for m in metrics]
         if not metrics or metrics[0].launcher != "ray" or metrics[0].world_size != 2:
             return ctx.evidence(False, f"the volume holds no metrics of a two-worker Ray run {run}", details)

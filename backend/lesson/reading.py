@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from backend.lesson import anatomy_seen
 from backend.lesson.context import Handler, StepContext
 from backend.lesson.notes import check_note
 from backend.models import Evidence
@@ -20,6 +21,8 @@ async def verify_reading(ctx: StepContext) -> Evidence:
     evidence = check_note(ctx.step.id, ctx.note(ctx.step.id), note_command(ctx.step.id))
     if ctx.step.id == "setup-1":
         evidence.details.append(f"platform in the cockpit: {platform_record(ctx)}")
+    if ctx.step.id == anatomy_seen.STEP:
+        evidence.details += anatomy_seen.cited(ctx.run_dir)
     return evidence
 
 

@@ -3,13 +3,15 @@
 The run applies a two-worker TrainJob with the checkpoint volume and follows its logs until rank 0
 has saved a checkpoint and the workers are past it. Then, in the cockpit (ctx.interactive), the
 kill is the learner's: the job is paced to leave them about a minute, the run says "kill a worker
-now" and waits; headless, the run kills one worker pod itself. Either way it follows the recreated
-group to the end. The verify reads the job's pods and logs back from the platform.
+now" and waits, and it ends once the new group has trained a step after its resume (the step's
+done-when; the job trains on). Headless, the run kills one worker pod itself and follows the
+recreated group to the end. The verify reads the job's pods and logs back from the platform.
 """
 
 from __future__ import annotations
 
 import asyncio
+from contextlib import aclosing
 
 from backend.cluster import Cluster, ClusterError, NotFound
 from backend.lesson.context import Handler, StepContext, job_started, line, needs_cluster
@@ -50,9 +52,10 @@ async def run_kill_and_resume(ctx: StepContext):
     killed: Pod | None = None
     asked = False  # interactive: the learner was told to kill a worker
     restarted = False  # a new group started after the checkpoint (whoever killed the worker)
+    resumed: tuple[str, int] | None = None  # (the pod, the step) of the new group's resume
     try:
-        async with asyncio.timeout(TIMEOUT):
-            async for batch in cluster.stream_logs(name, follow=True):
+        async with asyncio.timeout(TIMEOUT), aclosing(cluster.stream_logs(name, follow=True)) as stream:
+            async for batch in stream:
                 for log in batch:
                     fields = parse_line(log.text) if "event=" in log.text else {}
                     if killed is None and saved is None and fields.get("event") == "checkpoint_saved":
@@ -74,7 +77,14 @@ async def run_kill_and_resume(ctx: StepContext):
                         yield line(f"step {step_of(log)} reached: killed worker pod {killed.name} "
                                    f"(rank {killed.rank})")
                     elif (killed is not None or restarted) and fields.get("event") == "resumed":
-                        yield line(f"{log.pod} (rank {log.rank}) resumed from step {fields.get('from_step')}")
+                        resumed = (log.pod, int(fields.get("from_step") or 0))
+                        yield line(f"{log.pod} (rank {log.rank}) resumed from step {resumed[1]}")
+                    elif ctx.interactive and resumed is not None and log.pod == resumed[0] \
+                            and (step_of(log) or 0) > resumed[1]:
+                        # The done-when is the resume: the learner need not wait out the paced run.
+                        yield line(f"it trained step {step_of(log)} after the resume: done; the job trains "
+                                   f"on to step {steps} in the pods and logs panels")
+                        return
             summary = await cluster.wait_job(name, frozenset({JobPhase.COMPLETE, JobPhase.FAILED}),
                                              timeout=TIMEOUT)
     except TimeoutError:

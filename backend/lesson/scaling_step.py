@@ -17,6 +17,7 @@ from backend.lesson.jobs import VOLUME, apply_runtime_and_volume, fresh_name, le
 from backend.lesson.notes import check_note, covered_text
 from training.atomic import write_atomic
 from backend.models import Evidence, JobPhase, RunMetrics, Snapshot
+from backend.words import count
 
 WORKER_COUNTS = (1, 2)
 STEPS = 40
@@ -64,7 +65,7 @@ async def run_two_sizes(ctx: StepContext):
             raise ClusterError(f"TrainJob {name} ended {summary.phase.value}: {summary.message or summary.reason}")
         snapshot = await cluster.snapshot(VOLUME, name)
         yield line(f"{workers} worker(s): TrainJob {name} Complete; snapshot {snapshot.name} of "
-                   f"volume {VOLUME} ({snapshot.files} files)")
+                   f"volume {VOLUME} ({count(snapshot.files, 'file')})")
         runs.append({"job": name, "workers": workers, "snapshot": snapshot.name})
         write_atomic(ctx.run_dir / RECORD, json.dumps(runs, indent=2) + "\n")
     measured = []
@@ -135,10 +136,10 @@ async def verify_snapshots(ctx: StepContext) -> Evidence:
             return ctx.evidence(False, f"snapshot {snap.name} holds no metrics.json of run {run['job']}")
         if metrics.world_size != workers:
             return ctx.evidence(False, f"run {run['job']} in snapshot {snap.name} trained with "
-                                       f"{metrics.world_size} workers, expected {workers}")
-        seen.append(f"{snap.name} ({workers} worker{'s' if workers > 1 else ''}: final loss "
+                                       f"{count(metrics.world_size, 'worker')}, expected {workers}")
+        seen.append(f"{snap.name} ({count(workers, 'worker')}: final loss "
                     f"{metrics.final_loss:.6f} in {metrics.wall_seconds:.2f} s)")
-        details.append(f"snapshot {snap.name}: {snap.files} files, volume {snap.volume}")
+        details.append(f"snapshot {snap.name}: {count(snap.files, 'file')}, volume {snap.volume}")
     note = check_note("7", ctx.note("7"), "kfcockpit lesson note 7 --note FILE")
     if not note.ok:
         return ctx.evidence(False, f"both snapshots exist, but the side-by-side note: {note.seen}",

@@ -2,7 +2,8 @@
 
 Titles and explanations are the project's own words. The structure (which steps, in which order),
 each "done when" criterion and each documentation title are the lesson's facts and are kept as
-they are; the links are the kubeflow.org pages carrying those titles. Where a step declares,
+they are; the links are the kubeflow.org pages carrying those titles, or, where the lesson's page
+is one of the KFP v1 docs (`legacy-v1`), the v2 page that replaced it, named beside the title. Where a step declares,
 inspects or breaks something on the cluster, its explanation ends with the kubectl command that
 does it on any cluster, the embedded one included: the cockpit's own commands are for what kubectl
 does not do (merged logs that follow replacement pods, checkpoints on a volume, snapshots).
@@ -21,13 +22,19 @@ class Step(BaseModel):
     number: int  # 1..3 within Setup, 1..12 within Steps
     title: str
     why: str
-    doc_title: str
-    doc_url: str
+    doc_title: str  # the lesson's title for the page (a fact kept)
+    doc_url: str  # the page's current (KFP v2) address
+    doc_page: str | None = None  # the current page's own title, where it is not the lesson's
     done_when: str
     kind: Literal["action", "reading"]  # reading steps are done by a note the learner writes
     needs: list[str] = Field(default_factory=list)  # steps that must be done first
     note_prompt: str | None = None  # what the note must cover: reading steps, and step 7's comparison
     measure: str | None = None  # the command that measures what the note cites (step 10's compare)
+    short: str = ""  # the checklist's title: whole in its 20 cells, where the title would be cut
+
+    @property
+    def checklist_title(self) -> str:
+        return self.short or self.title
 
     @property
     def takes_note(self) -> bool:
@@ -44,25 +51,50 @@ _KF = "https://www.kubeflow.org/docs"
 INSTALLING = ("Installing Kubeflow | Kubeflow", f"{_KF}/started/installing-kubeflow/")
 TRAINER = ("Kubeflow Trainer | Kubeflow", f"{_KF}/components/trainer/")
 TRAINER_OVERVIEW = ("Overview | Kubeflow", f"{_KF}/components/trainer/overview/")
-FUNCTION_COMPONENTS = ("Building Python function-based components | Kubeflow",
-                       f"{_KF}/components/pipelines/legacy-v1/sdk/python-function-components/")
+_LIGHTWEIGHT_URL = f"{_KF}/components/pipelines/user-guides/components/lightweight-python-components/"
+# The lesson names two KFP v1 pages (now under legacy-v1); this is a KFP v2 lesson, so the link
+# goes to the v2 page that replaced each: Python function components are lightweight components,
+# and ResourceOp/VolumeOp gave way to kfp-kubernetes' platform-specific features.
+FUNCTION_COMPONENTS = ("Building Python function-based components | Kubeflow", _LIGHTWEIGHT_URL,
+                       "Lightweight Python Components")
 MANIPULATE_RESOURCES = ("Manipulate Kubernetes Resources as Part of a Pipeline | Kubeflow",
-                        f"{_KF}/components/pipelines/legacy-v1/sdk/manipulate-resources/")
-LIGHTWEIGHT = ("Lightweight Python Components | Kubeflow",
-               f"{_KF}/components/pipelines/user-guides/components/lightweight-python-components/")
+                        f"{_KF}/components/pipelines/user-guides/core-functions/platform-specific-features/",
+                        "Use Platform-Specific Features")
+LIGHTWEIGHT = ("Lightweight Python Components | Kubeflow", _LIGHTWEIGHT_URL)
 PLATFORM_FEATURES = ("Kubernetes Platform-specific Features | Kubeflow",
                      f"{_KF}/components/pipelines/reference/kfp-kubernetes/")
 COMPILE = ("Compile a Pipeline | Kubeflow",
            f"{_KF}/components/pipelines/user-guides/core-functions/compile-a-pipeline/")
 
 
-def _step(id: str, title: str, why: str, doc: tuple[str, str], done_when: str,
+# The checklist's titles: 20 cells hold them whole beside the glyph and number at 80 columns.
+SHORT = {
+    "setup-1": "Choose the install",
+    "setup-2": "Trainer controller",
+    "setup-3": "Pipelines SDK",
+    "1": "One-step pipeline",
+    "2": "Trainer vs PyTorch",
+    "3": "DDP on two CPUs",
+    "4": "TrainJob from a step",
+    "5": "Checkpoint volume",
+    "6": "Kill and resume",
+    "7": "Snapshot and compare",
+    "8": "Ray Train variant",
+    "9": "Pinned base image",
+    "10": "Trainer or Ray Train",
+    "11": "Platform settings",
+    "12": "Compile and replay",
+}
+
+
+def _step(id: str, title: str, why: str, doc: tuple[str, ...], done_when: str,
           kind: Literal["action", "reading"] = "action", needs: list[str] | None = None,
           note_prompt: str | None = None, measure: str | None = None) -> Step:
+    """One step; its checklist title is SHORT's (the card shows the whole title)."""
     section, number = ("Setup", int(id.split("-")[1])) if id.startswith("setup-") else ("Steps", int(id))
     return Step(id=id, section=section, number=number, title=title, why=why, doc_title=doc[0],
-                doc_url=doc[1], done_when=done_when, kind=kind, needs=needs or [],
-                note_prompt=note_prompt, measure=measure)
+                doc_url=doc[1], doc_page=doc[2] if len(doc) > 2 else None, done_when=done_when, kind=kind,
+                needs=needs or [], note_prompt=note_prompt, measure=measure, short=SHORT[id])
 
 
 STEPS: list[Step] = [
@@ -116,7 +148,9 @@ STEPS: list[Step] = [
         "Sort out what the Trainer does and what PyTorch does",
         "In data-parallel training PyTorch averages the gradients inside the processes, while the "
         "platform starts those processes, tells them who their peers are and brings them back "
-        "after a failure. Knowing which side owns what tells you where to look when a job stalls.",
+        "after a failure. Knowing which side owns what tells you where to look when a job stalls. "
+        "Once a job runs, `a` in the cockpit (or `kfcockpit explain NAME`) takes a worker pod apart: "
+        "each piece with who put it there, and what is left to PyTorch.",
         TRAINER_OVERVIEW,
         "You can list, from memory, what the Trainer does for a job and what it leaves to PyTorch.",
         kind="reading",
@@ -167,8 +201,9 @@ STEPS: list[Step] = [
         "-f manifests/volume.yaml -f manifests/trainjob.yaml`, then `kubectl logs -f -l "
         "jobset.sigs.k8s.io/jobset-name=lesson-ddp --prefix` (or `kfcockpit logs lesson-ddp -f`, "
         "which follows the replacement pods too) and `kubectl delete pod` on one worker; the check "
-        "counts that job as well. Run it again under a new name and --ckpt-dir: the same ones resume "
-        "the finished run. A lost machine is slower to recover from than a deleted pod: after "
+        "counts that job as well. To start that run afresh, give it a new name and a new --ckpt-dir: "
+        "under the same ones it resumes from the finished run's checkpoints. A lost machine is slower "
+        "to recover from than a deleted pod: after "
         "`kfcockpit node fail NODE` nobody reports the worker's end, so the node turns NotReady "
         "only once its heartbeat is overdue, its pods are evicted after their toleration and the "
         "group comes back on the node left (`kubectl get nodes`, `kubectl describe node NODE`); "

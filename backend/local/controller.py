@@ -26,11 +26,10 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator
 
 from backend.local import bootstrap
 from backend.local import shape as shapes
-from backend.local.apiserver import credentials, schemas
+from backend.local.apiserver import credentials
 from backend.local.apiserver.listen import Listener
 from backend.local.apiserver.server import ApiServer
 from backend.local.apiserver.trainer_status import TrainerStatusServer
@@ -52,14 +51,14 @@ from backend.local.fleet import Fleet
 from backend.local.layout import Layout
 from backend.local.lifecycle import Lifecycle
 from backend.local.migrate import migrate
-from backend.local.node import metrics, podspec
+from backend.local.node import podspec
 from backend.local.node.network import Network
 from backend.local.node.warm import ZygotePool
 from backend.local.registry.client import Client
 from backend.local.registry.events import Events
 from backend.local.registry.generic import Registry
-from backend.local.registry.kinds import Kind, Kinds
-from backend.local.registry.status import bad_request
+from backend.local.registry.informer import Informer
+from backend.local.registry.kinds import Kinds
 from backend.local.registry.store import Store
 from backend.local.registry.tokens import TokenIssuer
 from backend.local.registry.strategies import strategies
@@ -105,7 +104,14 @@ class ControlPlane:
             Snapshotter(self.client, events.recorder("snapshot-controller"), layout.snapshots, layout.volumes),
             RayJobController(self.client, events.recorder("rayjob-controller")),
         ]
-        self.server = ApiServer(self.registry, self, "", self._streams_changed)
+        self.server = ApiServer(self.registry, self.fleet, "", self._streams_changed)
+        # What the process itself follows, on informers (never inside a store write): pods for the
+        # idle exit, runtimes applied to have the warm workers ready before their first job's pods.
+        self.followed = [Informer(self.client, "Pod")] + [
+            Informer(self.client, kind) for kind in ("TrainingRuntime", "ClusterTrainingRuntime")]
+        self.followed[0].handlers.append(lambda _type, _pod, _old: self.lifecycle.check_idle())
+        for informer in self.followed[1:]:
+            informer.handlers.append(self._runtime_changed(informer))
         self.trainer_status: TrainerStatusServer | None = None  # the Trainer's, TrainJobStatus on
         self.ca_cert = ""
         self.lifecycle = Lifecycle(layout, self._busy, self._status, self.prewarm, self._stop, ops={
@@ -133,13 +139,12 @@ class ControlPlane:
         migrate(self.layout, self.store)
         self.layout.create()
         bootstrap.ensure(self.client, self.fleet.names, first_start)
-        self.store.listeners.append(self._stored)
-        self.zygotes = ZygotePool(self.layout.root, sys.stderr.fileno(), self.children.exit_of,
+        self.zygotes = ZygotePool(podspec.cluster_id(self.layout.root), sys.stderr.fileno(), self.children.exit_of,
                                   self.fleet.worker_exited)
         self.fleet.set_zygotes(self.zygotes)
         pki = credentials.load_or_create(self.layout.root / "pki")
         self.server.token = pki.token
-        schemas.start(lambda argv: self.children.run(argv, podspec.base_env(), podspec.PROJECT_ROOT))
+        self.server.schemas.start(lambda argv: self.children.run(argv, podspec.base_env(), podspec.PROJECT_ROOT))
         self.listener = Listener(self.server, pki)
         await self.listener.start(self.layout.root / "api-port", self.layout.home / "kubeconfig")
         self.client.tokens = TokenIssuer.load_or_create(self.layout.root / "pki" / "service-account.key")
@@ -149,6 +154,7 @@ class ControlPlane:
         socket_server = await self.lifecycle.serve()
         self.fleet.start()
         tasks = [asyncio.create_task(part.run(), name=type(part).__name__) for part in self.controllers]
+        tasks += [asyncio.create_task(informer.run(), name=f"{informer.kind} informer") for informer in self.followed]
         log.info("controller %s serving %s", os.getpid(), self.layout.socket)
         self.lifecycle.check_idle()
         if ready_fd is not None:
@@ -171,7 +177,7 @@ class ControlPlane:
 
     def _sweep_leftovers(self) -> None:
         """Kill whatever a previous controller of this state root left running, and wait for it."""
-        marker = {podspec.ENV_CLUSTER: str(self.layout.root)}
+        marker = podspec.cluster_marker(self.layout.root)
         pids = sweep(marker)
         if not pids:
             return
@@ -191,13 +197,13 @@ class ControlPlane:
     async def _copy(self, argv: list[str], output: Path) -> int:
         return await self.children.run(argv, podspec.base_env(), podspec.PROJECT_ROOT, output)
 
-    def _stored(self, kind: Kind, event: Any) -> None:
-        """What the process itself follows in the store: pods, for the idle exit; a runtime
-        applied, to have the warm workers ready before its first job's pods."""
-        if kind.kind == "Pod":
-            self.lifecycle.check_idle()
-        elif kind.kind in ("TrainingRuntime", "ClusterTrainingRuntime") and event.type == "ADDED":
-            self.prewarm(event.object)
+    def _runtime_changed(self, informer: Informer):
+        """A runtime applied while the cluster runs (not those listed at its start: they wait for
+        `cluster up` or a job) starts its warm workers."""
+        def handler(event_type: str, runtime: dict, _old: dict | None) -> None:
+            if event_type == "ADDED" and informer.synced.is_set():
+                self.prewarm(runtime)
+        return handler
 
     def prewarm(self, runtime: dict | None = None) -> None:
         """Start the zygote for a runtime's pods now, so they do not wait for torch to import.
@@ -243,28 +249,6 @@ class ControlPlane:
         if asyncio.iscoroutine(message):
             message = await message
         return {"ok": True, "message": message}
-
-    # ------------------------------------------------------------------ what the API server asks of the node
-
-    def pod_log(self, pod: dict, options: dict[str, str]) -> AsyncIterator[bytes]:
-        """pods/log, served by the kubelet of the pod's node (as kube-apiserver asks that node's)."""
-        node = (pod.get("spec") or {}).get("nodeName")
-        if not node:
-            raise bad_request(f'pod {pod["metadata"]["name"]} does not have a host assigned')
-        kubelet = self.fleet.kubelet(node)
-        if kubelet is None:
-            raise bad_request(f"Get \"https://{node}:10250/containerLogs/{pod['metadata']['namespace']}/"
-                              f"{pod['metadata']['name']}\": node {node} does not answer (it failed)"
-                              if node in self.fleet.names else f"no kubelet of node {node} runs here")
-        return kubelet.logs(pod, options)
-
-    def metrics(self, kind: Kind, namespace: str | None) -> list[dict]:
-        if kind.kind == "NodeMetrics":
-            return [metrics.node_metrics(name) for name in self.fleet.names if self.fleet.kubelet(name) is not None]
-        readings = (metrics.pod_metrics(p, self.fleet.pod_pid(p)) for p in self.store.list(self.kinds.named("Pod"),
-                                                                                           namespace))
-        return [m for m in readings if m is not None]
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="backend.local.controller")

@@ -24,6 +24,7 @@ from backend.local import shape as shapes
 from backend.local.client import ControllerClient
 from backend.local.layout import Layout
 from backend.settings import Settings
+from backend.words import count
 
 CONTEXT = "kfcockpit"  # the context name in the embedded kubeconfig (apiserver/credentials.py)
 DESCRIPTION = "the embedded local cluster"
@@ -173,7 +174,7 @@ class Embedded:
         from backend.models import Check
 
         nodes, failed = status.get("nodes") or [], status.get("failed_nodes") or []
-        detail = f"{len(nodes)} node(s): {', '.join(nodes)}"
+        detail = f"{count(len(nodes), 'node')}: {', '.join(nodes)}"
         if failed:
             detail += f"; failed: {', '.join(failed)}"
         if status.get("simulated_gpus"):

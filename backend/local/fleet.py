@@ -24,16 +24,18 @@ import hashlib
 import logging
 import os
 from pathlib import Path
-from typing import Callable
+from typing import AsyncIterator, Callable
 
 from backend.errors import InvalidResource, NotFound
 from backend.local import shape as shapes
-from backend.local.node import devices, metrics
+from backend.local.node import confine, devices, metrics
 from backend.local.node.kubelet import Kubelet
 from backend.local.node.limits import DEFAULT_POD_PIDS, PodCgroups
 from backend.local.node.network import Network
 from backend.local.registry.client import Client
 from backend.local.registry.events import Record
+from backend.local.registry.kinds import Kind
+from backend.local.registry.status import bad_request
 from backend.processes import Children
 from backend.quantity import quantity
 
@@ -70,6 +72,10 @@ class Fleet:
         self.gpus = devices.plan(shape.gpus_per_node, names, found)
         self.machine_has_gpus = bool(found)
         tag = hashlib.sha1(str(root).encode()).hexdigest()[:12]  # noqa: S324 - a name, not a secret
+        unconfined = confine.available()
+        if unconfined:  # said once: every pod of every node runs so
+            log.warning("pods are not confined (%s): each sees this machine's files, its volumes only "
+                        "where a path in its command or env names them", unconfined)
 
         def kubelet(name: str, index: int) -> Kubelet:
             capacity, allocatable = node_resources(shape, len(self.gpus[name]))
@@ -80,13 +86,14 @@ class Fleet:
                            DEFAULT_POD_PIDS, api_port=api_port, ray_temp=ray_temp, allocatable=allocatable,
                            labels=devices.labels(self.gpus[name]),
                            devices=devices.Devices(self.gpus[name], self.machine_has_gpus),
-                           lease_renew=shape.lease_renew_seconds)
+                           lease_renew=shape.lease_renew_seconds, confined=not unconfined)
 
         self.cgroups: dict[str, PodCgroups] = {}
         self._make = {name: (lambda n=name, i=i: kubelet(n, i)) for i, name in enumerate(names)}
         self.kubelets: dict[str, Kubelet] = {name: make() for name, make in self._make.items()}
         self.tasks: dict[str, asyncio.Task] = {}
         self.zygotes = None
+        self.cpu_rates = metrics.CpuRates()  # metrics.k8s.io's previous readings, this process's
 
     @property
     def names(self) -> list[str]:
@@ -158,6 +165,25 @@ class Fleet:
             if key in kubelet.workers:
                 kubelet.worker_exited(key, status)
                 return
+
+    def pod_log(self, pod: dict, options: dict[str, str]) -> AsyncIterator[bytes]:
+        """pods/log, served by the kubelet of the pod's node (as kube-apiserver asks that node's)."""
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            raise bad_request(f'pod {pod["metadata"]["name"]} does not have a host assigned')
+        kubelet = self.kubelet(node)
+        if kubelet is None:
+            raise bad_request(f"Get \"https://{node}:10250/containerLogs/{pod['metadata']['namespace']}/"
+                              f"{pod['metadata']['name']}\": node {node} does not answer (it failed)"
+                              if node in self.names else f"no kubelet of node {node} runs here")
+        return kubelet.logs(pod, options)
+
+    def metrics(self, kind: Kind, namespace: str | None) -> list[dict]:
+        """metrics.k8s.io, as each node's kubelet (its summary API) reports it."""
+        if kind.kind == "NodeMetrics":
+            return [metrics.node_metrics(name, self.cpu_rates) for name in self.names if self.kubelet(name) is not None]
+        readings = (metrics.pod_metrics(p, self.pod_pid(p), self.cpu_rates) for p in self.client.list("Pod", namespace))
+        return [m for m in readings if m is not None]
 
     def pod_pid(self, pod: dict) -> int | None:
         kubelet = self.kubelet((pod.get("spec") or {}).get("nodeName"))

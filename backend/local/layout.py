@@ -2,7 +2,7 @@
 
     <home>/kubeconfig                context kfcockpit -> https://127.0.0.1:<port>, bearer token (0600)
     <home>/ray/                      Ray's files of the RayJobs' drivers (short: Ray's socket paths)
-    <home>/cluster/
+    <home>/cluster/                  the state root, 0700; every stored object 0600
       controller.lock   flock held by the one controller (its pid inside)
       start.lock        flock clients take while they start a controller
       controller.sock   the controller's life-cycle socket (ping, up, shutdown)
@@ -55,6 +55,10 @@ class Layout:
         self.ray = self.home / "ray"
 
     def create(self) -> None:
+        """The state root, its owner's alone (0700, an older root's mode corrected): it holds the
+        admin token, the signing key, Secrets and every namespace's volumes."""
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.root, 0o700)
         for d in (self.logs, self.volumes, self.snapshots):
             d.mkdir(parents=True, exist_ok=True)
 

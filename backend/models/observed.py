@@ -131,6 +131,9 @@ class JobSummary(BaseModel):
     num_nodes: int
     restart_attempt: int = 0
     max_restarts: int = 0
+    # JobSet's status.restartsCountTowardsMax: the restarts its budget counts (not those of a
+    # RestartJobSetAndIgnoreMaxRestarts rule); None where the JobSet does not say
+    restarts_counted: int | None = None
     created: float
     finished: float | None = None
     reason: str = ""

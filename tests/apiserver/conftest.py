@@ -4,12 +4,14 @@ reached through aiohttp's test client, for protocol behaviour that needs no proc
 from __future__ import annotations
 
 import json
-from typing import Any
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from backend.local.apiserver.server import ApiServer
+from backend.local.registry.client import Client
 from tests.controlplane import plane
 
 TOKEN = "test-token"
@@ -46,9 +48,9 @@ class Api:
             return response.status, parsed, response.headers
 
 
-@pytest.fixture
-async def api():
-    client_plane = plane()
+@asynccontextmanager
+async def served(client_plane: Client) -> AsyncIterator[Api]:
+    """The API server over `client_plane`'s registry, with a test client."""
     server = ApiServer(client_plane.registry, NoNodes(), TOKEN)
     server.fresh_timeout = 0.2
     client = TestClient(TestServer(server.app))
@@ -57,3 +59,9 @@ async def api():
         yield Api(client, server)
     finally:
         await client.close()
+
+
+@pytest.fixture
+async def api():
+    async with served(plane()) as api:
+        yield api

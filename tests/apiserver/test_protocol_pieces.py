@@ -21,12 +21,15 @@ def _labelled(**labels) -> dict:
     ("a in (b, c)", {"a": "c"}, True), ("a notin (b,c)", {"a": "c"}, False),
     ("a", {"a": ""}, True), ("!a", {"a": "x"}, False), ("a=b,c in (d)", {"a": "b", "c": "d"}, True),
     ("jobset.sigs.k8s.io/jobset-name=lesson-ddp", {"jobset.sigs.k8s.io/jobset-name": "lesson-ddp"}, True),
+    # selector.go GreaterThan/LessThan: both sides integers; an absent or non-integer label never matches
+    ("idx>20", {"idx": "21"}, True), ("idx>20", {"idx": "20"}, False), ("idx<20", {"idx": "3"}, True),
+    ("idx>20", {}, False), ("idx>20", {"idx": "many"}, False), ("idx>0,a=b", {"idx": "1", "a": "b"}, True),
 ])
 def test_label_selectors(selector, labels, expected):
     assert label_matcher(selector)(_labelled(**labels)) is expected
 
 
-@pytest.mark.parametrize("selector", ["a in (b", "-a=b", "a=b c"])
+@pytest.mark.parametrize("selector", ["a in (b", "-a=b", "a=b c", "idx>x", "idx<1.5", "idx>-1"])
 def test_bad_label_selectors_are_400(selector):
     with pytest.raises(ApiError) as raised:
         label_matcher(selector)

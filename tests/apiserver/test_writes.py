@@ -104,3 +104,24 @@ async def test_a_json_patch_adding_an_unknown_field_is_warned_of_and_dropped(api
     code, body, _ = await api.call("PATCH", f"{CONFIGMAPS}/cm?fieldValidation=Strict",
                                    [{"op": "add", "path": "/bogus", "value": 1}], content_type=JSON_PATCH)
     assert code == 400 and 'strict decoding error: unknown field "bogus"' in body["message"], body
+
+
+async def test_fields_given_twice_are_refused_with_strict_and_warned_of_otherwise(api):
+    """The strict decoders (test/integration/apiserver/field_validation_test.go: `strict decoding
+    error: duplicate field "metadata.name", ... duplicate field "spec.paused"`): with
+    fieldValidation=Strict a body giving a field twice is 400; with Warn (the default) the last
+    value is kept and the duplicate is a warning; with Ignore nothing is said."""
+    body = b'{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "twice"}, "data": {"a": "1", "a": "2"}}'
+    code, status, _ = await api.call("POST", f"{CONFIGMAPS}?fieldValidation=Strict", raw=body)
+    assert (code, status["message"]) == (400, 'ConfigMap in version "v1" cannot be handled as a ConfigMap: '
+                                              'strict decoding error: duplicate field "data.a"')
+    code, stored, headers = await api.call("POST", CONFIGMAPS, raw=body)
+    assert (code, stored["data"]) == (201, {"a": "2"})
+    assert headers["Warning"] == '299 - "duplicate field \\"data.a\\""'
+    code, _, headers = await api.call("PUT", f"{CONFIGMAPS}/twice?fieldValidation=Ignore", raw=body)
+    assert code == 200 and "Warning" not in headers
+
+    yaml_body = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: twice-yaml\n  name: twice-yaml\n"
+    code, status, _ = await api.call("POST", f"{CONFIGMAPS}?fieldValidation=Strict", raw=yaml_body.encode(),
+                                     content_type="application/yaml")
+    assert code == 400 and 'line 5: key "name" already set in map' in status["message"]

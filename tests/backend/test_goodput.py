@@ -396,7 +396,7 @@ def test_one_line_names_the_parts():
     t.steps(11, 15, at=22.0, every=1.0)
     line = goodput_of(t.lines, started=0.0).one_line()
     assert line.startswith("goodput 0.58 of 26.0s: productive 15.0s")
-    assert "wasted progress 2.0s (2 steps)" in line and "infrastructure recovery 8.0s (1 restarts)" in line
+    assert "wasted progress 2.0s (2 steps)" in line and "infrastructure recovery 8.0s (1 restart)" in line
 
 
 def test_a_failed_pod_is_a_failure_at_its_end_once_however_often_it_is_seen():

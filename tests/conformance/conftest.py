@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from backend.local.layout import Layout
-from backend.local.node.podspec import ENV_CLUSTER
+from backend.local.node.podspec import cluster_marker
 from backend.processes import sweep
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,7 +75,7 @@ def embedded_cluster(home: Path) -> Iterator[tuple[Path, Path]]:
                 os.kill(int(pid_text), signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        sweep({ENV_CLUSTER: str(Layout(home).root)})
+        sweep(cluster_marker(Layout(home).root))
 
 
 @pytest.fixture(scope="session")

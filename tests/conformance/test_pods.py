@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from tests.conformance.conftest import REPO
@@ -65,3 +66,49 @@ def test_what_the_kubelet_cannot_run_is_refused(kubectl):
     assert "is invalid" in err and "exactly one container" in err
     err = kubectl.fails("run", "pd-no-command", "--image=busybox")
     assert "needs a command" in err
+
+
+def test_a_pod_cannot_open_the_clusters_secrets_or_another_namespaces_volume(kubectl, embedded):
+    """Found (issue 44): a pod of ns-b read the admin token and the service-account signing key,
+    and listed every namespace's volumes; a script opening /checkpoints/x from a config file got
+    ENOENT. Each pod now has its own mount namespace (node/confine.py), where the kernel allows."""
+    from backend.local.layout import Layout
+    from backend.local.node import confine
+
+    if why := confine.available():
+        pytest.skip(f"pods are not confined on this machine: {why}")
+    root = Layout(embedded[0]).root
+    kubectl("apply", "-f", str(REPO / "manifests" / "volume.yaml"))  # default's checkpoints volume
+    kubectl("wait", "--for=jsonpath={.status.phase}=Bound", "pvc/checkpoints", "--timeout=300s")
+    default_volume = Layout(embedded[0]).claim_dir("default", "checkpoints")
+    (default_volume / "other-namespace.txt").write_text("default's")
+    forbidden = [root / "pki" / "token", root / "pki" / "service-account.key", default_volume / "other-namespace.txt"]
+    kubectl("create", "namespace", "pd-ns-b")
+    volume = yaml.safe_load((REPO / "manifests" / "volume.yaml").read_text())
+    volume["metadata"]["namespace"] = "pd-ns-b"
+    kubectl("apply", "-f", "-", input=yaml.safe_dump(volume))
+    kubectl("create", "configmap", "-n", "pd-ns-b", "app", "--from-literal=config.json={\"out\": \"/checkpoints/x\"}")
+    script = ("import json, sys\n"
+              "out = json.load(open('/etc/app/config.json'))['out']\n"
+              "open(out, 'w').write('from ns-b')\n"
+              "for path in sys.argv[1:]:\n"
+              "    try:\n        print('read', len(open(path).read()), 'characters')\n"
+              "    except OSError as exc:\n        print(type(exc).__name__)\n"
+              "print(open(out).read())\n")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pd-confined", "namespace": "pd-ns-b"},
+           "spec": {"restartPolicy": "Never",
+                    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "checkpoints"}},
+                                {"name": "app", "configMap": {"name": "app"}}],
+                    "containers": [{"name": "main", "image": "kfcockpit-base:0.1.0",
+                                    "command": ["python3", "-c", script, *map(str, forbidden), str(embedded[1])],
+                                    "volumeMounts": [{"name": "data", "mountPath": "/checkpoints",
+                                                      "subPath": "run-1"},
+                                                     {"name": "app", "mountPath": "/etc/app"}]}]}}
+    kubectl("apply", "-f", "-", input=yaml.safe_dump(pod))
+    kubectl("wait", "-n", "pd-ns-b", "--for=jsonpath={.status.phase}=Bound", "pvc/checkpoints", "--timeout=300s")
+    kubectl("wait", "-n", "pd-ns-b", "--for=jsonpath={.status.phase}=Succeeded", "pod/pd-confined", "--timeout=300s")
+    assert kubectl("logs", "-n", "pd-ns-b", "pd-confined").split("\n") == \
+        ["FileNotFoundError"] * len(forbidden) + ["read 0 characters", "from ns-b", ""]  # the kubeconfig: empty
+    ns_b_volume = Layout(embedded[0]).claim_dir("pd-ns-b", "checkpoints")
+    assert (ns_b_volume / "run-1" / "x").read_text() == "from ns-b"  # in its subPath
+    kubectl("delete", "namespace", "pd-ns-b")

@@ -207,3 +207,23 @@ def test_configmap_and_secret_volumes_are_files(kubectl):
     assert kubectl("logs", "-l", "jobset.sigs.k8s.io/jobset-name=rf-files") == "lr: 0.01\n"
     kubectl("delete", "trainjob", "rf-files")
     kubectl("delete", "configmap", "rf-files")
+
+
+def test_kubectl_names_an_unknown_kind_and_selects_by_integer_labels(kubectl):
+    """kubectl's client-side validation reads /openapi/v2 in gnostic's protobuf (client-go
+    OpenAPISchema, application/com.github.proto-openapi.spec.v2@v1.0+protobuf); served so, an
+    unknown kind gets upstream kubectl's "no matches for kind" (not a protobuf parse error).
+    Label selectors with `>` and `<` are apimachinery labels.Parse's GreaterThan and LessThan;
+    a ConfigMap over 1 MiB is refused as ValidateConfigMap refuses it."""
+    widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n"
+    err = kubectl.fails("apply", "-f", "-", input=widget)
+    assert 'no matches for kind "Widget" in version "example.com/v1"' in err and "proto" not in err
+    for index in (5, 25):
+        kubectl("create", "configmap", f"idx-{index}", f"--from-literal=i={index}")
+        kubectl("label", "configmap", f"idx-{index}", f"idx={index}")
+    assert kubectl("get", "configmaps", "-l", "idx>20", "-o", "name").split() == ["configmap/idx-25"]
+    assert kubectl("get", "configmaps", "-l", "idx<20", "-o", "name").split() == ["configmap/idx-5"]
+    big = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "too-big"}, "data": {"a": "x" * (1 << 20),
+                                                                                        "b": "y"}}
+    err = kubectl.fails("create", "-f", "-", input=json.dumps(big))
+    assert 'ConfigMap "too-big" is invalid: []: Too long: may not be more than 1048576 bytes' in err

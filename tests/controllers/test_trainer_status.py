@@ -134,3 +134,17 @@ async def test_bad_reports_answer_as_upstreams_server(status_server):
     code, body = await post(PATH, b"x" * (1 << 17), token())
     assert code == 413
     assert "trainerStatus" not in client.get("TrainJob", "default", "lesson-ddp").get("status", {})
+
+
+async def test_a_failure_of_the_server_itself_is_answered_as_a_status(status_server, monkeypatch):
+    """Every answer is a metav1.Status, a failure of its own too (a full disk under the store, a
+    bug): never aiohttp's plain-text 500 page."""
+    client, post, token = status_server
+
+    def broken(*_args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(client, "get", broken)
+    code, body = await post(PATH, REPORT, token())
+    assert (code, body["kind"], body["reason"]) == (500, "Status", "InternalError")
+    assert body["message"] == "Internal error occurred: OSError: [Errno 28] No space left on device"

@@ -222,6 +222,35 @@ async def test_deleting_the_trainjob_takes_everything_it_made():
                         lambda o: o is None or o["metadata"].get("deletionTimestamp"))
 
 
+
+async def _running_trainjob(client) -> list:
+    """The lesson's TrainJob made, its two pods bound and running."""
+    _trainjob(client)
+    pods = await _bound_pods(client, 2)
+    for pod in pods:
+        _run(client, pod)
+    return pods
+
+async def test_a_deleted_trainjobs_pods_go_once_they_end_even_with_a_new_job_of_its_name():
+    """The running pods of a deleted TrainJob end after their Job is gone, while the same
+    TrainJob is applied again (a learner starting over): upstream's Job controller takes the
+    tracking finalizer off such orphans (job_controller.go: deleteJob -> cleanupPodFinalizers,
+    updatePod -> enqueueOrphanPod -> syncOrphanPod; resolveControllerRef counts a Job of another
+    uid as none), so they go instead of staying Terminating beside the new group."""
+    client, controllers = _cluster()
+    async with running(*controllers):
+        old = await _running_trainjob(client)
+        client.delete("TrainJob", "default", "lesson-ddp", propagation="Background")
+        await until(client, "Job", "default", "lesson-ddp-node-0", gone)
+        _trainjob(client)  # applied again: a new Job of the same name
+        await eventually(client, lambda: len([p for p in _pods(client)
+                                              if not p["metadata"].get("deletionTimestamp")]) == 2)
+        for pod in old:
+            _ended(client, pod, 143)  # SIGTERM'd by the teardown; the kubelet's last word
+        for pod in old:
+            await until(client, "Pod", "default", pod["metadata"]["name"], gone)
+
+
 async def test_suspending_a_finished_trainjob_keeps_it_finished_and_runs_nothing():
     """Trainer v2.3 reconciles no objects of a finished TrainJob (IsTrainJobFinished) but still
     sets its Suspended condition; JobSet v0.12 leaves a finished JobSet alone."""
@@ -247,10 +276,7 @@ async def test_orphaning_a_trainjob_keeps_its_jobset_and_pods_running():
     owner reference, and its pods keep running."""
     client, controllers = _cluster()
     async with running(*controllers):
-        _trainjob(client)
-        pods = await _bound_pods(client, 2)
-        for pod in pods:
-            _run(client, pod)
+        pods = await _running_trainjob(client)
         client.delete("TrainJob", "default", "lesson-ddp", propagation="Orphan")
         await until(client, "TrainJob", "default", "lesson-ddp", gone)
         await until(client, "JobSet", "default", "lesson-ddp", lambda o: not o["metadata"].get("ownerReferences"))
@@ -280,3 +306,30 @@ async def test_the_same_names_in_two_namespaces_are_two_jobs():
         await _bound_pods(client, 2, attempt=1, namespace="team-b")
         assert [p["metadata"]["name"] for p in _pods(client)] == [p["metadata"]["name"] for p in ours]
         assert all(p["status"]["phase"] == "Running" for p in _pods(client))
+
+
+async def test_a_trainjob_that_cannot_become_a_jobset_says_why_in_an_event():
+    """A runtimePatch naming a replicated job the runtime lacks passes Trainer v2.3.0's admission:
+    TrainingRuntime.ValidateObjects merges the patches into the runtime's template before the
+    jobset plugin's Validate lists its replicated jobs (pkg/runtime/core/trainingruntime.go
+    newRuntimeInfo, mergeRuntimePatches), so "must not have replicated job that doesn't exist
+    in the runtime job template" never fires for it. Building its JobSet then fails (here: the
+    patched job's pod has no command), and TrainJobReconciler.Reconcile
+    (pkg/controller/trainjob_controller.go) records a Warning Event TrainJobResourcesCreationFailed,
+    "TrainJob resources reconciliation failed: <error>", and retries with a back-off; v2.3.0 sets
+    no condition for it (its TODO)."""
+    client, controllers = _cluster()
+    patch = {"manager": "example.com/tuner", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+        {"name": "extra", "template": {"spec": {"template": {"spec": {"containers": [
+            {"name": "node", "image": "x"}]}}}}}]}}}}
+    async with running(*controllers):
+        _trainjob(client, runtimePatches=[patch])
+        said = await eventually(client, lambda: [e for e in client.list("Event", "default")
+                                                 if e["reason"] == "TrainJobResourcesCreationFailed"])
+    (event,) = said
+    assert (event["type"], event["involvedObject"]["kind"], event["involvedObject"]["name"]) == \
+        ("Warning", "TrainJob", "lesson-ddp")
+    assert event["message"].startswith("TrainJob resources reconciliation failed: JobSet.jobset.x-k8s.io "
+                                       '"lesson-ddp" is invalid: ')
+    assert "command" in event["message"]
+    assert client.get("JobSet", "default", "lesson-ddp") is None

@@ -54,6 +54,10 @@ async def test_step_11s_evidence_spells_its_settings_as_text(settings):
     assert ("worker requests (cpu: 500m, memory: 512Mi), limits (cpu: 1, memory: 2Gi), "
             "node selector kubernetes.io/os: linux") in evidence.details[0]
     assert "volumes lesson-vol, scratch" in evidence.details[1]
+    # The embedded scheduler enforces requests and selectors (controllers/scheduler.py: a pod
+    # that fits no node waits with "0/N nodes are available"): the evidence must not deny it.
+    assert "not enforced" not in text
+    assert "scheduler placed the workers by the declared requests and node selector" in evidence.details[-1]
 
 
 def test_values_and_saved_reprs_read_as_key_value_text():

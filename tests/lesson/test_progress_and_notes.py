@@ -215,3 +215,40 @@ async def test_a_run_stopped_early_keeps_a_done_step_done_and_fails_an_undone_on
     assert lesson.state("8").status is StepStatus.DONE and lesson.state("8").evidence == done
     stopped = lesson.state("9")
     assert stopped.status is StepStatus.FAILED and stopped.evidence.seen == "the run was stopped before it finished"
+
+
+def test_step_7s_note_may_use_the_prompts_own_words():
+    """The prompt says "the one-worker run against the two-worker run": those words count."""
+    from backend.lesson.notes import check_note
+
+    note = ("The one-worker run ended at final loss 0.05 after 30 s of wall time; the two-worker run "
+            "reached the same loss in 18 s.")
+    evidence = check_note("7", note, "")
+    assert evidence.ok, evidence.seen
+
+
+def test_a_note_is_counted_with_the_right_article():
+    from backend.lesson.notes import check_note
+
+    note = " ".join(["The Trainer launches the worker pods and gives each its rank;",
+                     "PyTorch runs DDP's gradient all-reduce."])
+    words = len(note.split())
+    assert check_note("2", note, "").seen.startswith(("an " if words in (8, 11, 18) else "a ") + f"{words}-word")
+
+
+async def test_step_2_cites_the_anatomy_the_learner_looked_at(settings):
+    from backend.anatomy.build import anatomy_of
+    from tests.backend.anatomy_objects import lesson_objects
+
+    lesson = Lesson(None, settings)
+    lesson.save_note("2", GOOD_STEP2_NOTE)
+    before = await lesson.verify("2")
+    assert before.ok and any("press a in the cockpit" in d for d in before.details)
+    lesson.saw_anatomy(anatomy_of(lesson_objects()))  # what `a` or `kfcockpit explain` showed
+    after = await Lesson(None, settings).verify("2")
+    assert after.ok
+    assert "you looked at lesson-ddp's pod lesson-ddp-node-0-1-ab1cd (rank 1):" in after.details
+    assert ("  PET_MASTER_ADDR, PET_MASTER_PORT, PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE: "
+            "by the Trainer's torch plugin") in after.details
+    assert "  volume checkpoints (claim checkpoints): by kfcockpit.io/lesson" in after.details
+    assert "  node kfcockpit-worker2: by the scheduler" in after.details

@@ -89,3 +89,14 @@ def test_steps_on_the_cluster_teach_the_kubectl_command():
     for step in STEPS:
         assert "[" not in step.why, step.id  # shown as Textual markup: a bracket would be eaten
         assert "kfcockpit get" not in step.why and "kfcockpit apply" not in step.why, step.id
+
+
+def test_every_link_is_a_current_kfp_v2_page():
+    """A KFP v2 lesson reads the v2 docs: the v1 pages the lesson names live under legacy-v1 and
+    teach ResourceOp and func_to_container_op, which v2 removed; the card names the v2 page."""
+    for step in STEPS:
+        assert "legacy-v1" not in step.doc_url, step.id
+        if "pipelines/" in step.doc_url and step.doc_page is None:
+            assert step.doc_title.split(" | ")[0] in ("Lightweight Python Components",
+                                                      "Kubernetes Platform-specific Features",
+                                                      "Compile a Pipeline"), step.id

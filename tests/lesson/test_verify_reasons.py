@@ -86,3 +86,44 @@ async def test_a_pipeline_run_past_its_time_is_stopped_with_its_tasks(settings):
             pass
     assert not (ctx.run_dir / "pipeline-run.json").exists()
     assert processes_under(settings.home) == []
+
+
+async def test_step_6_in_the_cockpit_is_done_at_the_resume_not_at_the_paced_jobs_end(settings):
+    """Its done-when is the resume: the cockpit's run ends once the new group trained a step
+    after loading its checkpoint (it stayed ◐ ~50 s more, waiting for all 300 steps)."""
+    from types import SimpleNamespace
+
+    from backend.lesson.engine import Lesson
+    from backend.lesson.resume_step import run_kill_and_resume
+    from backend.models import LogLine, PodPhase
+
+    def lines(pod: str, rank: int, *texts: str) -> list[LogLine]:
+        return [LogLine.parsed(pod, rank, 1.0, text) for text in texts]
+
+    class Cluster:
+        waited = False
+
+        async def apply(self, resource):
+            return f"applied {resource.kind}"
+
+        async def list_pods(self, job):
+            return [SimpleNamespace(name=f"{job}-node-0-1-aaaaa", phase=PodPhase.RUNNING)]
+
+        async def stream_logs(self, job, follow=True):
+            old, new = f"{job}-node-0-0-aaaaa", f"{job}-node-0-0-bbbbb"
+            yield lines(old, 0, "event=checkpoint_saved step=5 reason=periodic file=f bytes=1 rank=0",
+                        "step=6 loss=0.5 rank=0 world=2")
+            yield lines(new, 0, "event=start rank=0 world=2 pid=1 steps=300 restart=1",
+                        "event=resumed from_step=5 rank=0 world=2", "step=6 loss=0.5 rank=0 world=2")
+            raise AssertionError("followed past the resume")
+
+        async def wait_job(self, *args, **kwargs):
+            Cluster.waited = True
+            raise AssertionError("waited for the paced job's end")
+
+    lesson = Lesson(None, settings)
+    ctx = lesson._context(lesson.step("6"))
+    ctx.cluster, ctx.interactive = Cluster(), True
+    said = [getattr(update, "text", str(update)) async for update in run_kill_and_resume(ctx)]
+    assert any("resumed from step 5" in text for text in said), said
+    assert "after the resume: done" in said[-1] and not Cluster.waited, said

@@ -19,7 +19,7 @@ import yaml
 from backend.connect import connect
 from backend.kube.cluster import KubeCluster
 from backend.local.embedded import Embedded
-from backend.local.node.podspec import ENV_CLUSTER
+from backend.local.node.podspec import cluster_marker
 from backend.processes import marked_processes, sweep
 from backend.models import LABEL_JOB, TrainJob, parse_manifests
 from backend.settings import Settings
@@ -53,7 +53,7 @@ async def embedded_cluster(home: Path) -> AsyncIterator[KubeCluster]:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            sweep({ENV_CLUSTER: str(embedded.layout.root)})
+            sweep(cluster_marker(embedded.layout.root))
 
 
 @pytest.fixture
@@ -95,6 +95,19 @@ async def run_until_step(cluster: KubeCluster, job: str, step: int) -> None:
             return
 
 
+
+async def kill_rank_at_step(cluster: KubeCluster, job: str, rank: int, step: int) -> tuple[object, list]:
+    """Follow the job's log to its end (the replacement pods too), killing the pod of node rank
+    `rank` once a step at or past `step` shows; (the pod killed, every line read)."""
+    lines, victim = [], None
+    async for batch in cluster.stream_logs(job):
+        lines += batch
+        if victim is None and any(line.step is not None and line.step >= step for line in batch):
+            victim = next(p for p in await cluster.list_pods(job) if p.rank == rank)
+            await cluster.kill_pod(victim.name)
+    assert victim is not None, f"{job} ended before step {step}"
+    return victim, lines
+
 async def apply_all(cluster: KubeCluster, *resources) -> None:
     for resource in resources:
         await cluster.apply(resource)
@@ -115,7 +128,7 @@ async def wait_for_pods(cluster: KubeCluster, job: str, predicate) -> list:
 
 
 def cluster_processes(home: Path) -> list[int]:
-    return list(marked_processes({ENV_CLUSTER: str(Embedded(home).layout.root)}))
+    return list(marked_processes(cluster_marker(Embedded(home).layout.root)))
 
 
 def kubectl(home: Path, *args: str, timeout: float = WAIT) -> subprocess.CompletedProcess:

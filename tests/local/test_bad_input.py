@@ -33,7 +33,7 @@ def _cases(tmp_path):
         (["snapshot", "create", "checkpoints", "../escape"], "is not a valid name"),
         (["logs", "no-such-job"], "TrainJob no-such-job: not found"),
         (["get", "pods"], "use kubectl get"),
-        (["cluster", "up", "--cpus", "0"], "'0' is not a resource quantity (must be more than 0)"),
+        (["cluster", "up", "--cpus", "0"], "argument --cpus: '0' must be more than 0"),
         (["cluster", "up", "--max-pods", "0"], "'0' is not a whole number above 0"),
         (["cluster", "up", "--nodes", "0"], "--nodes 0: a cluster needs at least one node"),
         (["cluster", "up", "--gpus-per-node", "-1"], "--gpus-per-node -1: a node has 0 or more GPUs"),
@@ -57,3 +57,18 @@ def test_bad_input_exits_2_with_one_line_and_starts_nothing(ready_home, tmp_path
     listed = kubectl(ready_home, "get", "trainjobs,pods", "-o", "json")
     assert listed.returncode == 0 and json.loads(listed.stdout)["items"] == []
     assert (Layout(ready_home).claim_dir("default", "checkpoints") / "precious.txt").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("args,message", [
+    # apimachinery's regular expression is not for a person: what a quantity looks like is
+    (["cluster", "up", "--memory", "8Q"], "argument --memory: '8Q' is not a resource quantity: a number and "
+                                          "an optional suffix, e.g. 8Gi, 512Mi, 4 or 500m (see 'kfcockpit "
+                                          "cluster up --help')"),
+    # the bad option named, and the help of the command it was given to
+    (["lesson", "--bogus"], "unrecognized arguments: --bogus (see 'kfcockpit lesson --help')"),
+    (["lesson", "run", "3", "--bogus"], "unrecognized arguments: --bogus (see 'kfcockpit lesson run --help')"),
+])
+def test_a_mistyped_option_or_quantity_is_one_clear_line(tmp_path, args, message):
+    result = cli(tmp_path / "home", *args)
+    assert result.returncode == 2 and result.stderr == f"kfcockpit: {message}\n", result.stderr
+    assert "[+-]" not in result.stderr

@@ -39,3 +39,17 @@ def test_whole_devices_per_pod_released_when_it_ends():
         devices.allocate("c", 1)
     assert devices.release("a") and not devices.release("a")
     assert devices.env("c", 1)["NVIDIA_VISIBLE_DEVICES"] == "GPU-0"
+
+
+def test_torchruns_auto_counts_simulated_devices_as_it_counts_real_ones():
+    """Trainer's torch plugin leaves PET_NPROC_PER_NODE=auto on a GPU node, and torchrun's auto is
+    the number of GPUs the pod sees (torch/distributed/run.py, determine_local_world_size), which
+    CUDA would count as none for simulated IDs: the kubelet counts them instead. A number is the
+    user's; real devices are torch's to count."""
+    simulated = Devices(plan(2, NODES, [])[NODES[0]], machine_has_gpus=False)
+    env = simulated.env("a", 2, {"PET_NPROC_PER_NODE": "auto"})
+    assert env["PET_NPROC_PER_NODE"] == "2" and len(env["KFCOCKPIT_SIMULATED_GPUS"].split(",")) == 2
+    assert simulated.env("b", 0, {"PET_NPROC_PER_NODE": "auto"}) == {}  # none given: nothing to count
+    assert "PET_NPROC_PER_NODE" not in Devices(plan(1, NODES, [])[NODES[0]], False).env("c", 1, {
+        "PET_NPROC_PER_NODE": "3"})
+    assert "PET_NPROC_PER_NODE" not in Devices(H200[:2], True).env("d", 2, {"PET_NPROC_PER_NODE": "auto"})

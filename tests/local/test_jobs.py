@@ -6,13 +6,18 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from contextlib import aclosing
 
 import pytest
 import yaml
 
+from backend.kube.pods import pod_from
+from backend.kube.watches import Watches
+from backend.local.controllers.job import TRACKING_FINALIZER
 from backend.local.registry.strategies.pods import WARM_ANNOTATION
 from backend.local.embedded import Embedded
 from backend.models import (
+    LABEL_JOB,
     LABEL_RANK,
     LABEL_RESTART_ATTEMPT,
     JobPhase,
@@ -20,7 +25,17 @@ from backend.models import (
     PodPhase,
     parse_manifests,
 )
-from tests.local.conftest import MANIFESTS, WAIT, apply_all, kubectl, lesson_job, lesson_resources, wait_for_pods
+from tests.local.conftest import (
+    MANIFESTS,
+    WAIT,
+    apply_all,
+    kill_rank_at_step,
+    kubectl,
+    lesson_job,
+    lesson_resources,
+    run_until_step,
+    wait_for_pods,
+)
 from training.logfmt import parse_line
 
 COMPLETE = frozenset({JobPhase.COMPLETE})
@@ -78,13 +93,7 @@ async def test_a_killed_worker_restarts_the_group_which_resumes_and_ends_bitwise
             events.append(event)
 
     recorder = asyncio.create_task(record())
-    lines, victim = [], None
-    async for batch in cluster.stream_logs("killed"):  # follows the replacement pods, ends with the job
-        lines += batch
-        if victim is None and any(line.step is not None and line.step >= 12 for line in batch):
-            victim = next(p for p in await cluster.list_pods("killed") if p.rank == 1)
-            await cluster.kill_pod(victim.name)
-    assert victim is not None
+    victim, lines = await kill_rank_at_step(cluster, "killed", 1, 12)
 
     job = await cluster.wait_job("killed", COMPLETE, WAIT)
     assert job.phase == JobPhase.COMPLETE and job.restart_attempt == 1
@@ -110,13 +119,28 @@ async def test_a_killed_worker_restarts_the_group_which_resumes_and_ends_bitwise
     assert restarted["loss_history"] == straight["loss_history"]
 
 
-async def _a_pod_that_ended(cluster, job: str, exit_code: int, reason: str):
-    """The first pod of `job` the watch shows ended with `exit_code` and `reason`: the pods of the
-    last attempt stay once the JobSet failed (JobSet deletes only active Jobs), so a watch that
-    began after the earlier attempt's pods went still lists them."""
-    async for event in cluster.watch_pods(job):
-        if event.pod.exit_code == exit_code and event.pod.reason == reason:
-            return event.pod
+async def _a_pod_that_ended(cluster, job: str, exit_code: int, reason: str, listening: asyncio.Event):
+    """The first pod of `job` the watch shows ended with `exit_code` and `reason`. The watch is
+    open (`listening` set once it has listed) before the caller applies the job, so it sees every
+    pod of every attempt however soon one goes: a failed attempt's pods lose their Job's tracking
+    finalizer once their Job is gone (job.py, syncOrphanPod) and nothing keeps them."""
+    async with aclosing(Watches(cluster.resources).watch("Pod", label_selector=f"{LABEL_JOB}={job}")) as events:
+        async for event in events:
+            if event.type == "SYNCED":
+                listening.set()
+                continue
+            pod = pod_from(event.object, deleted=event.type == "DELETED", job=job)
+            if pod.exit_code == exit_code and pod.reason == reason:
+                return pod
+
+
+async def _apply_watched(cluster, resource, exit_code: int, reason: str) -> asyncio.Task:
+    """Open the watch for a pod of `resource`'s job that ended so, then apply it."""
+    listening = asyncio.Event()
+    ended = asyncio.create_task(_a_pod_that_ended(cluster, resource.metadata.name, exit_code, reason, listening))
+    await asyncio.wait_for(listening.wait(), WAIT)
+    await cluster.apply(resource)
+    return ended
 
 
 async def test_restarts_running_out_fails_the_job_with_the_reason(cluster, home):
@@ -133,8 +157,7 @@ async def test_restarts_running_out_fails_the_job_with_the_reason(cluster, home)
     job = lesson_job("doomed", annotations={WARM_ANNOTATION: "true"}).to_manifest()
     job["spec"]["runtimeRef"]["name"] = "one-retry"
     job["spec"]["trainer"]["args"] = ["--steps", "0"]  # training.ddp refuses: exit code 2
-    ended = asyncio.create_task(_a_pod_that_ended(cluster, "doomed", 2, "Error"))
-    await cluster.apply(parse_manifests(yaml.safe_dump(job))[0])
+    ended = await _apply_watched(cluster, parse_manifests(yaml.safe_dump(job))[0], 2, "Error")
 
     failed = await cluster.wait_job("doomed", COMPLETE, WAIT)
     assert failed.phase == JobPhase.FAILED
@@ -147,8 +170,52 @@ async def test_restarts_running_out_fails_the_job_with_the_reason(cluster, home)
 
     job["metadata"]["name"] = "unstartable"
     job["spec"]["trainer"]["command"] = ["no-such-command"]
-    ended = asyncio.create_task(_a_pod_that_ended(cluster, "unstartable", 127, "StartError"))
-    await cluster.apply(parse_manifests(yaml.safe_dump(job))[0])
+    ended = await _apply_watched(cluster, parse_manifests(yaml.safe_dump(job))[0], 127, "StartError")
     failed = await cluster.wait_job("unstartable", COMPLETE, WAIT)
     assert failed.phase == JobPhase.FAILED and failed.reason == "ReachedMaxRestarts"
     await asyncio.wait_for(ended, WAIT)
+
+
+async def test_a_trainjob_deleted_and_applied_again_is_a_new_job_whose_old_pods_go(cluster, home):
+    """A learner starting over deletes the running TrainJob and applies it again. The old pods'
+    Job is gone (then replaced by a Job of the same name and another uid), so upstream's Job
+    controller takes their tracking finalizer off (job_controller.go: deleteJob ->
+    cleanupPodFinalizers, updatePod -> enqueueOrphanPod, syncOrphanPod): they end in their grace
+    period and go, and only the new job's pods are left."""
+    await apply_all(cluster, *lesson_resources())
+    await cluster.apply(lesson_job("again", steps=100000, step_delay=0.1))
+    old = await asyncio.wait_for(wait_for_pods(cluster, "again", lambda pods: len(pods) == 2 and all(
+        p.phase == PodPhase.RUNNING for p in pods.values())), WAIT)
+    await run_until_step(cluster, "again", 1)
+    raw = {p["metadata"]["uid"]: p for p in json.loads(kubectl(home, "get", "pods", "-o", "json").stdout)["items"]
+           if p["metadata"]["name"] in {o.name for o in old}}
+    assert len(raw) == 2 and all(TRACKING_FINALIZER in p["metadata"]["finalizers"] for p in raw.values())
+    grace = max(int(p["spec"]["terminationGracePeriodSeconds"]) for p in raw.values())
+
+    listening, left = asyncio.Event(), set(raw)
+
+    async def old_pods_gone():
+        async with aclosing(Watches(cluster.resources).watch("Pod", label_selector=f"{LABEL_JOB}=again")) as events:
+            async for event in events:
+                listening.set()  # the first event is the list's, before the delete
+                if event.type == "DELETED":
+                    left.discard(event.object["metadata"]["uid"])
+                    if not left:
+                        return
+
+    watching = asyncio.create_task(old_pods_gone())
+    await asyncio.wait_for(listening.wait(), WAIT)
+    await cluster.delete("TrainJob", "again")
+    assert await cluster.apply(lesson_job("again", steps=100000, step_delay=0.1)) == "trainjob/again created"
+    try:  # SIGTERM'd, they save and end within their grace period; then nothing may hold them
+        await asyncio.wait_for(asyncio.shield(watching), grace + 5)
+    except asyncio.TimeoutError:
+        watching.cancel()
+        left = kubectl(home, "get", "pods", "-o", "wide").stdout
+        raise AssertionError(f"the old pods outlived their grace period ({grace} s) + 5 s:\n{left}") from None
+
+    new = await asyncio.wait_for(wait_for_pods(cluster, "again", lambda pods: len(pods) == 2 and all(
+        p.phase == PodPhase.RUNNING for p in pods.values())), WAIT)
+    listed = json.loads(kubectl(home, "get", "pods", "-o", "json").stdout)["items"]
+    assert sorted(p["metadata"]["name"] for p in listed) == sorted(p.name for p in new)
+    assert not set(raw) & {p["metadata"]["uid"] for p in listed}

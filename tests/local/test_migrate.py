@@ -41,7 +41,7 @@ def test_layout_1_moves_to_layout_2_and_loses_nothing(tmp_path):
     (layout.snapshots / "after-run" / "data" / "metrics.json").write_text("{}")
     (layout.snapshots / "after-run" / "snapshot.json").write_text("{}")
 
-    migrate(layout, client.store)
+    migrate(layout, client.registry.store)
 
     for claim in (older, newer):
         moved = layout.claim_dir(claim["metadata"]["namespace"], "checkpoints")
@@ -53,7 +53,7 @@ def test_layout_1_moves_to_layout_2_and_loses_nothing(tmp_path):
     assert not (layout.root / "status").exists()
     assert layout.version_file.read_text() == f"{LAYOUT_VERSION}\n"
 
-    migrate(layout, client.store)  # once at layout 2, a start moves nothing
+    migrate(layout, client.registry.store)  # once at layout 2, a start moves nothing
     assert (layout.claim_dir("team-b", "checkpoints") / "run" / "ckpt-step-000005.pt").exists()
 
 
@@ -62,4 +62,4 @@ def test_a_state_root_of_a_newer_layout_is_refused(tmp_path):
     layout.root.mkdir(parents=True)
     layout.version_file.write_text(f"{LAYOUT_VERSION + 1}\n")
     with pytest.raises(ClusterError, match="made by a newer kfcockpit"):
-        migrate(layout, plane(layout.objects).store)
+        migrate(layout, plane(layout.objects).registry.store)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from backend.local.controllers.placement import Snapshot, room, verdict
-from backend.local.registry.strategies.pods import overcommitted
+from backend.local.registry.strategies.pods import resource_requirements
 
 
 def node(name: str, gpus: int = 2, cpu: str = "2", unschedulable: bool = False, taints=None, labels=None) -> dict:
@@ -59,8 +59,14 @@ def test_pods_without_requests_spread_as_least_allocated_scores_them():
     ({"requests": {"nvidia.com/gpu": "1"}}, "Limit must be set for non overcommitable resources"),
     ({"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "2"}}, "must be equal to nvidia.com/gpu limit"),
     ({"limits": {"nvidia.com/gpu": "500m"}}, "must be an integer"),
+    ({"requests": {"cpu": "-50"}}, 'Invalid value: "-50": must be greater than or equal to 0'),
+    ({"limits": {"memory": "-1Gi"}}, 'Invalid value: "-1Gi": must be greater than or equal to 0'),
+    ({"requests": {"cpu": "3"}, "limits": {"cpu": "2"}}, 'Invalid value: "3": must be less than or equal to cpu '
+                                                         "limit of 2"),
 ])
 def test_an_extended_resource_is_never_overcommitted(resources, problem):
-    """ValidateResourceRequirements (pkg/apis/core/validation): requests equal limits, whole."""
-    (found,) = overcommitted({"containers": [{"name": "c", "resources": resources}]})
+    """ValidateResourceRequirements (pkg/apis/core/validation/validation.go): an extended resource's
+    request equals its limit and is whole; every quantity is nonnegative (ValidateNonnegativeQuantity,
+    IsNegativeErrorMsg); a request is at most its limit."""
+    (found,) = resource_requirements({"containers": [{"name": "c", "resources": resources}]})
     assert problem in found[1]

@@ -20,7 +20,7 @@ import pytest
 
 from backend.compare import Comparison, ComparisonPlan, run_comparison
 from backend.local.embedded import Embedded
-from backend.local.node.podspec import ENV_CLUSTER
+from backend.local.node.podspec import cluster_marker
 from backend.processes import sweep
 from backend.models import LogLine
 from backend.settings import Settings
@@ -62,7 +62,7 @@ def state_root():
     try:
         asyncio.run(embedded.down())
     finally:
-        sweep({ENV_CLUSTER: str(embedded.layout.root)})
+        sweep(cluster_marker(embedded.layout.root))
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -14,7 +14,7 @@ from typing import Iterable
 import pytest
 
 from backend.local.layout import Layout
-from backend.local.node.podspec import ENV_CLUSTER, ENV_POD
+from backend.local.node.podspec import ENV_POD, cluster_marker
 from backend.processes import marked_processes
 from backend.models import DRIVER_RANK
 from backend.raytrain.tempdir import ray_temp_dir
@@ -174,7 +174,7 @@ def test_no_ray_process_is_left_behind_and_temp_files_stay_under_the_state_root(
     driver = {line.pod for line in measured.ray_lines if line.rank == DRIVER_RANK}
     assert len(driver) == 1
     root = Layout(measured.settings.home).root
-    assert list(marked_processes({ENV_CLUSTER: str(root), ENV_POD: driver.pop()})) == []
+    assert list(marked_processes({**cluster_marker(root), ENV_POD: driver.pop()})) == []
     temp = ray_temp_dir(measured.settings.home)
     mine = []
     for entry in os.scandir("/proc"):

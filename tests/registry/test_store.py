@@ -5,8 +5,12 @@ changes nothing, and versions that keep increasing across restarts."""
 
 from __future__ import annotations
 
+import errno
 import json
+import shutil
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +18,7 @@ from backend.local.registry import store as store_module
 from backend.local.registry.kinds import Kinds
 from backend.local.registry.status import ApiError
 from backend.local.registry.store import Store
+from training.atomic import write_atomic
 
 
 def _cm(name: str, value: str = "1") -> dict:
@@ -105,3 +110,114 @@ def test_a_state_root_from_before_the_persisted_counter_continues_above_its_vers
     with pytest.raises(ApiError) as gone:
         after.watch(cm, None, lambda o: True, str(future - 1))
     assert gone.value.code == 410
+
+
+class _FullDisk:
+    """write_atomic on a disk with no space left: the write fails as os.write does (ENOSPC)."""
+
+    def __init__(self) -> None:
+        self.full = True
+
+    def __call__(self, path, data, durable=True, mode=None) -> None:
+        if self.full:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        write_atomic(path, data, durable=durable, mode=mode)
+
+
+def test_a_write_the_disk_refuses_is_never_seen_and_is_said_once(registry, tmp_path, monkeypatch, caplog):
+    """etcd commits a write or refuses it (mvcc.ErrNoSpace, "etcdserver: mvcc: database space
+    exceeded"), and kube-apiserver relays a storage error as a 500 Status with its message
+    (responsewriters/status.go ErrorToAPIStatus: StatusReasonUnknown, err.Error()): a refused
+    object is not listed, not watched, not informed, and absent after a restart."""
+    cm = registry.by_kind("v1", "ConfigMap")
+    store = Store(registry, tmp_path)
+    kept = store.create(cm, _cm("kept"))
+    watch, _ = store.watch(cm, None, lambda o: True, kept["metadata"]["resourceVersion"])
+    informed: list = []
+    store.listeners.append(lambda _kind, event: informed.append(event))
+    disk = _FullDisk()
+    monkeypatch.setattr(store_module, "write_atomic", disk)
+
+    for write in (lambda: store.create(cm, _cm("refused")),
+                  lambda: store.update(cm, {**kept, "data": {"a": "2"}}),
+                  lambda: store.create(cm, _cm("refused-too"))):
+        with pytest.raises(ApiError) as refused:
+            write()
+        assert (refused.value.code, refused.value.reason, refused.value.message) == (500, "", store_module.DISK_FULL)
+        assert str(tmp_path) not in refused.value.message
+    assert [o["metadata"]["name"] for o in store.list(cm)] == ["kept"]
+    assert store.get(cm, "default", "kept") == kept
+    assert watch.queue.empty() and informed == []
+    said = [r.getMessage() for r in caplog.records if "disk is full" in r.getMessage()]
+    assert said == ["the state disk is full: writes are refused until space is freed"]
+
+    disk.full = False
+    store.create(cm, _cm("after"))
+    assert [e.object["metadata"]["name"] for e in informed] == ["after"]
+    restarted = Store(registry, tmp_path)
+    restarted.load()
+    assert sorted(o["metadata"]["name"] for o in restarted.list(cm)) == ["after", "kept"]
+    assert restarted.get(cm, "default", "kept")["data"] == {"a": "1"}
+
+
+def test_a_delete_the_disk_refuses_leaves_the_object(registry, tmp_path, monkeypatch):
+    cm = registry.by_kind("v1", "ConfigMap")
+    store = Store(registry, tmp_path)
+    store.create(cm, _cm("kept"))
+
+    def unlink(self, missing_ok=False):
+        raise OSError(errno.EROFS, "Read-only file system", str(self))
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    with pytest.raises(ApiError) as refused:
+        store.delete(cm, "default", "kept")
+    assert refused.value.code == 500 and "Read-only file system" in refused.value.message
+    assert str(tmp_path) not in refused.value.message
+    assert store.find(cm, "default", "kept") is not None
+
+
+def test_names_of_any_valid_length_are_stored(registry, tmp_path):
+    """Names go up to 253 characters (apimachinery's DNS1123SubdomainMaxLength), more than a file
+    name holds once the store's suffixes are added: a long name is stored under a hashed one."""
+    cm = registry.by_kind("v1", "ConfigMap")
+    store = Store(registry, tmp_path)
+    long_names = ["a" * 253, "a" * 252 + "b", ("x." * 126) + "y"]
+    for name in long_names:
+        store.create(cm, _cm(name))
+    restarted = Store(registry, tmp_path)
+    restarted.load()
+    assert sorted(o["metadata"]["name"] for o in restarted.list(cm)) == sorted(long_names)
+    restarted.delete(cm, "default", long_names[0])
+    again = Store(registry, tmp_path)
+    again.load()
+    assert sorted(o["metadata"]["name"] for o in again.list(cm)) == sorted(long_names[1:])
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 1 MiB tmpfs, where this machine lets us mount one (root with mount privileges)."""
+    mount = tmp_path / "state"
+    mount.mkdir()
+    if shutil.which("mount") is None or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs mount privileges (root in a namespace that allows it)")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_tmpfs_refuses_the_write_and_keeps_nothing_of_it(registry, small_tmpfs):
+    cm = registry.by_kind("v1", "ConfigMap")
+    store = Store(registry, small_tmpfs)
+    store.create(cm, _cm("kept"))
+    (small_tmpfs / "filler").write_bytes(b"\0" * (1024 * 1024 - 64 * 1024))  # leaves less than one page free
+    with pytest.raises(ApiError) as refused:
+        store.create(cm, _cm("big", "x" * 200_000))
+    assert refused.value.message == store_module.DISK_FULL
+    assert store.find(cm, "default", "big") is None
+    (small_tmpfs / "filler").unlink()
+    restarted = Store(registry, small_tmpfs)
+    restarted.load()
+    assert [o["metadata"]["name"] for o in restarted.list(cm)] == ["kept"]
+    assert not list(small_tmpfs.glob("**/.big.json.tmp-*"))  # the failed write left no temporary file

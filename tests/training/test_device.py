@@ -153,3 +153,17 @@ def test_cuda_on_a_simulated_gpu_trains_on_the_cpu_and_says_so():
     assert placed.note.startswith("--device cuda on simulated GPU(s) GPU-1234: training on the CPU")
     with pytest.raises(device.DeviceError):
         device.decide("cuda", "auto", 0, device.Cuda(False, 0))
+
+
+def test_each_local_rank_keeps_its_own_device_id_real_or_simulated():
+    """A pod given two GPUs runs one process per GPU; LOCAL_RANK i gets device i, as cuda:i on a
+    GPU node. On simulated GPUs (`cuda` or `auto`) the rank computes on the CPU but still holds
+    its device id, which its start line records (`gpu=`); a CPU run holds none."""
+    two = device.Cuda(False, 0, simulated="GPU-a,GPU-b")
+    for wanted in ("cuda", "auto"):
+        placed = [device.decide(wanted, "auto", rank, two) for rank in (0, 1)]
+        assert [(p.device, p.backend, p.gpu) for p in placed] == [("cpu", "gloo", 0), ("cpu", "gloo", 1)]
+        assert placed[0].note.startswith(f"--device {wanted} on simulated GPU(s) GPU-a,GPU-b: training on the CPU")
+    assert device.decide("cpu", "auto", 1, two).gpu is None
+    assert device.decide("auto", "auto", 1, device.Cuda(True, 2)).gpu == 1 == device.decide(
+        "auto", "auto", 1, device.Cuda(True, 2)).index

@@ -22,3 +22,12 @@ def test_the_gpu_check_runs_its_cpu_half_and_says_no_gpu_was_found(tmp_path):
     assert all(row[row.index("cpu") + 3] == "ok" for row in rows)
     assert lines[-2].endswith("bitwise equal")
     assert lines[-1].startswith("gpu_check: 3 of 3 checks passed in ")
+
+
+def test_the_readme_says_the_embedded_cluster_runs_the_gpu_job():
+    """README's "Training on GPUs" says one thing: the embedded cluster simulates GPUs
+    (`cluster up --gpus-per-node`, backend/local/node/devices.py), so trainjob-gpu.yaml runs there."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Training on GPUs", 1)[1].split("\n## ", 1)[0]
+    assert "cannot run it" not in section and "have no GPUs" not in section
+    assert section.count("--gpus-per-node") >= 2

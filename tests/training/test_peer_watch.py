@@ -4,13 +4,16 @@ said goodbye is never taken for a lost one. Real processes, a real rendezvous st
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
 import socket
 import subprocess
 import sys
 import textwrap
+from datetime import timedelta
 
+import pytest
 import torch.distributed as dist
 
 from tests.training.conftest import REPO, env, plain_cmd
@@ -109,3 +112,36 @@ def test_a_rank_waits_for_rank_0s_store_to_listen_and_gives_up_quietly():
         _wait_for_store("127.0.0.1", listening.getsockname()[1], timeout=60)  # returns at once
         listening.accept()[0].close()  # the probe's connection reached the server
     _wait_for_store("127.0.0.1", _free_port(), timeout=0.05)  # nobody listens: returns, init will say so
+
+
+def test_rank_0_listens_where_its_peers_dial_not_on_every_interface():
+    """training/listen.py: torch's TCPStore and a plain create_server(("", 0)) listen on every
+    interface; rank 0's store and watch listen on MASTER_ADDR's address when this machine has it."""
+    from training.listen import listen_where_dialled
+
+    for addr, expected in (("127.0.0.1", "127.0.0.1"), ("localhost", None)):
+        with listen_where_dialled(addr) as listener:
+            host = listener.getsockname()[0]
+            assert host == expected if expected else ipaddress.ip_address(host).is_loopback
+    with listen_where_dialled("192.0.2.1") as listener:  # TEST-NET: no address of this machine
+        assert listener.getsockname()[0] in ("0.0.0.0", "::")
+    with listen_where_dialled("127.0.0.1") as taken:
+        with pytest.raises(OSError):
+            listen_where_dialled("127.0.0.1", taken.getsockname()[1]).close()
+
+
+def test_rank_0s_store_listens_on_loopback_only(monkeypatch):
+    """training.ddp builds env://'s store itself for this: torch's own binds `*:PORT`."""
+    from tests.sockets import listening
+    from training.ddp import _rendezvous_store
+
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("RANK", "0")
+    store = _rendezvous_store(timedelta(seconds=30))
+    store.set("k", "v")
+    assert [(a, p) for a, p, _ in listening([os.getpid()]) if p == port] == [("127.0.0.1", port)]
+    assert dist.TCPStore("127.0.0.1", port, 1, is_master=False).get("default_pg/k") == b"v"

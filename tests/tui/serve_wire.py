@@ -51,5 +51,5 @@ class Screen:
             assert message.type in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT), message
 
 
-async def open_screen(http, url: str) -> Screen:
-    return Screen(await http.ws_connect(url))
+async def open_screen(http, url: str, headers: dict[str, str] | None = None) -> Screen:
+    return Screen(await http.ws_connect(url, headers=headers))

@@ -189,3 +189,30 @@ async def test_a_run_that_is_no_job_is_drawn_from_its_rank_0_lines():
         await pilot.pause()
         assert not chart.query_one("#loss-empty").display
         assert "step 3 run" in str(chart.query_one("#loss-legend").render())
+
+
+async def test_the_loss_labels_are_evenly_apart():
+    """A run from 0.78 down to 0.05: plotext labelled `0.78 0.66 0.54 0.29 0.17 0.05` (0.41
+    skipped); the labels are now values a fixed gap apart, all with the same decimals."""
+    app = ChartApp()
+    async with app.run_test(size=(40, 24)) as pilot:
+        chart = app.query_one(LossChart)
+        chart.follow_run("job")
+        chart.add_lines([LogLine.parsed(POD0, 0, float(n), f"step={n} loss={0.78 - 0.73 * n / 60:.6f} rank=0 world=2")
+                         for n in range(0, 61)])
+        chart.redraw()
+        await pilot.pause()
+        labels = [line.split("┤")[0].strip() for line in screen_text(app) if "┤" in line]
+        labels = [label for label in labels if label]
+        assert len(labels) >= 3, labels
+        values = [float(label) for label in labels]
+        gaps = {round(a - b, 6) for a, b in zip(values, values[1:])}
+        assert len(gaps) == 1, labels
+        assert len({len(label.split(".")[-1]) for label in labels}) == 1, labels
+
+
+def test_loss_ticks_are_round_values_a_fixed_gap_apart():
+    from tui.widgets.loss_chart import loss_ticks
+
+    assert [label for _, label in loss_ticks(0.05, 0.78, 6)] == ["0.2", "0.4", "0.6"]
+    assert [label for _, label in loss_ticks(0.05, 0.78, 9)] == ["0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7"]

@@ -78,3 +78,29 @@ def test_a_pod_kill_tells_nothing_of_nodes_the_group_did_not_run_on():
     assert restart.node is None and restart.failed_at == 106.0
     assert not any("w3" in m.what for m in restart.moments)
     assert restart.moments[-1].what == "2 new pods running on w1, w2"
+
+
+async def test_a_cordon_and_an_uncordon_are_told_though_nothing_restarts():
+    """`C` in the nodes view cordoned a node and the timeline said nothing: no restart followed."""
+    from textual.app import App, ComposeResult
+
+    from tui.widgets.timeline_view import TimelineView
+
+    t = FailureTimeline("j")
+    t.node_seen(ready("w1"), 60.0)
+    t.node_seen(ready("w1", unschedulable=True), 70.0)
+    t.node_seen(ready("w1", unschedulable=False), 90.0)
+    assert [(m.at, m.what) for m in t.cordons()] == [(70.0, "node w1 cordoned"), (90.0, "node w1 uncordoned")]
+
+    class Host(App):
+        def compose(self) -> ComposeResult:
+            yield TimelineView()
+
+    app = Host()
+    async with app.run_test(size=(60, 20)) as pilot:
+        view = app.query_one(TimelineView)
+        view.model = t
+        view.redraw()
+        await pilot.pause()
+        shown = str(view.query_one("#timeline-nodes").render())
+        assert "⊘ node w1 cordoned" in shown and "⊘ node w1 uncordoned" in shown, shown

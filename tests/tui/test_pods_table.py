@@ -239,3 +239,18 @@ async def test_each_pod_names_its_node_as_kubectl_get_pods_o_wide_does():
         node = table.get_column_index("node")
         assert table.get_row(placed.name)[node].plain == "worker2"
         assert table.get_row(waiting.name)[node].plain == "-"
+
+
+async def test_the_whole_pod_name_where_the_row_has_room_its_distinct_end_where_not():
+    """The panel showed `0-fbsk8` though its row had room for `lesson-ddp-node-0-0-fbsk8`, the
+    name kubectl takes."""
+    name = "lesson-ddp-node-0-0-fbsk8"
+    for width, shown in ((100, name), (47, "0-fbsk8")):  # zoomed at 100 columns; the tab at 80x24
+        app = TableApp()
+        async with app.run_test(size=(width, 10)) as pilot:
+            table = app.query_one(PodsTable)
+            table.reset("lesson-ddp")
+            table.apply(PodEvent(type=PodEventType.ADDED, pod=Pod(name=name, job="lesson-ddp", rank=0,
+                                                                  phase=PodPhase.RUNNING, created=50.0)))
+            await pilot.pause()
+            assert table.get_row_at(0)[0].plain == shown, (width, table.pod_cells)

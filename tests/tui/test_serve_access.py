@@ -88,11 +88,63 @@ def test_a_long_url_safe_token_is_fine():
     (["--token", "with space here"], "only letters, digits"),
     (["--audience", "--max-sessions", "3"], "does not go with --audience"),
     (["--max-sessions", "0"], "at least 1"),
+    (["--tls-cert", "cert.pem"], "--tls-cert and --tls-key go together"),
+    (["--tls-cert", "nowhere.pem", "--tls-key", "nowhere.key"], "no certificate and its key there"),
 ])
 def test_bad_serve_options_are_one_line_and_exit_2(argv, says, capsys, tmp_path):
     assert main(["serve", "--home", str(tmp_path), *argv]) == 2
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1 and err.startswith("kfcockpit: ")
+
+
+@pytest.mark.parametrize("host, bind, public, admitted", [
+    ("127.0.0.1:8000", "127.0.0.1", "127.0.0.1", True),
+    ("localhost:8000", "127.0.0.1", "127.0.0.1", True),
+    ("[::1]:8000", "127.0.0.1", "127.0.0.1", True),
+    ("rebind.evil.example:8000", "127.0.0.1", "127.0.0.1", False),  # DNS rebinding
+    ("192.0.2.10:8000", "127.0.0.1", "127.0.0.1", False),  # a loopback server has no such address
+    ("192.0.2.10:8000", "0.0.0.0", "192.0.2.10", True),
+    ("198.51.100.7:8000", "0.0.0.0", "192.0.2.10", True),  # by number: no name to rebind
+    ("cockpit.room.example", "0.0.0.0", "cockpit.room.example", True),  # --public-url's name
+    ("other.example", "0.0.0.0", "cockpit.room.example", False),
+    ("", "127.0.0.1", "127.0.0.1", False),
+])
+def test_a_request_must_name_this_server(host, bind, public, admitted):
+    """Jupyter's check_host (jupyter_server/base/handlers.py): loopback addresses and localhost,
+    plus the names it serves at."""
+    assert access.names_this_server(host, bind, public) is admitted
+
+
+@pytest.mark.parametrize("origin, admitted", [
+    (None, True),  # no browser's cross-site request
+    ("http://127.0.0.1:8000", True),
+    ("http://127.0.0.1:8001", False),
+    ("https://evil.example", False),
+    ("null", False),
+    ("http://cockpit.room.example", True),  # the public address, behind a proxy
+])
+def test_a_browser_request_must_come_from_this_servers_pages(origin, admitted):
+    """tornado's WebSocketHandler.check_origin: the Origin's host and port are the Host."""
+    assert access.same_origin(origin, "127.0.0.1:8000", "cockpit.room.example") is admitted
+
+
+def test_serve_prints_its_certificates_fingerprint_as_openssl_computes_it(tmp_path):
+    import shutil
+    import subprocess
+
+    from tui.serve.server import Tls
+
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is not installed: no certificate to make")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=cockpit", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    shown = subprocess.run(["openssl", "x509", "-in", str(cert), "-noout", "-fingerprint", "-sha256"],
+                           check=True, capture_output=True, text=True).stdout
+    assert Tls.load(cert, key).fingerprint == shown.strip().split("=", 1)[1]
+    with pytest.raises(OSError):
+        Tls.load(cert, cert)  # a certificate is no key
 
 
 def test_a_network_bind_shows_the_room_a_read_only_cockpit_by_default():

@@ -365,3 +365,34 @@ async def test_a_tab_past_the_session_limit_gets_a_page_saying_so(tmp_path):
             assert await first.evaluate("__test.closed") is None  # the first one drives on
     assert notice.startswith("Full: 1 browser tab already drives a cockpit here")
     assert shown == "flex"
+
+
+async def test_at_1400x900_the_presenter_sees_the_one_screen_dashboard_and_a_key_bar_with_keys(tmp_path):
+    """The room's 20px font gave 116 columns at 1400x900, so tabs; the page now takes the largest
+    font that holds the dashboard (tui/screens/panels.py GRID_MIN). The key bar was an empty strip
+    (textual's Footer drew its keys only while the page had the keyboard's focus)."""
+    from tui.screens.panels import GRID_MIN
+
+    home = tmp_path / "home"
+    async with serving(home, "--no-mouse") as (port, _):
+        async with chromium(tmp_path / "profile") as new_page:
+            page = await new_page()
+            await page.call("Emulation.setDeviceMetricsOverride", width=1400, height=900, deviceScaleFactor=1,
+                            mobile=False)
+            await page.open(f"http://127.0.0.1:{port}/")
+            await page.evaluate("__test.waitFor('Quit')")  # the key bar's last key, drawn
+            assert await page.evaluate(PAINTED)
+            fitted = await page.evaluate("__kfcockpit.fitted")
+            font = await page.evaluate("document.getElementById('terminal').dataset.fontSize")
+            # the bottom row as the cockpit last drew it (escape sequences out)
+            bottom = await page.evaluate(
+                f"__test.text.split('\\u001b[{fitted['height']};1H').filter(r => r.includes('Quit')).pop()"
+                ".split('\\n')[0].replace(/\\u001b\\[[0-9;]*m/g, '')")
+            timeline = await page.evaluate("__test.text.includes('failure timeline')")
+            png = await page.screenshot()
+    (tmp_path / "dashboard.png").write_bytes(png)
+    print(f"browser screenshot: {tmp_path / 'dashboard.png'}")
+    assert fitted["width"] >= GRID_MIN[0] and fitted["height"] >= GRID_MIN[1], (fitted, font)
+    assert int(font) >= 18
+    assert timeline  # the grid's panel: every panel at once, not the tabs
+    assert "q Quit" in bottom and "? Help" in bottom and "Run" in bottom, bottom  # the key bar, with its keys

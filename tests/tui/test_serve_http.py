@@ -98,7 +98,7 @@ async def test_the_token_in_the_address_becomes_a_cookie_and_leaves_the_address(
         assert reply.status == 303
         assert reply.headers["Location"] == "/?fontsize=24"
         cookie = reply.cookies["kfcockpit-0-control"]  # the configured port
-        assert cookie.value == TOKEN and cookie["httponly"] and cookie["samesite"] == "Lax"
+        assert cookie.value == TOKEN and cookie["httponly"] and cookie["samesite"] == "Strict"
     async with http.get(stage.url("/", fontsize=24)) as page:  # the cookie alone now
         assert page.status == 200
         html = await page.text()
@@ -108,6 +108,72 @@ async def test_the_token_in_the_address_becomes_a_cookie_and_leaves_the_address(
         assert script.status == 200
     screen = await open_screen(http, stage.url("/ws", width=90, height=30))
     await screen.until("started pid=")
+
+
+async def test_a_link_on_another_site_gets_the_cookie_and_a_page_that_leaves_the_token_behind(stage, http):
+    """A SameSite=Strict cookie set on a redirect that another site's link started is not sent on
+    the redirect's target: such a first visit gets a page that opens the address itself."""
+    async with http.get(stage.url("/", TOKEN, fontsize=24), allow_redirects=False,
+                        headers={"Sec-Fetch-Site": "cross-site"}) as reply:
+        assert reply.status == 200 and reply.headers["Referrer-Policy"] == "no-referrer"
+        assert reply.cookies["kfcockpit-0-control"]["samesite"] == "Strict"
+        page = await reply.text()
+    assert '<meta http-equiv="refresh" content="0; url=/?fontsize=24">' in page
+    assert TOKEN not in page
+    async with http.get(stage.url("/", fontsize=24), allow_redirects=False) as opened:
+        assert opened.status == 200 and 'data-role="control"' in await opened.text()
+
+
+async def test_no_address_holds_the_token_after_the_first_visit(stage, http):
+    """Every address the page and its socket use afterwards, and every address the server sends
+    the browser to, is free of the token."""
+    async with http.get(stage.url("/", TOKEN, fontsize=24)) as page:
+        assert page.status == 200
+        addresses = [str(step.url) for step in page.history] + [str(page.url)]
+        html = await page.text()
+    assert TOKEN in addresses[0] and all(TOKEN not in a for a in addresses[1:]), addresses
+    assert TOKEN not in html
+    screen = await open_screen(http, stage.url("/ws", width=90, height=30))  # the cookie alone
+    await screen.until("started pid=")
+
+
+# --- other sites ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("token", [TOKEN, None])
+async def test_a_socket_from_another_sites_page_is_refused(tmp_path, http, token):
+    """tornado's WebSocketHandler.check_origin: the Origin must be the Host the socket was sent
+    to. Found open: a page on evil.example streamed the live cockpit of an open loopback serve."""
+    cockpits = await serving(tmp_path, audience=False, token=token)
+    try:
+        for origin in ("https://evil.example", "null", f"http://localhost:{cockpits.server.port + 1}"):
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await http.ws_connect(cockpits.url("/ws", token), headers={"Origin": origin})
+            assert refused.value.status == 403, origin
+        assert cockpits.started == []
+        own = f"http://127.0.0.1:{cockpits.server.port}"
+        screen = await open_screen(http, cockpits.url("/ws", token), {"Origin": own})
+        await screen.until("started pid=")
+    finally:
+        await cockpits.server.close()
+
+
+@pytest.mark.parametrize("path", ["/", "/ws", "/static/js/textual.js"])
+async def test_a_foreign_host_name_is_refused_so_dns_rebinding_reaches_nothing(tmp_path, http, path):
+    """Jupyter's check_host: a name that is not this server's (the attacker's own, now resolving
+    to 127.0.0.1) is refused on an open loopback server; its addresses and localhost are not."""
+    cockpits = await serving(tmp_path, audience=False, token=None)
+    port = cockpits.server.port
+    try:
+        for host in (f"rebind.evil.example:{port}", "evil.example", f"localhost.evil.example:{port}"):
+            async with http.get(cockpits.url(path), headers={"Host": host}) as reply:
+                assert reply.status == 403, host
+                assert "opens only at its own address" in await reply.text()
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"):
+            async with http.get(cockpits.url("/"), headers={"Host": host}) as reply:
+                assert reply.status == 200, host
+        assert cockpits.started == []
+    finally:
+        await cockpits.server.close()
 
 
 async def test_the_cockpit_page_opens_at_a_projector_font_and_connects_by_itself(stage, http):

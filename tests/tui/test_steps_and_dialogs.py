@@ -5,12 +5,13 @@ from __future__ import annotations
 from textual.command import CommandPalette
 from textual.widgets import TextArea
 
+from tests.recording.replayed import replayed_app
 from tests.tui.conftest import connected, make_app, wait_until
 from tui.screens.help import HelpScreen
 
 
 async def test_n_and_p_move_through_the_steps_and_the_step_panel_follows(home):
-    app = make_app(home)
+    app, _ = replayed_app(home)  # the lesson's keys: no cluster needed
     async with app.run_test(size=(100, 30)) as pilot:
         screen = app.screen
         await connected(screen)
@@ -78,7 +79,7 @@ async def test_a_typed_note_is_kept_without_saving_and_escape_gives_the_keys_bac
 
 
 async def test_help_opens_with_question_mark_and_closes_with_escape(home):
-    app = make_app(home)
+    app, _ = replayed_app(home)  # the lesson's keys: no cluster needed
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
@@ -89,7 +90,7 @@ async def test_help_opens_with_question_mark_and_closes_with_escape(home):
 
 
 async def test_the_palette_lists_every_action_and_runs_them(home):
-    app = make_app(home)
+    app, _ = replayed_app(home)  # the lesson's keys: no cluster needed
     async with app.run_test(size=(100, 30)) as pilot:
         screen = app.screen
         await connected(screen)
@@ -249,3 +250,29 @@ async def test_at_80_columns_the_footer_labels_are_whole_and_the_keys_left_out_s
         await pilot.resize_terminal(120, 40)
         await pilot.pause()
         assert "z Zoom" in [strip.text for strip in screen._compositor.render_strips()][-1]
+
+
+async def test_every_footer_key_is_whole_beside_the_palette_wherever_the_focus_is(home):
+    """At 120 columns with the logs focused the footer ended `… ^k Kill l Lo▏^p palette`: the keys
+    that do not fit leave whole, the least needed first (tui/fitting.py)."""
+    from textual.widgets import Footer
+    from textual.widgets._footer import FooterKey
+
+    from tests.tui.test_errors import hold_the_cluster
+
+    for size in ((80, 24), (120, 40)):
+        app = make_app(home)
+        hold_the_cluster(app)
+        async with app.run_test(size=size) as pilot:
+            screen = app.screen
+            await wait_until(screen, lambda s=screen: s.panels_ready and bool(s.checklist.steps), "the checklist")
+            for panel in (None, "logs", "pods", "checkpoints", "step"):
+                if panel is not None:
+                    screen.panels.show(panel)
+                await pilot.pause()
+                footer = screen.query_one(Footer)
+                keys = [k for k in footer.query(FooterKey) if "-command-palette" not in k.classes]
+                palette = next(k for k in footer.query(FooterKey) if "-command-palette" in k.classes)
+                assert keys and all(k.region.right <= palette.region.x for k in keys), (size, panel, [
+                    (str(k.render()), k.region) for k in keys], palette.region)
+                assert any("Quit" in str(k.render()) for k in keys), (size, panel)

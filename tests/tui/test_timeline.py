@@ -13,12 +13,7 @@ def ev(kind: str, name: str, rank: int, attempt: int, phase: PodPhase, **kw) -> 
 
 
 def test_a_kill_and_the_recovery_each_timed_from_the_failure():
-    t = FailureTimeline("j")
-    for rank in (0, 1):
-        t.pod_event(ev("ADDED", f"j-node-0-{rank}-old{rank}x", rank, 0, PodPhase.RUNNING, created=100.0,
-                       started=101.0), 101.0)
-    t.add_lines([LogLine.parsed(f"j-node-0-{r}-old{r}x", r, 102.0 + s, f"step={s} loss=0.5 rank={r} world=2")
-                 for s in range(1, 13) for r in (0, 1)])
+    t = two_ranks_stepping(12)
     assert t.restarts() == []
     t.pod_event(ev("MODIFIED", "j-node-0-1-old1x", 1, 0, PodPhase.FAILED, created=100.0, started=101.0,
                    finished=120.0, reason="Killed", exit_code=137), 120.0)
@@ -213,3 +208,45 @@ def test_a_failed_ranks_last_line_full_of_brackets_is_shown_as_it_is():
                    finished=103.0, reason="Error", exit_code=1), 103.0)
     [restart] = t.restarts()
     assert f"rank 1's last line: {nasty}" in restart_content(restart).plain
+
+
+def two_ranks_stepping(steps: int) -> FailureTimeline:
+    """Attempt 0's two pods running since 101, each rank printing steps 1..`steps` from 103."""
+    t = FailureTimeline("j")
+    for rank in (0, 1):
+        t.pod_event(ev("ADDED", f"j-node-0-{rank}-old{rank}x", rank, 0, PodPhase.RUNNING, created=100.0,
+                       started=101.0), 101.0)
+    t.add_lines([LogLine.parsed(f"j-node-0-{r}-old{r}x", r, 102.0 + s, f"step={s} loss=0.5 rank={r} world=2")
+                 for s in range(1, steps + 1) for r in (0, 1)])
+    return t
+
+
+def test_a_survivor_killed_by_the_teardown_after_saving_is_not_why_the_group_failed():
+    """Rank 0 saved on the peer's failure, then the teardown SIGKILLed it, and its end was seen
+    first; rank 1, whose node was lost, printed torchrun's failure report last. The timeline says
+    rank 1 failed, quoting a line that tells something, not the report's `=====` rule."""
+    t = two_ranks_stepping(5)
+    t.add_lines([LogLine("j-node-0-1-old1x", 1, 108.0, "Failures:"),
+                 LogLine("j-node-0-1-old1x", 1, 108.1, "=" * 60)])
+    t.add_lines([LogLine("j-node-0-0-old0x", 0, 109.0, "event=checkpoint_saved step=5 reason=peer_failure "
+                         "file=x bytes=9 seconds=0.1 rank=0")])
+    t.pod_event(ev("MODIFIED", "j-node-0-0-old0x", 0, 0, PodPhase.FAILED, created=100.0, started=101.0,
+                   finished=110.0, reason="Error", exit_code=137), 110.0)
+    t.pod_event(ev("MODIFIED", "j-node-0-1-old1x", 1, 0, PodPhase.FAILED, created=100.0, started=101.0,
+                   finished=111.0, reason="Error", exit_code=1), 111.0)
+    [restart] = t.restarts()
+    texts = [m.what for m in restart.moments]
+    assert texts[0].startswith("failure seen: pod 1-old1x (rank 1) Error, exit 1"), texts
+    assert not any("exit 137" in what and what.startswith("failure seen") for what in texts), texts
+    assert "rank 1's last line: step=5 loss=0.5 rank=1 world=2" in texts, texts
+
+
+def test_the_timelines_subtitle_is_in_the_past_once_recovered():
+    from tui.timeline import Restart
+    from tui.widgets.timeline_view import restarts_summary
+
+    done = Restart(attempt=0, failed_at=1.0, moments=(), steps_lost=0, recovery_seconds=52.5)
+    going = Restart(attempt=1, failed_at=80.0, moments=(), steps_lost=None, recovery_seconds=None)
+    assert restarts_summary([done]) == "1 restart · training again after 52.5 s"
+    assert restarts_summary([done, going]) == "2 restarts · recovering…"
+    assert restarts_summary([done, done]) == "2 restarts · training again after 105.0 s in all"

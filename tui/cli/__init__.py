@@ -12,6 +12,7 @@ import gc
 import importlib
 import inspect
 import sys
+from typing import Callable
 
 from tui.cli.common import EXIT_USAGE, fail, global_options
 from tui.cli.app_cmds import cockpit_options
@@ -24,7 +25,10 @@ COMMAND_MODULES = (
     "tui.cli.pipeline_cmds",
     "tui.cli.compare_cmds",
     "tui.cli.goodput_cmds",
+    "tui.cli.explain_cmds",
+    "tui.cli.record_cmds",
     "tui.cli.pod_cmds",
+    "tui.cli.k9s_cmds",
 )
 
 DESCRIPTION = """\
@@ -56,13 +60,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    from backend.errors import USER_ERRORS
+def _command_parser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
+    """The parser of the command `argv` names (`lesson run` in `lesson run --bogus`): its error
+    names the command and points at that command's own help."""
+    for token in argv:
+        commands = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if commands is None:
+            break
+        if token in commands.choices:
+            parser = commands.choices[token]
+    return parser
 
+
+def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "any_arguments", False):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        command = _command_parser(parser, sys.argv[1:] if argv is None else argv)
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
+    return dispatch(args)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Run a command's handler (the cockpit's without one): a user's error is one line, exit 2."""
+    from backend.errors import USER_ERRORS
+
     handler = getattr(args, "handler", None)
     if handler is None:
         from tui.cli.app_cmds import open_cockpit
@@ -79,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def run() -> None:
+def run(main: Callable[[], int] = main) -> None:
     code = main()
     # Done: what is alive now is only freed by the interpreter's teardown, whose collections would
     # walk every object of the modules a command loaded (kubernetes, kfp, pydantic: up to a second

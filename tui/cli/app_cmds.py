@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import socket
 import sys
 from pathlib import Path
@@ -29,6 +30,11 @@ Showing it to a room (--audience; the default on any address other than 127.0.0.
   viewer changes the cluster. However many people watch, there is one cockpit: the presenter's
   browser drives it (the newest tab that opens the cockpit address takes over).
 
+Safe on any address: a request must name this server (its address, localhost, or the host of
+--public-url) and come from its own pages; a page of another web site gets "403 Forbidden", even
+on 127.0.0.1. For a room, --tls-cert/--tls-key serve https (a self-signed certificate will do:
+serve prints its SHA-256 fingerprint for the room to compare with what the browser shows).
+
 How many can drive it (--max-sessions):
   Without --audience, every browser tab on the cockpit address runs a cockpit of its own; at
   most --max-sessions at once (default 2). One more tab gets a page saying it is full.
@@ -38,14 +44,19 @@ Example: kfcockpit serve --host 0.0.0.0   (prints the presenter's address and th
 DEFAULT_MAX_SESSIONS = 2
 
 
-def cockpit_options(parser: argparse.ArgumentParser, suppress: bool = False) -> None:
-    """Options of the cockpit UI, on the root command and on `serve`."""
+def cockpit_options(parser: argparse.ArgumentParser, suppress: bool = False, follow: bool = True) -> None:
+    """Options of the cockpit UI, on the root command and on `serve` (and, but for --follow, whose
+    job is its argument, on `kubectl cockpit`)."""
     d = (lambda v: argparse.SUPPRESS) if suppress else (lambda v: v)
     g = parser.add_argument_group("cockpit")
     g.add_argument("--no-mouse", action="store_true", default=d(False),
                    help="ignore the mouse (keys only; terminals that pass mouse events badly)")
     g.add_argument("--theme", choices=("dark", "light"), default=d(None),
                    help="colour theme (default: the last one chosen with 't', else dark)")
+    if follow:
+        g.add_argument("--follow", metavar="JOB", default=d(None),
+                       help="follow this TrainJob or RayJob (of --namespace, on --context) from the start "
+                            "(default: the newest unfinished job; j chooses another)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -66,6 +77,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"{DEFAULT_MAX_SESSIONS}; not with --audience, which has one)")
     p.add_argument("--public-url", default=None,
                    help="the address browsers use, when it differs from http://HOST:PORT")
+    p.add_argument("--tls-cert", type=Path, default=None, metavar="PEM",
+                   help="serve https with this certificate (PEM; with --tls-key)")
+    p.add_argument("--tls-key", type=Path, default=None, metavar="PEM",
+                   help="the certificate's private key (PEM)")
+    p.add_argument("--replay", metavar="FILE", default=None,
+                   help="serve the replay of a recording (kfcockpit replay FILE) instead of a cluster")
     p.set_defaults(handler=serve)
 
 
@@ -77,11 +94,22 @@ def launch_from_args(args: argparse.Namespace) -> Launch:
     override = getattr(args, "theme", None)
     return Launch(home=home, platform="kube" if args.context else args.backend,
                   theme=override or first_theme(saved), make_settings=lambda: settings_from(args),
-                  theme_override=override,
+                  theme_override=override, follow=getattr(args, "follow", None),
                   mouse=not getattr(args, "no_mouse", False) and saved.get("mouse") is not False)
 
 
+def follow_problem(job: str | None) -> str | None:
+    """What makes --follow's JOB a name no cluster can hold (one line), or None. Checked before
+    the UI starts; whether the job exists is known only once connected, and the cockpit says so."""
+    if job is None or (len(job) <= 253 and re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", job)):
+        return None
+    return (f"--follow {job!r}: not a job name (lower-case letters, digits, '-' and '.', starting and "
+            "ending with a letter or digit)")
+
+
 def open_cockpit(args: argparse.Namespace) -> int:
+    if problem := follow_problem(getattr(args, "follow", None)):
+        return fail(problem, EXIT_USAGE, exit_now=False)
     from tui.app import run_cockpit
 
     return run_cockpit(launch_from_args(args))
@@ -92,7 +120,7 @@ def forwarded_options(args: argparse.Namespace) -> list[str]:
     argv = ["--backend", args.backend]
     for flag, value in (("--namespace", args.namespace), ("--context", args.context),
                         ("--kubeconfig", args.kubeconfig), ("--home", args.home),
-                        ("--theme", getattr(args, "theme", None))):
+                        ("--theme", getattr(args, "theme", None)), ("--follow", getattr(args, "follow", None))):
         if value:
             argv += [flag, str(value)]
     if getattr(args, "no_mouse", False):
@@ -100,14 +128,14 @@ def forwarded_options(args: argparse.Namespace) -> list[str]:
     return argv
 
 
-def public_url(host: str, port: int) -> str:
+def public_url(host: str, port: int, scheme: str = "http") -> str:
     """What a browser must open. 0.0.0.0 is not an address a browser can reach: name the machine
     by an address others can reach it at."""
     if host in ("0.0.0.0", "::", ""):
         host = machine_address()
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    return f"http://{host}:{port}"
+    return f"{scheme}://{host}:{port}"
 
 
 def machine_address() -> str:
@@ -138,12 +166,16 @@ def serve_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with serve's options (one line), or None."""
     from tui.serve.access import token_problem
 
+    if problem := follow_problem(getattr(args, "follow", None)):
+        return problem
     if not 0 < args.port < 65536:
         return f"--port {args.port} is not a port number (1-65535)"
     if args.token is not None and (problem := token_problem(args.token)):
         return problem
     if args.max_sessions is not None and args.audience:
         return "--max-sessions does not go with --audience: the presenter drives its one cockpit"
+    if (args.tls_cert is None) != (args.tls_key is None):
+        return "--tls-cert and --tls-key go together: the certificate and its private key"
     if args.max_sessions is not None and args.max_sessions < 1:
         return f"--max-sessions {args.max_sessions}: at least 1 tab must be able to drive it"
     return None
@@ -157,22 +189,48 @@ def wants_audience(args: argparse.Namespace) -> bool:
     return args.audience or (args.max_sessions is None and not is_loopback(args.host))
 
 
+def served_replay(args: argparse.Namespace) -> list[str]:
+    """`serve --replay FILE`: the arguments of each served cockpit, once the file loads here."""
+    from backend.recording.format import load
+
+    path = Path(args.replay).resolve()
+    load(path)
+    argv = ["replay", str(path)]
+    for flag, value in (("--home", args.home), ("--theme", getattr(args, "theme", None))):
+        if value:
+            argv += [flag, str(value)]
+    return argv + (["--no-mouse"] if getattr(args, "no_mouse", False) else [])
+
+
 def serve(args: argparse.Namespace) -> int:
     if problem := serve_problem(args):
         return fail(problem, EXIT_USAGE, exit_now=False)
     import asyncio
 
     from tui.serve.access import Access
-    from tui.serve.server import ServeConfig, serve_until_stopped
+    from tui.serve.server import ServeConfig, Tls, serve_until_stopped
 
     args.audience = wants_audience(args)
+    tls = None
+    if args.tls_cert:
+        try:
+            tls = Tls.load(args.tls_cert, args.tls_key)
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            why = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or exc
+            return fail(f"--tls-cert {args.tls_cert} / --tls-key {args.tls_key}: no certificate and "
+                        f"its key there ({why})", EXIT_USAGE, exit_now=False)
+    if args.replay:
+        cockpit = served_replay(args)  # a bad recording: one line, exit 2, before serving
+    else:
+        cockpit = forwarded_options(args)
 
     config = ServeConfig(
         host=args.host, port=args.port,
-        cockpit_argv=[sys.executable, "-m", "tui", *forwarded_options(args)],
+        cockpit_argv=[sys.executable, "-m", "tui", *cockpit],
         access=Access.for_bind(args.host, args.token, args.audience), audience=args.audience,
         max_sessions=args.max_sessions or DEFAULT_MAX_SESSIONS,
-        public_url=args.public_url or public_url(args.host, args.port))
+        public_url=args.public_url or public_url(args.host, args.port, "https" if tls else "http"),
+        tls=tls)
     try:
         asyncio.run(serve_until_stopped(config))
     except OSError as exc:  # port taken, address not on this machine

@@ -12,6 +12,7 @@ import os
 import sys
 import time
 
+from backend.words import count
 from tui.cli.common import (
     EXIT_FAILED,
     add_command,
@@ -144,10 +145,12 @@ def _positive_quantity(text: str) -> str:
     from backend.quantity import quantity
 
     try:
-        if quantity(text) <= 0:
-            raise ValueError("must be more than 0")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a resource quantity ({exc})") from None
+        positive = quantity(text) > 0
+    except ValueError:  # its message is apimachinery's regular expression: not for a person
+        raise argparse.ArgumentTypeError(f"{text!r} is not a resource quantity: a number and an optional "
+                                         "suffix, e.g. 8Gi, 512Mi, 4 or 500m") from None
+    if not positive:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0")
     return text
 
 
@@ -241,7 +244,7 @@ async def cmd_snapshot_create(args: argparse.Namespace) -> int:
     from tui import format as fmt
 
     snap = await cluster_from(args).snapshot(args.volume, args.name)
-    print(f"volumesnapshot/{snap.name} created from {snap.volume}: {snap.files} files, "
+    print(f"volumesnapshot/{snap.name} created from {snap.volume}: {count(snap.files, 'file')}, "
           f"{fmt.size(snap.size_bytes)}, {len(snap.metrics)} run(s) with metrics")
     return 0
 

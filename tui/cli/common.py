@@ -75,11 +75,11 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
-def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], header: bool = True) -> None:
     """Plain aligned columns, like kubectl: greppable, no colour, no box drawing."""
     table = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(headers))]
-    for r in table:
+    for r in table if header else table[1:]:
         sys.stdout.write("   ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
 
 

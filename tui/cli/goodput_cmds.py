@@ -7,6 +7,7 @@ import argparse
 
 from backend.hangs import DEFAULT_FLOOR, DEFAULT_MULTIPLE
 from tui.cli.common import add_command, add_output_option, cluster_from, print_json, print_table
+from backend.words import count
 
 DESCRIPTION = """\
 The share of a job's wall time that became training progress it kept (goodput), and the rest by
@@ -28,6 +29,7 @@ while their pods run, which no platform reports before the collective timeout (3
   kfcockpit goodput lesson-ddp            the parts as a table
   kfcockpit goodput lesson-ddp -o json    the same as JSON, with each restart taken apart
   kfcockpit goodput lesson-ddp --hang-multiple 5 --hang-floor 20
+  kfcockpit goodput lesson-ddp --attempts each attempt: start, first step, end, why it ended
 
 A running job is measured up to now. Exit codes: 0 shown, 1 the job hangs, 2 bad input."""
 
@@ -39,6 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a hang is silence over N recent step times (default %(default)g)")
     p.add_argument("--hang-floor", type=_positive, default=DEFAULT_FLOOR, metavar="SECONDS",
                    help="and over SECONDS at least, for saves between fast steps (default %(default)g)")
+    p.add_argument("--attempts", action="store_true",
+                   help="instead, one row per attempt: start, first step, end, why it ended (tui/cli/attempts.py)")
     add_output_option(p)
     p.set_defaults(handler=cmd_goodput)
 
@@ -54,6 +58,10 @@ def _positive(text: str) -> float:
 
 
 async def cmd_goodput(args: argparse.Namespace) -> int:
+    if args.attempts:
+        from tui.cli.attempts import show_attempts
+
+        return await show_attempts(args)
     from backend.goodput import LABELS, STAGE_LABELS
     from backend.goodput.job import measure_job
     from backend.hangs import HangRule
@@ -67,9 +75,9 @@ async def cmd_goodput(args: argparse.Namespace) -> int:
         return 1 if hang else 0
     total = report.total or 1.0
     notes = {
-        "productive": f"{report.steps_kept} steps, {report.step_seconds * 1000:.1f} ms each",
-        "wasted_progress": f"{report.steps_lost} steps done again" if report.steps_lost else "",
-        "infrastructure_recovery": (f"{report.restarts} restarts, {report.recovery_per_restart:.1f} s each"
+        "productive": f"{count(report.steps_kept, 'step')}, {report.step_seconds * 1000:.1f} ms each",
+        "wasted_progress": f"{count(report.steps_lost, 'step')} done again" if report.steps_lost else "",
+        "infrastructure_recovery": (f"{count(report.restarts, 'restart')}, {report.recovery_per_restart:.1f} s each"
                                     if report.restarts else ""),
         "checkpoint_save": f"{report.saves} periodic saves" if report.saves else "",
     }

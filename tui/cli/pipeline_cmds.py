@@ -7,6 +7,7 @@ import sys
 import time
 
 from tui.cli.common import EXIT_FAILED, add_command, add_output_option, fail, print_json, settings_from
+from backend.words import count
 
 RUN_HELP = """\
 Runs a compiled pipeline and shows each task's progress, log and outcome as they happen.
@@ -74,7 +75,7 @@ def compile_handler(args: argparse.Namespace) -> int:
         plan = [(COMPILED_FILES[t], t) for t in targets]
     for path, target in plan:
         compiled = load_compiled(compile_pipeline(path, args.pipeline, target))
-        print(f"wrote {_display(path)}: {compiled.name}, {len(compiled.tasks)} tasks, for "
+        print(f"wrote {_display(path)}: {compiled.name}, {count(len(compiled.tasks), 'task')}, for "
               f"{'a cluster' if target == 'kube' else 'kfp.local'}, images {', '.join(compiled.images)}")
     return 0
 

@@ -61,7 +61,7 @@ class Panels(Container):
         layout: grid;
         grid-size: 2 3;
         grid-columns: 3fr 2fr;
-        grid-rows: 1fr 1fr 1fr;
+        grid-rows: 3fr 2fr 2fr;  /* the step card, above the timeline and the loss, the tallest */
     }
     Panels.-grid > #log-view { row-span: 2; }
     Panels > .panel { height: 1fr; }

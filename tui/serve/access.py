@@ -4,6 +4,12 @@ A bind that only this machine can reach stays open, as a terminal would be. Anyt
 LAN address, 0.0.0.0, a host name) needs a token: whoever controls the cockpit can start jobs and
 kill pods on the presenter's machine. The audience gets a token of its own, so the watch address
 shown to a room never grants control.
+
+Whatever the bind, a request must name this server (`Host`) and, when a browser says which page
+sent it (`Origin`), come from one of its own pages: a web page elsewhere must not drive or watch an
+open loopback cockpit, neither by a cross-site socket nor by DNS rebinding (a name of the
+attacker's that now resolves to 127.0.0.1). Jupyter's check_host and tornado's check_origin, as a
+pure function.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import re
 import secrets
 from dataclasses import dataclass
 from typing import Iterable, Literal
+from urllib.parse import urlsplit
 
 Role = Literal["control", "audience"]
 
@@ -30,6 +37,45 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def host_name(netloc: str) -> str | None:
+    """The lower-case host of a `Host` header or an origin's netloc ("[::1]:8000" -> "::1")."""
+    try:
+        return urlsplit(f"//{netloc}").hostname
+    except ValueError:
+        return None
+
+
+def names_this_server(host_header: str, bind_host: str, public_host: str | None) -> bool:
+    """May a request whose `Host` is `host_header` reach a server bound to `bind_host`? Its own
+    names (localhost, the bind address, the public address's host) and loopback addresses; on a
+    network bind any address by number too (no name, so no DNS to rebind). Anything else is a
+    name the browser resolved to us that is not ours."""
+    name = host_name(host_header)
+    if not name:
+        return False
+    if name in {"localhost", bind_host.strip("[]").lower(), public_host}:
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return address.is_loopback or not is_loopback(bind_host)
+
+
+def same_origin(origin: str | None, host_header: str, public_netloc: str | None) -> bool:
+    """A request with no Origin is no browser's cross-site request (browsers send it on every
+    websocket); one with an Origin must come from a page of this server, as tornado's
+    check_origin asks: the origin's host and port are the `Host` it was sent to (or the public
+    address, behind a proxy that rewrites Host)."""
+    if origin is None:
+        return True
+    try:
+        netloc = urlsplit(origin).netloc.lower()
+    except ValueError:
+        return False
+    return bool(netloc) and netloc in {host_header.lower(), public_netloc}
 
 
 def token_problem(token: str) -> str | None:

@@ -3,24 +3,30 @@ sockets, and the cockpits behind them.
 
 Routes: `/` and `/ws` drive a cockpit; with --audience, `/watch` and `/watch/ws` show the
 presenter's cockpit read-only; `/static/` is textual-serve's page script and styles.
-A token arrives once in the address (`?token=`); the page answers with a cookie and a redirect to
-the same address without it, so the secret leaves the address bar and the page's own requests
-(its script, its websocket, whose address textual.js builds itself) carry the cookie.
+A token arrives once in the address (`?token=`); the page answers with a cookie and a page that
+opens the same address without it, so the secret leaves the address bar and the page's own
+requests (its script, its websocket, whose address textual.js builds itself) carry the cookie.
+Before any token is looked at, a request must name this server and come from its own pages
+(access.py: Host and Origin), so no other web page reaches even an open loopback cockpit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import signal
+import ssl
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from tui.serve.access import Access, Role
-from tui.serve.pages import AUDIENCE_FONT_SIZE, CONTROL_FONT_SIZE, FORBIDDEN, cockpit_page
+from tui.serve.access import Access, Role, host_name, names_this_server, same_origin
+from tui.serve.pages import (AUDIENCE_FONT_SIZE, CONTROL_FONT_SIZE, FOREIGN, FORBIDDEN, cockpit_page,
+                             first_visit_page)
 from tui.serve.session import CLOSED_FULL, Session, size_in_cells
 
 # A reloading tab opens its new socket about when the old one closes: wait this long for a
@@ -40,6 +46,17 @@ class ServeConfig:
     audience: bool
     max_sessions: int
     public_url: str
+    tls: Tls | None = None  # https, and the token's cookie only over it
+
+    @property
+    def public_netloc(self) -> str:
+        return urlsplit(self.public_url).netloc.lower()
+
+    def admits(self, request: web.Request) -> bool:
+        """Does the request name this server and come from no other site's page?"""
+        host = request.headers.get("Host", "")
+        return (names_this_server(host, self.host, host_name(self.public_netloc))
+                and same_origin(request.headers.get("Origin"), host, self.public_netloc))
 
     def cookie_name(self, role: Role) -> str:
         return f"kfcockpit-{self.port}-{role}"  # cookies ignore ports: two servers, two names
@@ -126,12 +143,14 @@ def build_app(config: ServeConfig) -> web.Application:
 
     @web.middleware
     async def guard(request: web.Request, handler):
+        if not config.admits(request):
+            return web.Response(status=403, text=FOREIGN, content_type="text/html")
         given = [request.query.get("token", "")]
         given += [request.cookies.get(config.cookie_name(r), "") for r in ("control", "audience")]
         if not config.access.allows(role_needed(request.path), given):
             return web.Response(status=403, text=FORBIDDEN, content_type="text/html")
         if request.path in PAGES and "token" in request.query:
-            raise remember_token(request, config)
+            return remember_token(request, config)
         return await handler(request)
 
     async def control_page(request: web.Request) -> web.Response:
@@ -168,15 +187,21 @@ def build_app(config: ServeConfig) -> web.Application:
     return app
 
 
-def remember_token(request: web.Request, config: ServeConfig) -> web.HTTPSeeOther:
+def remember_token(request: web.Request, config: ServeConfig) -> web.Response:
     """Answer a page address holding a valid token: a cookie, and the address without it."""
     token = request.query["token"]
     query = {k: v for k, v in request.query.items() if k != "token"}
-    response = web.HTTPSeeOther(request.rel_url.with_query(query))
+    address = str(request.rel_url.with_query(query))
+    if request.headers.get("Sec-Fetch-Site", "none") in ("none", "same-origin"):
+        response = web.Response(status=303, headers={"Location": address})  # typed, or our page
+    else:  # a link on another site (a chat, a QR reader): pages.first_visit_page says why
+        response = web.Response(text=first_visit_page(address), content_type="text/html")
+    response.headers.update({"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
     role = config.access.role_of(token)
     if role:  # None on an open server: nothing to remember
-        # Lax, not Strict: a room opens the address from a chat link or a QR code (another site).
-        response.set_cookie(config.cookie_name(role), token, httponly=True, samesite="Lax", path="/")
+        # Strict: no other site's page can make the browser send it (a link, a form, a socket).
+        response.set_cookie(config.cookie_name(role), token, httponly=True, samesite="Strict", path="/",
+                            secure=config.tls is not None)
     return response
 
 
@@ -199,7 +224,7 @@ async def serve_until_stopped(config: ServeConfig) -> None:
     runner = web.AppRunner(build_app(config), access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
     await runner.setup()
     try:
-        await web.TCPSite(runner, config.host, config.port).start()
+        await web.TCPSite(runner, config.host, config.port, ssl_context=config.tls and config.tls.context).start()
     except OSError:
         await runner.cleanup()
         raise
@@ -221,6 +246,28 @@ def print_addresses(config: ServeConfig) -> None:
         lines.append(f"  cockpit:  {config.address('control')}   (drives the cluster: keep it to yourself)")
     if config.audience:
         lines.append(f"  audience: {config.address('audience')}   (read-only: the same live screen)")
+    if config.tls:
+        lines.append(f"  certificate SHA-256: {config.tls.fingerprint}   "
+                     "(what a browser shows for the certificate: compare before trusting it)")
     lines.append("Stop with Ctrl+C.")
     sys.stdout.write("\n".join(lines) + "\n")
     sys.stdout.flush()
+
+
+@dataclass(frozen=True)
+class Tls:
+    """--tls-cert/--tls-key: the server's TLS context and its certificate's SHA-256, as browsers
+    show it (AA:BB:...), printed so a room can compare before trusting a self-signed one."""
+
+    context: ssl.SSLContext
+    fingerprint: str
+
+    @classmethod
+    def load(cls, cert: Path, key: Path) -> "Tls":
+        """OSError or ssl.SSLError (an OSError) when the files are no certificate and its key."""
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(cert, key)
+        pem = cert.read_text()  # the first certificate is the server's; a chain may follow
+        first = pem[pem.index(ssl.PEM_HEADER):pem.index(ssl.PEM_FOOTER) + len(ssl.PEM_FOOTER)]
+        digest = hashlib.sha256(ssl.PEM_cert_to_DER_cert(first)).hexdigest().upper()
+        return cls(context, ":".join(digest[i:i + 2] for i in range(0, len(digest), 2)))

@@ -20,6 +20,7 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widgets import Select, Static
 
+from backend.words import count
 from tui import format as fmt
 from tui.widgets.keyed_table import KeyedTable
 from tui.widgets.message import WidgetMessage
@@ -75,13 +76,20 @@ class SnapshotTable(KeyedTable):
 
 class CheckpointsPanel(Vertical):
     DEFAULT_CSS = """
-    #ckpt-bar { height: 1; }
+    #ckpt-bar { height: auto; }  /* the summary wraps: its reason (a torn file's problem) read whole */
     #ckpt-volume { width: 24; max-width: 50%; }
-    #ckpt-summary { width: 1fr; padding-left: 1; }
+    /* focused, the selector says so plainly (the compact Select's own focus is a shade apart) */
+    #ckpt-volume:focus > SelectCurrent { background: $accent; color: auto 90%; text-style: bold; }
+    #ckpt-summary { width: 1fr; height: auto; padding-left: 1; }
     #ckpt-table, #snap-table { height: 1fr; scrollbar-size: 1 1; }
     #snap-title { height: 2; border-top: solid $secondary; }
     """
     BORDER_TITLE = "checkpoints"
+    # One Tab from the checkpoints to the volume selector, then to the snapshots, and back: in
+    # the order of the screen the selector comes before the table that has the panel's focus.
+    BINDINGS = [Binding("tab", "cycle_focus(1)", show=False), Binding("shift+tab", "cycle_focus(-1)", show=False)]
+    FOCUS_ORDER = ("#ckpt-table", "#ckpt-volume", "#snap-table")
+    AGE_SECONDS = 1.0  # the AGE columns tick while shown
 
     @dataclass
     class VolumeChosen(WidgetMessage):
@@ -91,7 +99,27 @@ class CheckpointsPanel(Vertical):
         super().__init__(**kwargs)
         self.clock = clock
         self.volume: str | None = None
+        self.picked = False  # the learner chose the volume: a followed job's does not replace it
         self.snapshots: dict[str, "Snapshot"] = {}
+        self._checkpoints: list["Checkpoint"] = []  # the shown volume's, for the AGE tick
+
+    def on_mount(self) -> None:
+        self.set_interval(self.AGE_SECONDS, self._tick)
+
+    def _tick(self) -> None:
+        if self.region.width == 0 or self.volume is None:  # not on screen
+            return
+        self.show_checkpoints(self.volume, self._checkpoints)
+        self.show_snapshots(list(self.snapshots.values()))
+
+    def action_cycle_focus(self, step: int) -> None:
+        focused = self.app.focused
+        order = [self.query_one(selector) for selector in self.FOCUS_ORDER]
+        here = next((i for i, widget in enumerate(order) if widget is focused), None)
+        if here is None:  # inside the selector's open list: Tab is the list's
+            self.app.action_focus_next() if step > 0 else self.app.action_focus_previous()
+            return
+        order[(here + step) % len(order)].focus()
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="ckpt-bar"):
@@ -104,14 +132,19 @@ class CheckpointsPanel(Vertical):
 
     # ------------------------------------------------------------------ method calls down
 
-    def show_volumes(self, volumes: Iterable["VolumeInfo"]) -> None:
+    def show_volumes(self, volumes: Iterable["VolumeInfo"], preferred: str | None = None) -> None:
+        """The volumes to choose from; the one shown is the learner's choice, else `preferred`
+        (the followed job's), else the first."""
         names = [v.name for v in volumes]
         select = self.query_one("#ckpt-volume", Select)
         widest = max((len(n) for n in names), default=0)
         select.styles.width = max(24, widest + 4)  # the name, its arrow and padding; CSS caps it
         room = max(8, min(widest, self.size.width // 2 - 4)) if self.size.width else widest
         select.set_options([(Content(fmt.fit(n, room)), n) for n in names])
-        wanted = self.volume if self.volume in names else (names[0] if names else None)
+        if self.volume in names and (self.picked or preferred not in names):
+            wanted = self.volume
+        else:
+            wanted = preferred if preferred in names else (names[0] if names else None)
         if wanted is not None:
             select.value = wanted
             if wanted != self.volume:
@@ -124,12 +157,13 @@ class CheckpointsPanel(Vertical):
         if volume != self.volume:
             return  # an answer for a volume the learner has left
         now = self.clock()
+        self._checkpoints = checkpoints
         ordered = sorted(checkpoints, key=lambda c: (c.run, c.step))
         self.query_one("#ckpt-table", KeyedTable).sync(
             {c.path: checkpoint_cells(c, now) for c in ordered})
         valid = [c for c in checkpoints if c.valid]
         newest = max(valid, key=lambda c: c.step, default=None)
-        summary = f"{len(checkpoints)} files"
+        summary = count(len(checkpoints), "file")
         if newest is not None:
             summary += f" · newest valid step {newest.step}"
         broken = [c for c in ordered if not c.valid]
@@ -168,5 +202,5 @@ class CheckpointsPanel(Vertical):
         event.stop()
         value = self.query_one("#ckpt-volume", Select).value
         if isinstance(value, str) and value != self.volume:
-            self.volume = value
+            self.volume, self.picked = value, True
             self.post_message(self.VolumeChosen(self, value))

@@ -15,6 +15,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from tui import format as fmt
+from tui.fitting import fit_fields
 from tui.widgets.throttle import Throttle
 
 if TYPE_CHECKING:
@@ -73,15 +74,24 @@ class JobBar(Widget):
 
     def render(self) -> Content:
         """The parts in their order; where the line is too narrow for all, the least telling
-        go first (DROP_ORDER), so what is there is never cut: the running step, the job and the
-        connection stay."""
-        parts = self._parts()
+        go whole (PRIORITY, through the one fitting rule, tui/fitting.py), so what is there is
+        never cut: the running step, the job and the connection stay."""
         width = self.size.width
-        for name in DROP_ORDER:
-            if width <= 0 or _length(parts) <= width:
-                break
-            parts = [(key, text) for key, text in parts if key != name]
-        for name, keep in (("wait", 24), ("name", 8)):
+        fields = _fields(self._parts())
+        if width > 0:
+            kept = fit_fields(fields, width, _waiting_length, _priority, keep_ends=False)
+            # The job's name gives up its middle rather than lose the goodput's share: counted
+            # at its shortest, with only the fields that outrank that share besides.
+            def outranking(chosen: list) -> int:
+                return sum(_priority(f) >= PRIORITY["goodput"] for f in chosen)
+
+            wanted = [f for f in fields if f in kept or _priority(f) >= PRIORITY["goodput"]]
+            if len(wanted) > len(kept):
+                elastic = fit_fields(wanted, width, _elastic_length, _priority, keep_ends=False)
+                kept = elastic if outranking(elastic) > outranking(kept) else kept
+            fields = kept
+        parts = [part for field in fields for part in field]
+        for name, keep in (("wait", WAIT_MIN), ("name", NAME_MIN)):
             over = _length(parts) - width if width > 0 else 0
             if over > 0:  # still too long: why it waits loses its end (the scheduler's details),
                 # then the job's name its middle (its end tells jobs apart)
@@ -90,7 +100,7 @@ class JobBar(Widget):
         return Content.assemble(*(text for _, text in parts))
 
     def _parts(self) -> list[tuple[str, tuple | str]]:
-        """(name, text) pairs: the name says what may be dropped (DROP_ORDER)."""
+        """(name, text) pairs: the name says how long the part stays (PRIORITY)."""
         parts: list[tuple[str, tuple | str]] = [("brand", ("kfcockpit ", "bold")),
                                                 ("platform", (f"{self.platform} ", "$accent"))]
         if self.connection == "connected":
@@ -104,7 +114,7 @@ class JobBar(Widget):
             phase = job.phase.value
             parts += [("job", "  "), ("name", (job.name, "bold")), ("job", " "),
                       ("job", (phase, fmt.JOB_PHASE_STYLE.get(phase, ""))),
-                      ("attempt", _attempt(job))]
+                      _attempt(job)]
             if self.hang is not None:
                 where, silence = self.hang.short()
                 parts += [("hang", (f"  {where}", "bold $error")), ("silence", (silence, "bold $error"))]
@@ -138,27 +148,64 @@ class JobBar(Widget):
             parts += [("job", "  "), ("job", ("no job followed", "dim"))]
         if self.running_step:
             parts += [("running", "  "),
-                      ("running", (f"running {self.running_step} · {fmt.age(self.running_for)}…", "bold $warning"))]
+                      ("running", (f"running {self.running_step} · {fmt.age(self.running_for)}", "bold $warning"))]
         return parts
 
 
-# What goes first when the line is too narrow: the time lost beside the goodput (the timeline has
-# it), the brand, the loss (the pods table and the chart show it), the time left, the platform, the
-# goodput's share, the restart budget, the step, how long a hang has been silent (the timeline says).
-# The connection, the job, which rank hangs where, and the running step always stay.
-DROP_ORDER = ("badput", "brand", "loss", "eta", "platform", "goodput", "attempt", "step", "silence")
+# How long each part stays when the line is too narrow (the higher, the longer): first go the time
+# lost beside the goodput (the timeline has it), the platform, the time left, the loss (the pods
+# table and the chart show it), the restart budget, the step; the goodput's share stays longer (a
+# room reads it at 80 columns too), the brand longer still, then a warning that one restart or
+# none is left, then how long a hang has been silent. The connection, the job and why it is not
+# there, which rank hangs where and the running step always stay.
+PRIORITY = {"badput": 10, "platform": 20, "eta": 30, "loss": 40, "attempt": 60, "step": 70, "goodput": 80,
+            "brand": 90, "restarts-left": 95, "silence": 97, "wait": 98, "hang": 100, "name": 100, "job": 100,
+            "connection": 100, "running": 1000}
 
 
-def _attempt(job: "JobSummary") -> tuple[str, str] | str:
+NAME_MIN = 12  # the fewest cells a job's name is cut to (its middle goes: `lesso…a1b2c3`)
+WAIT_MIN = 24  # the fewest cells why the group waits is cut to (its end goes: the scheduler's details)
+
+
+def _priority(field: list[tuple[str, tuple | str]]) -> int:
+    return PRIORITY.get(field[0][0], 0)
+
+
+def _elastic_length(parts: list[tuple[str, tuple | str]]) -> int:
+    """A field's length, a job's name at its shortest (it is cut to fit after the rest is fitted)."""
+    if parts[0][0] == "name":
+        return min(NAME_MIN, _length(parts))
+    return _waiting_length(parts)
+
+
+def _waiting_length(parts: list[tuple[str, tuple | str]]) -> int:
+    """A field's length, why the group waits at its shortest (it is cut after the rest is fitted)."""
+    if parts[0][0] == "wait":
+        return min(WAIT_MIN, _length(parts))
+    return _length(parts)
+
+
+def _fields(parts: list[tuple[str, tuple | str]]) -> list[list[tuple[str, tuple | str]]]:
+    """The parts grouped into fields: neighbours of one name go or stay together."""
+    fields: list[list[tuple[str, tuple | str]]] = []
+    for part in parts:
+        if fields and fields[-1][0][0] == part[0]:
+            fields[-1].append(part)
+        else:
+            fields.append([part])
+    return fields
+
+
+def _attempt(job: "JobSummary") -> tuple[str, tuple[str, str] | str]:
     """The restart budget used (the JobSet's own count: a reset shows), and a warning once one
-    restart or none is left: the next failure ends the job."""
+    restart or none is left: the next failure ends the job (a warning outranks the goodput)."""
     text = f" attempt {job.restart_attempt}/{job.max_restarts}"
     left = job.max_restarts - job.restart_attempt
     if job.phase.finished or job.max_restarts <= 0 or left > 1:
-        return text
+        return "attempt", text
     if left == 1:
-        return f"{text} · 1 more restart allowed", "bold $warning"
-    return f"{text} · no more restarts", "bold $error"
+        return "restarts-left", (f"{text} · 1 more restart allowed", "bold $warning")
+    return "restarts-left", (f"{text} · no more restarts", "bold $error")
 
 
 def _cut(text: str, width: int, key: str) -> str:

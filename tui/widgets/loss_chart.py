@@ -20,6 +20,8 @@ plot, never drawn on the data: plotext puts its legend in a corner of the canvas
 
 from __future__ import annotations
 
+import math
+
 from bisect import bisect_left
 from typing import TYPE_CHECKING, Iterable
 
@@ -30,6 +32,7 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from tui.format import fit
+from backend.words import count
 
 if TYPE_CHECKING:
     from backend.models import LogLine, RunMetrics
@@ -234,6 +237,9 @@ class LossChart(Vertical, can_focus=True):
             plt.vline(step)
         ticks = step_ticks(lo, hi, width - Y_AXIS_CELLS)
         plt.xticks(ticks, [str(t) for t in ticks])
+        drawn_losses = [loss for run in followed + shown for loss in runs[run].values()]
+        y_ticks = loss_ticks(min(drawn_losses), max(drawn_losses), max(2, self.size.height // 3))
+        plt.yticks([t for t, _ in y_ticks], [label for _, label in y_ticks])
         drawn_legend = [(row.plain, tuple(row.spans)) for row in rows]  # Content's == sees the text alone
         if drawn_legend != self._legend:  # an update lays the screen out: only when the legend changed
             self._legend = drawn_legend
@@ -258,7 +264,7 @@ class LossChart(Vertical, can_focus=True):
             name = (fit(run, max(8, width - 2 - len(suffix))), "bold" if suffix else "")
             keys.append(Content.assemble(glyph, " ", name, suffix))
         if not_drawn:
-            keys.append(Content.styled(f"+{not_drawn} older run{'s' if not_drawn > 1 else ''} not drawn", "dim"))
+            keys.append(Content.styled(f"+{count(not_drawn, 'older run')} not drawn", "dim"))
         if restarts:
             keys.append(Content.assemble((RESTART_GLYPH, "bold"), " restart, resumed from step "
                                                                   f"{', '.join(map(str, restarts))}"))
@@ -302,6 +308,20 @@ def step_ticks(lo: int | None, hi: int | None, columns: int) -> list[int]:
     room = max(1, columns - 1)
     fits = [t for t in ticks if (t - lo) / span * room + (len(str(t)) + 1) // 2 <= room]
     return fits or ticks[:1]
+
+
+def loss_ticks(lo: float, hi: float, most: int) -> list[tuple[float, str]]:
+    """Losses for the y axis, evenly apart (1, 2 or 5 times a power of ten, at most `most`),
+    each with a label of as many decimals as the gap needs: plotext's own ticks are rounded
+    apart unevenly (0.54 then 0.29) and skip a value a reader expects."""
+    if hi <= lo:
+        return [(lo, f"{lo:.2f}")]
+    span = hi - lo
+    gap = next(m * 10.0 ** e for e in range(-6, 7) for m in (1, 2, 5) if span / (m * 10.0 ** e) <= most - 1)
+    decimals = max(0, -math.floor(math.log10(gap) + 1e-9))
+    first = math.ceil(lo / gap - 1e-9)
+    values = [round(k * gap, decimals) for k in range(first, math.floor(hi / gap + 1e-9) + 1)]
+    return [(v, f"{v:.{decimals}f}") for v in values] or [(lo, f"{lo:.2f}")]
 
 
 def thinned(xs: list[int], ys: list[float], columns: int) -> tuple[list[int], list[float]]:

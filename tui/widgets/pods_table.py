@@ -129,29 +129,32 @@ class PodsTable(KeyedTable):
         self.group: RankGroup | None = None  # shown instead of a row per pod (None: rows)
         self.shown_ranks: tuple[int, ...] = ()
         self.shown_columns: tuple[str, ...] = ()
+        self.pod_cells = POD_MIN  # the POD column's width: the room the other columns leave
         self._height = FEW_PODS  # rows the table showed when it last had a height
         self._sizes: dict[int, int] = {}  # restart attempt -> its pods seen
         self._ended: dict[int, int] = {}  # restart attempt -> its pods seen to end
         self._redraw = Throttle(self, redraw_seconds, self._show)
 
     def on_mount(self) -> None:
-        self._lay_out_columns(columns_for(self.size.width or 200))
+        self._lay_out_columns(columns_for(self.size.width or 200), POD_MIN)
         self.set_interval(1.0, self.tick)
 
     def on_resize(self) -> None:
         if self.size.height > 1:
             self._height = self.size.height - 1  # less the header
         wanted = columns_for(self.size.width)
-        if wanted != self.shown_columns:
-            self._lay_out_columns(wanted)
+        pod_cells = pod_cells_for(self.size.width, wanted)
+        if wanted != self.shown_columns or pod_cells != self.pod_cells:
+            self._lay_out_columns(wanted, pod_cells)
         else:
             self._redraw()  # a panel tall enough now shows a row per pod, or too short no more
 
-    def _lay_out_columns(self, keys: tuple[str, ...]) -> None:
+    def _lay_out_columns(self, keys: tuple[str, ...], pod_cells: int) -> None:
         """Rebuild with these columns (a width change, not an event: rows and cursor come back)."""
         selected = self.selected_pod
-        self.shown_columns = keys
-        self.set_columns(tuple((key, header, width + GAP) for key, header, width in COLUMNS if key in keys))
+        self.shown_columns, self.pod_cells = keys, pod_cells
+        self.set_columns(tuple((key, header, (pod_cells if key == "pod" else width) + GAP)
+                               for key, header, width in COLUMNS if key in keys))
         self._show()
         if selected in self._rows:
             self.move_cursor(row=self.get_row_index(selected), animate=False)
@@ -326,7 +329,7 @@ class PodsTable(KeyedTable):
         # A cursor on the top row stays on top (the newest group's rank 0); one the learner moved
         # down follows its pod through the re-sort.
         selected = self.selected_pod if self.cursor_row > 0 else None
-        gone = {short_name(name, self.job) for name in self.gone}
+        gone = {self.pod_label(name) for name in self.gone}
         self.sort("pod", "attempt", "rank",
                   key=lambda cells: (cells[0].plain in gone, -int(cells[1].plain),
                                      fmt.rank_sort_key(cells[2].plain)))
@@ -334,6 +337,11 @@ class PodsTable(KeyedTable):
             self.move_cursor(row=self.get_row_index(selected), animate=False)
         else:
             self.move_cursor(row=0, animate=False)
+
+    def pod_label(self, name: str) -> str:
+        """The whole pod name where the column has room for it (kubectl's name, to copy), else
+        the part that tells the job's pods apart (the panel's title names the job)."""
+        return name if len(name) <= self.pod_cells else short_name(name, self.job)
 
     def _styled(self, value: str, pod: "Pod", style: str = "") -> Text:
         if pod.restart_attempt < self.latest_attempt or pod.name in self.gone:
@@ -347,7 +355,7 @@ class PodsTable(KeyedTable):
         usage = self.usage.get(pod.name) if pod.phase.value == "Running" else None
         step, loss = self.steps.get(pod.name, (pod.last_step, pod.last_loss))
         cells = {
-            "pod": self._styled(short_name(pod.name, self.job), pod),
+            "pod": self._styled(self.pod_label(pod.name), pod),
             "rank": self._styled(fmt.pod_ranks(pod.ranks), pod),
             "attempt": self._styled(str(pod.restart_attempt), pod, "bold" if pod.restart_attempt else ""),
             "phase": self._styled(phase, pod, fmt.PHASE_STYLE.get(phase, "")),
@@ -362,6 +370,15 @@ class PodsTable(KeyedTable):
             "age": self._styled(fmt.age(now - pod.created), pod),
         }
         return {key: cell for key, cell in cells.items() if key in self.shown_columns}
+
+
+POD_MIN, POD_MOST = 7, 48  # the POD column: `<index>-<random>` at least; a whole name at most
+
+
+def pod_cells_for(width: int, keys: tuple[str, ...]) -> int:
+    """The POD column's width: what the other shown columns leave of `width`."""
+    others = sum(cells + GAP for key, _, cells in COLUMNS if key in keys and key != "pod")
+    return max(POD_MIN, min(POD_MOST, width - others - GAP))
 
 
 def columns_for(width: int) -> tuple[str, ...]:

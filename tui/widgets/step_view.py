@@ -1,6 +1,8 @@
 """The selected step: why, done-when, the doc link, the evidence of its last check, its actions,
 its run output and, for steps done with a note (reading steps, step 7), the learner's note (saved
-through the lesson engine). While the step runs, its newest output line is in the card's border.
+through the lesson engine). While the step runs, its newest output line is under the heading,
+wrapped: a line that asks the learner to act ("kill a worker now: ctrl+k on a pod…") is read
+whole, never cut in a border; the run output wraps too.
 
 Everything shown here that the cockpit did not write (run output, evidence, notes) is plain text,
 never markup: a Ray line starts with `[ray-train]`."""
@@ -12,12 +14,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
-from textual.widgets import Button, Log, Static, TextArea
+from textual.widgets import Button, RichLog, Static, TextArea
 
 from tui.format import STATUS_LOOK
 from tui.widgets.checklist import status_of
@@ -53,11 +56,21 @@ def note_prompt_content(prompt: str | None) -> Content:
                              "headings, quoted '>' lines and <placeholders> do not.", "dim"))
 
 
-def _last(text: str, most: int = 60) -> Content:
-    """The newest run line in the card's border while the step runs: a long step shows where it
-    is, always. Plain text: a run line is the step's output (a Ray line starts with `[ray-train]`),
-    never markup."""
-    return Content(text if len(text) <= most else text[: most - 1] + "…")
+def with_code(text: str) -> Content:
+    """The lesson's own text with its `code` spans drawn as code, not as raw backticks. Only for
+    the cockpit's own strings (the steps' texts); a span's text is plain, never markup."""
+    parts: list = []
+    for i, piece in enumerate(text.split("`")):
+        if piece:
+            parts.append((piece, "bold $accent") if i % 2 else piece)
+    return Content.assemble(*parts)
+
+
+def doc_content(title: str, url: str, page: str | None) -> Content:
+    """The step's reading: the lesson's title for it, the current page's own title where that is
+    another (a v1 page that v2 replaced), and the address (folded where it is wider than the card)."""
+    now = [("\n", ""), ("now: ", "dim"), (page, "italic")] if page else []
+    return Content.assemble(("Read ", "bold $accent"), (title, f"underline link={url}"), *now, "\n", (url, "dim"))
 
 
 NOTE_KEEP_DELAY = 1.0  # seconds after the last key before a typed note is kept
@@ -84,7 +97,9 @@ class StepView(VerticalScroll):
     #step-note-prompt { margin-bottom: 0; }
     #step-note { height: 8; min-height: 5; border: round $accent; margin-bottom: 1; }
     #step-output-title { margin-bottom: 0; }
-    #step-output { height: 8; border: round $secondary; overflow: auto auto; scrollbar-size: 1 1; }
+    #step-output { height: 8; border: round $secondary; overflow-y: auto; scrollbar-size: 1 1; }
+    #step-latest { color: $warning; text-style: bold; display: none; }
+    #step-doc { text-overflow: fold; }
     """
     BORDER_TITLE = "step"
 
@@ -125,6 +140,7 @@ class StepView(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Static(id="step-heading")
+        yield Static(id="step-latest")
         yield Static(id="step-why")
         yield Static(id="step-done-when")
         yield Static(id="step-doc")
@@ -137,7 +153,8 @@ class StepView(VerticalScroll):
         yield Static(id="step-note-prompt")
         yield TextArea(id="step-note", soft_wrap=True, show_line_numbers=False)
         yield Static("run output", id="step-output-title", classes="subtitle")
-        yield Log(id="step-output", max_lines=OUTPUT_LINES)
+        yield RichLog(id="step-output", max_lines=OUTPUT_LINES, wrap=True, markup=False, highlight=False,
+                      min_width=16)
 
     def show(self, step: "Step", state: "StepState | None", note: str, running: bool = False) -> None:
         changed = self.step is None or self.step.id != step.id
@@ -147,12 +164,10 @@ class StepView(VerticalScroll):
         self.border_title = step.label
         self.query_one("#step-heading", Static).update(Content.assemble(
             (f"{glyph} {word}", style), "  ", (step.title, "bold")))
-        self.query_one("#step-why", Static).update(Content(step.why))
+        self.query_one("#step-why", Static).update(with_code(step.why))
         self.query_one("#step-done-when", Static).update(
             Content.assemble(("Done when ", "bold $accent"), step.done_when))
-        self.query_one("#step-doc", Static).update(Content.assemble(
-            ("Read ", "bold $accent"), (step.doc_title, f"underline link={step.doc_url}"),
-            "\n", (step.doc_url, "dim")))
+        self.query_one("#step-doc", Static).update(doc_content(step.doc_title, step.doc_url, step.doc_page))
         self.show_evidence(state.evidence if state else None)
         reading, noted = step.kind == "reading", step.takes_note
         self.query_one("#step-run", Button).display = not reading
@@ -175,7 +190,7 @@ class StepView(VerticalScroll):
                 note_area.load_text(note)
         self.running = running
         lines = self._outputs.get(step.id)
-        self.border_subtitle = _last(lines[-1]) if running and lines else ""
+        self._show_latest(lines[-1] if running and lines else None)
         if changed:
             self._show_output(step.id)
             self.scroll_home(animate=False)
@@ -194,23 +209,35 @@ class StepView(VerticalScroll):
         lines = self._outputs.setdefault(step_id, deque(maxlen=OUTPUT_LINES))
         lines.append(text)
         if self.step is not None and self.step.id == step_id:
-            self.query_one("#step-output", Log).write_line(text, scroll_end=True)
+            self.query_one("#step-output", RichLog).write(Text(text), scroll_end=True)
             if self.running:
-                self.border_subtitle = _last(text)
+                self._show_latest(text)
+
+    def _show_latest(self, text: str | None) -> None:
+        """The running step's newest line, under the heading, whole (plain text: a run's output)."""
+        latest = self.query_one("#step-latest", Static)
+        latest.display = text is not None
+        if text is not None:
+            latest.update(Content(f"▸ {text}"))
+
+    def output_lines(self, step_id: str) -> list[str]:
+        """What the step's run printed (the output box shows these, wrapped)."""
+        return list(self._outputs.get(step_id, ()))
 
     def show_output_box(self) -> None:
         """Bring the run output into view (a run just started)."""
-        self.query_one("#step-output", Log).scroll_visible(animate=False)
+        self.query_one("#step-output", RichLog).scroll_visible(animate=False)
 
     def clear_output(self, step_id: str) -> None:
         self._outputs.pop(step_id, None)
         if self.step is not None and self.step.id == step_id:
-            self.query_one("#step-output", Log).clear()
+            self.query_one("#step-output", RichLog).clear()
 
     def _show_output(self, step_id: str) -> None:
-        log = self.query_one("#step-output", Log)
+        log = self.query_one("#step-output", RichLog)
         log.clear()
-        log.write_lines(self._outputs.get(step_id, ()), scroll_end=True)
+        for line in self._outputs.get(step_id, ()):
+            log.write(Text(line), scroll_end=True)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "save_note":  # in the footer only where there is a note to save

@@ -6,6 +6,7 @@ second and only when the model changed (the goodput when the screen hands it a n
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
@@ -15,6 +16,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from backend.goodput import LABELS
+from backend.words import count
 from tui.timeline import FailureTimeline
 
 if TYPE_CHECKING:
@@ -22,12 +24,12 @@ if TYPE_CHECKING:
 
     from backend.goodput import GoodputReport
     from backend.hangs import Hang
-    from tui.timeline import Restart
+    from tui.timeline import Moment, Restart
 
 REDRAW_SECONDS = 0.25
 GLYPH = {"failure": ("✘", "bold $error"), "save": ("⤓", "$accent"), "down": ("▼", "$warning"),
          "up": ("▲", "$success"), "resume": ("↺", "bold $success"), "step": ("▶", "bold $success"),
-         "info": ("·", "dim")}
+         "info": ("·", "dim"), "cordon": ("⊘", "$warning")}
 # Each part of the wall time: its colour in the bar and its legend (text names it, colour helps).
 PART_STYLE = {"productive": "$success", "program_startup": "$primary", "training_prep": "$primary-darken-2",
               "checkpoint_restore": "$secondary-lighten-1", "checkpoint_save": "$secondary-lighten-3",
@@ -48,11 +50,13 @@ def goodput_content(report: "GoodputReport", width: int) -> Content:
             end = min(width, round(width * so_far / total))
             parts.append(("█" * (end - drawn), PART_STYLE[name]))
             drawn = max(drawn, end)
-    counts = {"productive": f" ({report.steps_kept} steps)",
-              "wasted_progress": f" ({report.steps_lost} steps)" if report.steps_lost else "",
-              "infrastructure_recovery": f" ({report.restarts} restart{'s' if report.restarts != 1 else ''})"
-              if report.restarts else "",
-              "checkpoint_save": f" ({report.saves} saves)" if report.saves else ""}
+    counts = {"productive": f" ({count(report.steps_kept, 'step')})",
+              "wasted_progress": f" ({count(report.steps_lost, 'step')})" if report.steps_lost else "",
+              # not the restart lines' figure (failure seen to training again): said, so the
+              # two do not read as one measure that disagrees with itself
+              "infrastructure_recovery": f" ({count(report.restarts, 'restart')}: the last step "
+                                         "before the failure to the new group up)" if report.restarts else "",
+              "checkpoint_save": f" ({count(report.saves, 'save')})" if report.saves else ""}
     for name, seconds in report.parts():
         if seconds >= 0.05 or name == "productive":
             parts += ["\n", ("■ ", PART_STYLE[name]), f"{LABELS[name]} {seconds:.1f} s{counts.get(name, '')}"]
@@ -61,9 +65,10 @@ def goodput_content(report: "GoodputReport", width: int) -> Content:
 
 def restart_content(r: "Restart") -> Content:
     if r.recovered:
-        lost = f" · {r.steps_lost} step{'s' if r.steps_lost != 1 else ''} lost" if r.steps_lost is not None else ""
+        lost = f" · {count(r.steps_lost, 'step')} lost" if r.steps_lost is not None else ""
         head = Content.assemble((f"restart {r.attempt + 1}", "bold"),
-                                (f" · recovered in {r.recovery_seconds:.1f} s", "bold $success"), lost)
+                                (f" · training again {r.recovery_seconds:.1f} s after the failure", "bold $success"),
+                                lost)
     else:
         head = Content.assemble((f"restart {r.attempt + 1}", "bold"), (" · recovering…", "bold $warning"))
     if r.node is not None:
@@ -73,6 +78,28 @@ def restart_content(r: "Restart") -> Content:
         glyph, style = GLYPH.get(m.kind, GLYPH["info"])
         parts += ["\n", (f"{m.at - r.failed_at:+6.1f} s ", "dim"), (glyph, style), " ", m.what]
     return Content.assemble(*parts)
+
+
+def cordons_content(cordons: list["Moment"]) -> Content:
+    """The nodes cordoned and uncordoned, each at its clock time (a cordon has no failure to be
+    timed from)."""
+    parts: list = [("nodes", "bold")]
+    for m in cordons:
+        glyph, style = GLYPH["cordon"]
+        parts += ["\n", (time.strftime("%H:%M:%S ", time.localtime(m.at)), "dim"), (glyph, style), " ", m.what]
+    return Content.assemble(*parts)
+
+
+def restarts_summary(restarts: list["Restart"]) -> str:
+    """The panel's subtitle: how many restarts, and what they cost, in the past tense once every
+    one is over (the same figure as each restart's own line: failure to training again)."""
+    if not restarts:
+        return ""
+    done = [r.recovery_seconds for r in restarts if r.recovery_seconds is not None]
+    text = count(len(restarts), "restart")
+    if len(done) < len(restarts):
+        return text + " · recovering…"
+    return text + f" · training again after {sum(done):.1f} s" + (" in all" if len(done) > 1 else "")
 
 
 class GoodputSummary(Widget):
@@ -120,6 +147,7 @@ class TimelineView(VerticalScroll, can_focus=True):
     TimelineView > Static { margin-bottom: 1; }
     #timeline-empty { color: $text-muted; }
     #timeline-hang { color: $error; text-style: bold; display: none; }
+    #timeline-nodes { display: none; }
     """
     BORDER_TITLE = "failure timeline"
 
@@ -131,6 +159,7 @@ class TimelineView(VerticalScroll, can_focus=True):
     def compose(self) -> "ComposeResult":
         yield GoodputSummary(id="goodput")
         yield Static(id="timeline-hang")
+        yield Static(id="timeline-nodes")
         yield Static("no restart yet: kill a worker (ctrl+k on a pod) and watch the group recover",
                      id="timeline-empty")
 
@@ -157,6 +186,11 @@ class TimelineView(VerticalScroll, can_focus=True):
         if self.model.version == self._drawn:
             return
         self._drawn = self.model.version
+        cordons = self.model.cordons()
+        nodes = self.query_one("#timeline-nodes", Static)
+        nodes.display = bool(cordons)
+        if cordons:
+            nodes.update(cordons_content(cordons))
         restarts = self.model.restarts()
         self.query_one("#timeline-empty").display = not restarts
         shown = list(self.query(".restart").results(Static))
@@ -167,10 +201,4 @@ class TimelineView(VerticalScroll, can_focus=True):
                 self.mount(Static(restart_content(r), classes="restart"))
         for extra in shown[len(restarts):]:
             extra.remove()
-        if restarts:
-            total = [r for r in restarts if r.recovered]
-            self.border_subtitle = (f"{len(restarts)} restart{'s' if len(restarts) != 1 else ''}"
-                                    + (f" · {sum(r.recovery_seconds for r in total):.1f} s recovering"
-                                       if total else ""))
-        else:
-            self.border_subtitle = ""
+        self.border_subtitle = restarts_summary(restarts)

@@ -4,8 +4,12 @@ leaves validation to the server) and whose component schemas carry
 `x-kubernetes-group-version-kind` (so `kubectl explain` finds them). A custom resource's schema
 is its CRD's openAPIV3Schema as upstream wrote it (crds/: the descriptions `kubectl explain`
 shows), with `metadata` a reference to ObjectMeta, as apiextensions-apiserver publishes it; a core
-kind's is its upstream model's (schemas.py). /openapi/v2 is a minimal Swagger document for older
-clients.
+kind's is its upstream model's (schemas.py). /openapi/v2 is a minimal Swagger document (no
+definitions: kubectl's client-side validation skips a kind it does not find there, as it does for
+a kind the server lacks), in JSON, or in gnostic's OpenAPIv2.proto Document when asked for it as
+kubectl asks (`application/com.github.proto-openapi.spec.v2@v1.0+protobuf`): kubectl only reads
+the protobuf form, and a JSON answer made `kubectl apply` of an unknown kind fail with "proto:
+cannot parse invalid wire-format data" instead of upstream's "no matches for kind".
 """
 
 from __future__ import annotations
@@ -13,11 +17,14 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from backend.local.apiserver import patch, validation
+from backend.local.apiserver import patch
 from backend.local.registry import crds
 from backend.local.registry.kinds import Kind, Kinds
+
+if TYPE_CHECKING:
+    from backend.local.apiserver.schemas import CoreSchemas
 
 _QUERY = [{"name": n, "in": "query", "schema": {"type": "string"}, "uniqueItems": True}
           for n in ("dryRun", "fieldManager", "fieldValidation", "pretty")]
@@ -77,7 +84,7 @@ def _openapi_schema(node: Any, rename: dict[str, str]) -> Any:
 _OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
 
-def _crd_components(kind: Kind, crd_schema: dict[str, Any], schemas: dict[str, Any]) -> None:
+def _crd_components(kind: Kind, crd_schema: dict[str, Any], schemas: dict[str, Any], core: "CoreSchemas") -> None:
     """The CRD's schema as the kind's component, its metadata ObjectMeta's (with ObjectMeta's own
     definitions, taken from the core models' schema)."""
     top = copy.deepcopy(crd_schema)
@@ -88,20 +95,20 @@ def _crd_components(kind: Kind, crd_schema: dict[str, Any], schemas: dict[str, A
                                      "api-conventions.md#metadata"}
     top["x-kubernetes-group-version-kind"] = _gvk(kind)
     schemas[_schema_name(kind)] = top
-    core = validation.schema("Namespace") or {}
-    for def_name, definition in core.get("$defs", {}).items():
+    namespace = core.schema("Namespace") or {}
+    for def_name, definition in namespace.get("$defs", {}).items():
         if def_name.startswith("IoK8sApimachinery"):
             schemas.setdefault(_definition_name(def_name), _openapi_schema(definition, {}))
 
 
-def _components(kinds: list[Kind]) -> dict[str, Any]:
+def _components(kinds: list[Kind], core: "CoreSchemas") -> dict[str, Any]:
     schemas: dict[str, Any] = {}
     for kind in kinds:
         crd_schema = crds.schema(kind.kind)
         if crd_schema is not None:
-            _crd_components(kind, crd_schema, schemas)
+            _crd_components(kind, crd_schema, schemas, core)
             continue
-        doc = validation.schema(kind.kind)
+        doc = core.schema(kind.kind)
         name = _schema_name(kind)
         if doc is None:
             schemas[name] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
@@ -149,12 +156,12 @@ def _paths(kinds: list[Kind]) -> dict[str, Any]:
 
 
 @functools.cache
-def _group_version(kinds: Kinds, group: str, version: str) -> dict[str, Any] | None:
+def _group_version(kinds: Kinds, core: "CoreSchemas", group: str, version: str) -> dict[str, Any] | None:
     served = kinds.in_version(group, version)
     if not served:
         return None
     return {"openapi": "3.0.0", "info": {"title": "Kubernetes (kfcockpit embedded cluster)", "version": "v1.36.0"},
-            "paths": _paths(served), "components": {"schemas": _components(served)}}
+            "paths": _paths(served), "components": {"schemas": _components(served, core)}}
 
 
 def _index(kinds: Kinds) -> dict[str, Any]:
@@ -167,17 +174,40 @@ def _index(kinds: Kinds) -> dict[str, Any]:
     return {"paths": paths}
 
 
-def document(kinds: Kinds, parts: list[str]) -> dict[str, Any] | None:
+_V2_TITLE, _V2_VERSION = "Kubernetes (kfcockpit embedded cluster)", "v1.36.0"
+# What kubectl asks for, and what kube-openapi's handler answers (an "@" is no media type token)
+V2_PROTOBUF_ASKED = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+
+
+def _proto_field(number: int, payload: bytes) -> bytes:
+    """One length-delimited field (wire type 2): a string or a nested message."""
+    length, size = b"", len(payload)
+    while True:
+        length += bytes([(size & 0x7F) | (0x80 if size > 0x7F else 0)])
+        size >>= 7
+        if not size:
+            break
+    return bytes([number << 3 | 2]) + length + payload
+
+
+def document_v2_protobuf() -> bytes:
+    """The /openapi/v2 document as gnostic's openapi_v2.Document: swagger (1), info (2: title 1,
+    version 2), paths (8) and definitions (9), both empty."""
+    info = _proto_field(1, _V2_TITLE.encode()) + _proto_field(2, _V2_VERSION.encode())
+    return _proto_field(1, b"2.0") + _proto_field(2, info) + _proto_field(8, b"") + _proto_field(9, b"")
+
+
+def document(kinds: Kinds, parts: list[str], core: "CoreSchemas") -> dict[str, Any] | None:
     """The document at /openapi/<parts>, or None."""
     if parts == ["v2"]:
-        return {"swagger": "2.0", "info": {"title": "Kubernetes (kfcockpit embedded cluster)", "version": "v1.36.0"},
-                "paths": {}, "definitions": {}}
+        return {"swagger": "2.0", "info": {"title": _V2_TITLE, "version": _V2_VERSION}, "paths": {}, "definitions": {}}
     if parts == ["v3"]:
         return _index(kinds)
     if len(parts) >= 3 and parts[0] == "v3":
         if parts[1] == "api" and len(parts) == 3:
-            return _group_version(kinds, "", parts[2])
+            return _group_version(kinds, core, "", parts[2])
         if parts[1] == "apis" and len(parts) == 4:
-            return _group_version(kinds, parts[2], parts[3])
+            return _group_version(kinds, core, parts[2], parts[3])
     return None
 

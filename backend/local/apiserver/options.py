@@ -19,7 +19,7 @@ from aiohttp import web
 
 from backend.local.apiserver import patch
 from backend.local.apiserver.wire import parse_bool, parse_int
-from backend.local.registry.crds import fielderrors as fe
+from backend.local.registry import fielderrors as fe
 from backend.local.registry.objectmeta import FIELD_MANAGER_LIMIT, field_manager
 from backend.local.registry.status import ApiError, bad_request
 

@@ -6,6 +6,8 @@ Making them imports the whole package and walks every model: about two seconds o
 the API server's event loop would stall every watch and pod. So a child process makes them
 (`python -m backend.local.apiserver.schemas FILE`) while the server starts, and requests that
 validate or describe a kind wait for them (`ready()`); the next start reads the cached file.
+Each API server holds its own `CoreSchemas`: the wait is a task of its event loop, and nothing
+outlives the server.
 """
 
 from __future__ import annotations
@@ -33,10 +35,6 @@ MODELS = {
     "ServiceAccount": "io_k8s_api_core_v1_service_account.IoK8sApiCoreV1ServiceAccount",
 }
 
-_schemas: dict[str, dict[str, Any]] = {}
-_warming: asyncio.Task | None = None
-
-
 def build() -> dict[str, dict[str, Any]]:
     found = {}
     for kind, target in MODELS.items():
@@ -55,54 +53,74 @@ def cache_file() -> Path:
     return base / f"schemas-core-kubeflow_trainer_api-{version}.json"
 
 
-def _load(path: Path) -> bool:
-    try:
-        _schemas.update(json.loads(path.read_text()))
-        return True
-    except (OSError, ValueError):
-        return False
-
-
 RunChild = Callable[[list[str]], Awaitable[int]]  # argv -> exit code
 
 
-async def _warm(run_child: RunChild) -> None:
-    path = cache_file()
-    if _load(path):
-        return
-    code = await run_child([sys.executable, "-m", "backend.local.apiserver.schemas", str(path)])
-    if code != 0 or not _load(path):
-        log.warning("schemas could not be made in a child process (exit %s); made on first use instead", code)
+class CoreSchemas:
+    """The core kinds' schemas of one API server, which owns them: made or read on its event loop
+    (`start`), awaited by its requests (`ready`), gone with it. At most one per kind of MODELS,
+    whatever the cache file holds."""
+
+    def __init__(self) -> None:
+        self._schemas: dict[str, dict[str, Any]] = {}
+        self._warming: asyncio.Task | None = None
+
+    def __len__(self) -> int:
+        return len(self._schemas)
+
+    def _load(self, path: Path) -> bool:
+        try:
+            found = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return False
+        if not isinstance(found, dict):
+            return False
+        self._schemas.update({kind: found[kind] for kind in MODELS if kind in found})
+        return True
+
+    async def _warm(self, run_child: RunChild) -> None:
+        path = cache_file()
+        if self._load(path):
+            return
+        code = await run_child([sys.executable, "-m", "backend.local.apiserver.schemas", str(path)])
+        if code != 0 or not self._load(path):
+            log.warning("schemas could not be made in a child process (exit %s); made on first use instead", code)
+
+    def start(self, run_child: RunChild) -> None:
+        """Begin making (or reading) the schemas without blocking the loop. `run_child` runs the
+        maker the way its process runs children (the controller reaps its own: no asyncio watcher
+        thread may exist in a process that forks)."""
+        if self._warming is None:
+            self._warming = asyncio.get_running_loop().create_task(self._warm(run_child))
+
+    async def ready(self) -> None:
+        if self._warming is not None:
+            await asyncio.shield(self._warming)
+
+    def schema(self, kind_name: str) -> dict[str, Any] | None:
+        """A kind's JSON schema (with `$defs`), or None when none is shipped."""
+        if kind_name not in MODELS:
+            return None
+        if kind_name not in self._schemas and not self._load(cache_file()):
+            # Not warmed and never made (a test's server, or the child failed): made here, once.
+            self._schemas.update({k: v for k, v in make(cache_file()).items() if k not in self._schemas})
+        return self._schemas[kind_name]
 
 
-def start(run_child: RunChild) -> None:
-    """Begin making (or reading) the schemas without blocking the loop. `run_child` runs the
-    maker the way its process runs children (the controller reaps its own: no asyncio watcher
-    thread may exist in a process that forks)."""
-    global _warming
-    if _warming is None:
-        _warming = asyncio.get_running_loop().create_task(_warm(run_child))
+def make(target: Path) -> dict[str, dict[str, Any]]:
+    """Build the schemas and keep them in `target` for the next server (kept or not)."""
+    from training.atomic import write_atomic
 
-
-async def ready() -> None:
-    if _warming is not None:
-        await asyncio.shield(_warming)
-
-
-def schema(kind_name: str) -> dict[str, Any] | None:
-    """A kind's JSON schema (with `$defs`), or None when none is shipped."""
-    if kind_name not in MODELS:
-        return None
-    if kind_name not in _schemas:  # not warmed (a test, or the child failed): make it here
-        _schemas.update({k: v for k, v in build().items() if k not in _schemas})
-    return _schemas[kind_name]
+    made = build()
+    try:
+        write_atomic(target, json.dumps(made).encode())
+    except OSError as exc:
+        log.warning("schemas not cached in %s: %s", target, exc)
+    return made
 
 
 def main(argv: list[str]) -> int:
-    from training.atomic import write_atomic
-
-    target = Path(argv[0])
-    write_atomic(target, json.dumps(build()).encode())
+    make(Path(argv[0]))
     return 0
 
 

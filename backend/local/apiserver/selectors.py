@@ -1,6 +1,7 @@
 """Label and field selectors, with the syntax and errors of k8s.io/apimachinery labels/fields.
 
-Labels: `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`, comma-joined (AND).
+Labels: `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`, `a>5`, `a<5` (selector.go's
+GreaterThan and LessThan: the label's value and the bound both integers), comma-joined (AND).
 Fields: `path=value`, `path==value`, `path!=value`, only on the paths each kind supports (as
 upstream: metadata.name and metadata.namespace everywhere, plus a few per kind).
 """
@@ -58,6 +59,25 @@ def _check_value(value: str, text: str) -> str:
     return value
 
 
+def _integer(value: str, text: str) -> int:
+    try:
+        return int(value, 10)
+    except ValueError:
+        raise bad_request(f'unable to parse requirement: values[0]: Invalid value: "{value}": for \'Gt\', \'Lt\' '
+                          f'operators, the value must be an integer in selector "{text}"') from None
+
+
+def _compare(key: str, op: str, bound: int) -> Callable[[dict[str, str]], bool]:
+    """Requirement.Matches for Gt and Lt: a label that is absent or not an integer never matches."""
+    def test(labels: dict[str, str]) -> bool:
+        try:
+            have = int(labels[key], 10)
+        except (KeyError, ValueError):
+            return False
+        return have > bound if op == ">" else have < bound
+    return test
+
+
 def label_matcher(text: str | None) -> Matcher:
     if not text:
         return lambda obj: True
@@ -73,12 +93,14 @@ def label_matcher(text: str | None) -> Matcher:
             else:
                 tests.append(lambda labels, k=key, a=allowed: labels.get(k) not in a)
             continue
-        for op in ("!=", "==", "="):
+        for op in ("!=", "==", "=", ">", "<"):
             if op in term:
                 key, value = (part.strip() for part in term.split(op, 1))
                 _check_key(key, text)
                 _check_value(value, text)
-                if op == "!=":
+                if op in (">", "<"):
+                    tests.append(_compare(key, op, _integer(value, text)))
+                elif op == "!=":
                     tests.append(lambda labels, k=key, v=value: labels.get(k) != v)
                 else:
                     tests.append(lambda labels, k=key, v=value: labels.get(k) == v)

@@ -15,15 +15,16 @@ follows streams.py's, bodies and answers on the wire wire.py's.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import logging
 from typing import Any, Callable
 
 from aiohttp import web
 
-from backend.local.apiserver import discovery, eviction, freshness, openapi, options, schemas
+from backend.local.apiserver.answers import http_refusal, status_errors
+from backend.local.apiserver import discovery, eviction, freshness, openapi, options
 from backend.local.apiserver.paging import Pager
+from backend.local.apiserver.schemas import CoreSchemas
 from backend.local.registry.generic import Registry
 from backend.local.registry.status import (
     ApiError,
@@ -52,26 +53,19 @@ class ApiServer(Verbs, Streams):
         self.streams_changed = streams_changed
         self.open_streams = 0  # watches and log follows being served
         self.pager = Pager(self.store)
+        self.schemas = CoreSchemas()  # the core kinds', warmed by whoever runs the server (start)
         self.fresh_timeout = freshness.BLOCK_SECONDS  # how long a read waits for a future resourceVersion
-        self.app = web.Application(client_max_size=MAX_BODY, middlewares=[self._errors, self._authenticate])
+        self.app = web.Application(client_max_size=MAX_BODY,
+                                   middlewares=[status_errors(log, self._refusal), self._authenticate])
         self.app.router.add_route("*", "/{tail:.*}", self._route)
 
     # ------------------------------------------------------------------ middleware
 
-    @web.middleware
-    async def _errors(self, request: web.Request, handler) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except ApiError as exc:
-            return json_response(exc.status(), exc.code)
-        except web.HTTPRequestEntityTooLarge:
-            return json_response(too_large(MAX_BODY).status(), 413)
-        except (ConnectionResetError, asyncio.CancelledError):
-            raise
-        except Exception as exc:  # a bug: answered as upstream does (500 InternalError), logged whole
-            log.exception("%s %s failed", request.method, request.path)
-            return json_response(ApiError(500, "InternalError", f"Internal error occurred: {type(exc).__name__}: {exc}")
-                                 .status(), 500)
+    @staticmethod
+    def _refusal(exc: web.HTTPException) -> ApiError:
+        if isinstance(exc, web.HTTPRequestEntityTooLarge):
+            return too_large(MAX_BODY)
+        return http_refusal(exc)
 
     @web.middleware
     async def _authenticate(self, request: web.Request, handler) -> web.StreamResponse:
@@ -109,10 +103,12 @@ class ApiServer(Verbs, Streams):
             return json_response(discovery.VERSION)
         if parts in (["healthz"], ["livez"], ["readyz"]):
             return web.Response(text="ok")
+        if parts == ["openapi", "v2"] and (openapi.V2_PROTOBUF_ASKED in accept or openapi.V2_PROTOBUF in accept):
+            return web.Response(body=openapi.document_v2_protobuf(), headers={"Content-Type": openapi.V2_PROTOBUF})
         if parts and parts[0] == "openapi":
             if len(parts) > 2:
-                await schemas.ready()
-            doc = openapi.document(self.kinds, parts[1:])
+                await self.schemas.ready()
+            doc = openapi.document(self.kinds, parts[1:], self.schemas)
             if doc is None:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             return json_response(doc)

@@ -12,7 +12,8 @@ TrainJob's audience (TokenAudience) and namespace is 403 Forbidden; a body that 
 422 "Invalid payload"; one without trainerStatus is 200 and changes nothing; otherwise the
 TrainJob's status.trainerStatus is applied under the field manager `trainer-status` (its schema
 validation's refusal 422, a missing TrainJob 404 "Train job not found") and the body echoed with
-200. A body over 64 KiB is 413; any other path or verb 404 "Not found". Answers are metav1.Status.
+200. A body over 64 KiB is 413; any other path or verb 404 "Not found". Answers are metav1.Status,
+a failure of its own too (answers.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Callable
 from aiohttp import web
 
 from backend.local.apiserver import credentials
+from backend.local.apiserver.answers import http_refusal, status_errors
 from backend.local.apiserver.listen import listen
 from backend.local.registry.client import Client
 from backend.local.registry.status import ApiError
@@ -45,10 +47,16 @@ def _status(code: int, reason: str, message: str) -> web.Response:
                               "message": message, "reason": reason, "code": code}, status=code)
 
 
+def _refusal(exc: web.HTTPException) -> ApiError:
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):
+        return ApiError(413, "RequestEntityTooLarge", "Payload too large")
+    return http_refusal(exc)
+
+
 class TrainerStatusServer:
     def __init__(self, client: Client, tokens: TokenIssuer, clock: Callable[[], float] = time.time):
         self.client, self.tokens, self.clock = client, tokens, clock
-        self.app = web.Application(client_max_size=MAX_BODY)
+        self.app = web.Application(client_max_size=MAX_BODY, middlewares=[status_errors(log, _refusal)])
         self.app.router.add_route("*", "/{tail:.*}", self._route)
         self.port = 0
         self._runner: web.AppRunner | None = None

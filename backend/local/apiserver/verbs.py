@@ -13,13 +13,15 @@ from typing import Any
 
 from aiohttp import web
 
-from backend.local.apiserver import freshness, options, patch, schemas, tables, validation
+from backend.local.apiserver import freshness, options, patch, tables, validation
 from backend.local.apiserver.paging import Pager
+from backend.local.apiserver.schemas import CoreSchemas
 from backend.local.apiserver.wire import (
     Target,
     delete_options,
     json_response,
     matcher,
+    DUPLICATES,
     read_body,
     resource_name,
     wants_table,
@@ -38,6 +40,7 @@ class Verbs:
 
     objects: Registry
     store: Store
+    schemas: CoreSchemas
     pager: Pager
     fresh_timeout: float
 
@@ -105,18 +108,18 @@ class Verbs:
     async def _create(self, request: web.Request, target: Target) -> web.Response:
         asked = options.write_options(request, "CreateOptions")
         obj = self._check_object(target, await read_body(request))
-        await schemas.ready()
-        warnings = validation.check(target.kind, obj, asked.field_validation)
-        validation.drop_unknown(target.kind, obj, warnings, asked.field_validation)
+        await self.schemas.ready()
+        warnings = validation.check(target.kind, obj, asked.field_validation, self.schemas, request[DUPLICATES])
+        validation.drop_unknown(target.kind, obj, warnings, asked.field_validation, self.schemas)
         stored, more = self.objects.create(target.kind, obj, dry_run=asked.dry_run, manager=asked.manager)
         return self._respond(request, target.kind, stored, 201, warnings + more)
 
     async def _update(self, request: web.Request, target: Target) -> web.Response:
         asked = options.write_options(request, "UpdateOptions")
         obj = self._check_object(target, await read_body(request))
-        await schemas.ready()
-        warnings = validation.check(target.kind, obj, asked.field_validation)
-        validation.drop_unknown(target.kind, obj, warnings, asked.field_validation)
+        await self.schemas.ready()
+        warnings = validation.check(target.kind, obj, asked.field_validation, self.schemas, request[DUPLICATES])
+        validation.drop_unknown(target.kind, obj, warnings, asked.field_validation, self.schemas)
         stored, more = self.objects.update(target.kind, obj, obj["metadata"].get("resourceVersion"),
                                            target.subresource, dry_run=asked.dry_run, manager=asked.manager)
         return self._respond(request, target.kind, stored, 200, warnings + more)
@@ -126,7 +129,7 @@ class Verbs:
         patch.check_type(kind, content_type)
         asked = options.write_options(request, "PatchOptions", content_type)
         body = await read_body(request)
-        await schemas.ready()
+        await self.schemas.ready()
         if content_type == patch.APPLY:
             return self._apply(request, target, body, asked)
         live = self.store.find(kind, target.namespace, target.name)
@@ -135,8 +138,8 @@ class Verbs:
         patched = patch.apply_patch(copied(live), content_type, body)
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise bad_request("the patch leaves no object")
-        warnings = validation.check(kind, patched, asked.field_validation)
-        validation.drop_unknown(kind, patched, warnings, asked.field_validation)
+        warnings = validation.check(kind, patched, asked.field_validation, self.schemas)
+        validation.drop_unknown(kind, patched, warnings, asked.field_validation, self.schemas)
         meta = patched["metadata"]
         if meta.get("name") != target.name:
             raise bad_request(f"the name of the object ({meta.get('name') or ''}) does not match the name on the URL "
@@ -163,8 +166,8 @@ class Verbs:
         meta = config.get("metadata") or {}
         if kind.namespaced and meta.get("namespace") not in (None, "", target.namespace):
             raise bad_request(_NAMESPACE_MISMATCH)
-        warnings = validation.check(kind, config, asked.field_validation)
-        validation.drop_unknown(kind, config, warnings, asked.field_validation)
+        warnings = validation.check(kind, config, asked.field_validation, self.schemas, request[DUPLICATES])
+        validation.drop_unknown(kind, config, warnings, asked.field_validation, self.schemas)
         obj, more, created = self.objects.apply(kind, target.namespace, target.name or "", config, asked.manager,
                                                 asked.force, target.subresource, asked.dry_run)
         return self._respond(request, kind, obj, 201 if created else 200, warnings + more)

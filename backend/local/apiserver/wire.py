@@ -12,12 +12,13 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from backend.local.apiserver import patch, protobuf
+from backend.local.apiserver import duplicate_fields, patch, protobuf
 from backend.local.registry.kinds import Kind
 from backend.local.apiserver.selectors import field_matcher, label_matcher
 from backend.local.registry.status import bad_request, too_large, unsupported_media
 
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request size limit
+DUPLICATES = web.RequestKey("duplicate_fields", list)  # the fields a request's body gives twice
 # How deep a body may nest and how many values it may hold once decoded. Upstream's decoder
 # allows 10,000 levels (encoding/json's maxNestingDepth); here everything past the decoder
 # recurses in Python, so the bound is lower, far above any object Kubernetes defines. The
@@ -41,21 +42,28 @@ def resource_name(kind: Kind) -> str:
 
 
 async def read_body(request: web.Request) -> Any:
+    """The body, decoded; the fields it gives twice left under request[DUPLICATES]."""
     raw = await request.read()
     if len(raw) > MAX_BODY:
         raise too_large(MAX_BODY)
     content_type = request.content_type
+    request[DUPLICATES] = []
     if content_type == protobuf.CONTENT_TYPE:
         return protobuf.decode(raw)
     if content_type not in ("application/json", "application/yaml", "", *patch.TYPES):
         raise unsupported_media(content_type, ["application/json", "application/yaml", *patch.TYPES])
-    return decode(raw, "yaml" if content_type in ("application/yaml", patch.APPLY) else "json")
+    return decode(raw, "yaml" if content_type in ("application/yaml", patch.APPLY) else "json", request[DUPLICATES])
 
 
-def decode(raw: bytes, form: str) -> Any:
-    """A JSON or YAML body, bounded (MAX_DEPTH, MAX_VALUES); 400 for one that is not."""
+def decode(raw: bytes, form: str, duplicates: list[str] | None = None) -> Any:
+    """A JSON or YAML body, bounded (MAX_DEPTH, MAX_VALUES); 400 for one that is not. The fields
+    it gives twice (the last one wins, as Go's decoders take it) are added to `duplicates`, in
+    the strict decoder's words (duplicate_fields.py)."""
     try:
-        body = yaml.safe_load(raw.decode()) if form == "yaml" else json.loads(raw or b"null")
+        if form == "yaml":
+            body = duplicate_fields.yaml_body(raw.decode(), duplicates)
+        else:
+            body = duplicate_fields.json_body(raw or b"null", duplicates)
     except RecursionError:
         raise _too_deep() from None
     except (ValueError, yaml.YAMLError, UnicodeDecodeError) as exc:

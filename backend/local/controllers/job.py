@@ -7,7 +7,8 @@ and its pods' ends as the Job's status.
   is owned by the Job and carries the `batch.kubernetes.io/job-tracking` finalizer until the
   Job has counted its end, so a pod deleted the moment it ends is still counted.
 - Counting: a pod that ended, or is being deleted without having succeeded, is counted
-  (succeeded, failed, completedIndexes) and its finalizer removed. More failures than
+  (succeeded, failed, completedIndexes) and its finalizer removed, in upstream's three steps
+  through status.uncountedTerminatedPods, so that no failed write loses or repeats a count. More failures than
   backoffLimit (or, for restartPolicy OnFailure, any container restart with backoffLimit 0:
   pastBackoffLimitOnFailure) fails the Job (BackoffLimitExceeded), activeDeadlineSeconds past
   its start too (DeadlineExceeded). Every index succeeded completes it.
@@ -16,7 +17,11 @@ and its pods' ends as the Job's status.
   the group's survivors already ended (they saved their step in their grace period).
 - suspend deletes the active pods (Suspended); resume creates them again (startTime anew).
 - A Job being deleted releases its pods' finalizers once they have ended, so the garbage
-  collector can finish them.
+  collector can finish them. A pod whose Job is gone (or is another Job of the same name: a
+  TrainJob deleted and applied again) is an orphan: it loses its finalizer when its Job goes
+  (deleteJob -> cleanupPodFinalizers) and at its next change (updatePod -> enqueueOrphanPod),
+  checked again then (syncOrphanPod: unless a live, unfinished Job of its uid holds it), instead
+  of staying Terminating for good beside the new job's pods. A job is its uid, not its name.
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ from typing import Callable, Hashable
 from backend.local.controllers import conditions
 from backend.local.controllers.base import Controller, namespaced_key, owner_key
 from backend.local.registry.events import Record
+from backend.local.registry.informer import DELETED
 from backend.local.registry.client import Client
 from backend.local.registry.strategy import Obj
 
 TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+ORPHAN = "orphan-pod"  # a queue key's first part: (ORPHAN, namespace, pod name); a Job's is (namespace, name)
 INDEX = "batch.kubernetes.io/job-completion-index"
 INDEX_FIELD_PATH = f"metadata.annotations['{INDEX}']"
 BACKOFF_LIMIT = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
@@ -90,15 +97,50 @@ class JobController(Controller):
     def __init__(self, client: Client, record: Record, clock: Callable[[], float] = time.time):
         super().__init__(client)
         self.record, self.clock = record, clock
-        self.inform("Job", lambda _t, obj, _o: self.queue.add(namespaced_key(obj)))
+        self.inform("Job", self._job_changed)
         self.inform("Pod", self._pod_changed)
+
+    def _job_changed(self, event_type: str, job: Obj, old: Obj | None) -> None:
+        self.queue.add(namespaced_key(job))
+        if event_type == DELETED:  # deleteJob -> cleanupPodFinalizers: its pods are orphans now
+            for kind, pod in self.client.dependents(job["metadata"]["uid"]):
+                if kind == "Pod" and TRACKING_FINALIZER in (pod["metadata"].get("finalizers") or []):
+                    self.queue.add((ORPHAN, pod["metadata"]["namespace"], pod["metadata"]["name"]))
 
     def _pod_changed(self, event_type: str, pod: Obj, old: Obj | None) -> None:
         key = owner_key(pod, "Job")
-        if key is not None:
+        if key is None:
+            return
+        if event_type != DELETED and TRACKING_FINALIZER in (pod["metadata"].get("finalizers") or []) \
+                and self._owner(pod) is None:
+            self.queue.add((ORPHAN, pod["metadata"]["namespace"], pod["metadata"]["name"]))
+        else:
             self.queue.add(key)
 
+    def _owner(self, pod: Obj) -> Obj | None:
+        """resolveControllerRef: the pod's Job, if it is still the one that made it (same uid)."""
+        for ref in pod["metadata"].get("ownerReferences") or []:
+            if ref.get("kind") == "Job" and ref.get("controller"):
+                job = self.client.get("Job", pod["metadata"]["namespace"], ref["name"])
+                return job if job is not None and job["metadata"]["uid"] == ref.get("uid") else None
+        return None
+
+    def _release_orphan(self, namespace: str, name: str) -> None:
+        """syncOrphanPod: the tracking finalizer off a pod no live Job counts, unless a Job
+        has taken it since (the same uid, not finished)."""
+        pod = self.client.get("Pod", namespace, name)
+        if pod is None:
+            return
+        job = self._owner(pod)
+        if job is not None and not any(conditions.is_true((job.get("status") or {}).get("conditions") or [], c)
+                                       for c in ("Complete", "Failed")):
+            return
+        self._release(pod)
+
     async def reconcile(self, key: Hashable) -> float | None:
+        if len(key) == 3 and key[0] == ORPHAN:
+            self._release_orphan(key[1], key[2])
+            return None
         namespace, name = key
         job = self.client.get("Job", namespace, name)
         pods = [p for k, p in self.client.dependents(job["metadata"]["uid"]) if k == "Pod"] if job else []
@@ -115,6 +157,7 @@ class JobController(Controller):
         now = self.client.now()
         again = None
         if not (conditions.is_true(found, "Complete") or conditions.is_true(found, "Failed")):
+            job, before = self._track(job, pods, before)
             again = self._sync(job, pods, now)
         else:
             for pod in pods:
@@ -126,30 +169,60 @@ class JobController(Controller):
             self.client.update_status("Job", job)
         return again
 
-    def _sync(self, job: Obj, pods: list[Obj], now: str) -> float | None:
-        spec, status = job["spec"], job["status"]
-        found = status["conditions"]
-        indexed = spec.get("completionMode") == "Indexed"
-        completions = spec.get("completions")
-        # count what ended since the last look, then release those pods
+    def _track(self, job: Obj, pods: list[Obj], before: Obj | None) -> tuple[Obj, Obj | None]:
+        """trackJobStatusAndRemoveFinalizers: a pod that ended is first recorded in
+        status.uncountedTerminatedPods (and an Indexed Job's completedIndexes), stored; only then
+        is its finalizer removed; and only a recorded pod whose finalizer is gone is moved into
+        succeeded or failed. Whichever of these writes fails (a conflict, a full disk), the next
+        look counts each pod exactly once: never lost (and its pod made again, beyond
+        backoffLimit), never twice. Returns the Job (as stored, when step one wrote it) and the
+        status it was read with."""
+        status = job["status"]
+        indexed = job["spec"].get("completionMode") == "Indexed"
+        uncounted = status.setdefault("uncountedTerminatedPods", {})
         succeeded_indexes = parse_ranges(status.get("completedIndexes"))
+        recorded = False
         for pod in pods:
             if TRACKING_FINALIZER not in (pod["metadata"].get("finalizers") or []):
                 continue
             phase = (pod.get("status") or {}).get("phase")
             if phase == "Succeeded":
-                status["succeeded"] = int(status.get("succeeded", 0)) + 1
+                outcome = "succeeded"
                 if indexed and _index(pod) is not None:
                     succeeded_indexes.add(_index(pod))
             elif phase == "Failed" or pod["metadata"].get("deletionTimestamp"):
-                status["failed"] = int(status.get("failed", 0)) + 1
+                outcome = "failed"
             else:
                 continue
-            self._release(pod)
+            uids = uncounted.setdefault(outcome, [])
+            if pod["metadata"]["uid"] not in uids:
+                uids.append(pod["metadata"]["uid"])
+                recorded = True
         if indexed:
             status["completedIndexes"] = index_ranges(succeeded_indexes)
             if not status["completedIndexes"]:
                 status.pop("completedIndexes")
+        if recorded:
+            job = self.client.update_status("Job", job)
+            before = copy.deepcopy(job["status"])
+            status, uncounted = job["status"], job["status"]["uncountedTerminatedPods"]
+        held = {p["metadata"]["uid"]: p for p in pods if TRACKING_FINALIZER in (p["metadata"].get("finalizers") or [])}
+        for outcome in ("succeeded", "failed"):
+            for uid in list(uncounted.get(outcome) or []):
+                if uid in held:
+                    self._release(held[uid])
+                status[outcome] = int(status.get(outcome, 0)) + 1
+                uncounted[outcome].remove(uid)
+            if not uncounted.get(outcome):
+                uncounted.pop(outcome, None)
+        return job, before
+
+    def _sync(self, job: Obj, pods: list[Obj], now: str) -> float | None:
+        spec, status = job["spec"], job["status"]
+        found = status["conditions"]
+        indexed = spec.get("completionMode") == "Indexed"
+        completions = spec.get("completions")
+        succeeded_indexes = parse_ranges(status.get("completedIndexes"))
         live = [p for p in pods if not terminal(p) and not p["metadata"].get("deletionTimestamp")]
         ending = [p for p in pods if not terminal(p) and p["metadata"].get("deletionTimestamp")]
         ended = self._ending(job, live, succeeded_indexes, now)

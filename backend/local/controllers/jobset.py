@@ -29,7 +29,7 @@ from backend.local.controllers import conditions
 from backend.local.controllers.base import Controller, namespaced_key, owner_key
 from backend.local.registry.events import Record
 from backend.local.registry.client import Client
-from backend.local.registry.crds.jobset_pods import EXCLUSIVE, NODE_SELECTOR_STRATEGY
+from backend.local.registry.upstream.jobset import EXCLUSIVE, NODE_SELECTOR_STRATEGY
 from backend.local.registry.strategy import FOREGROUND, Obj
 
 API = "jobset.x-k8s.io/v1alpha2"
@@ -282,7 +282,7 @@ def construct_job(jobset: Obj, rjob: Obj, index: int) -> Obj:
 def _exclusive_placement(jobset: Obj, rjob: Obj) -> dict[str, str]:
     """The exclusive placement annotations (labelAndAnnotateObject): the JobSet's, a replicated
     job's template's over them, onto its Jobs and their pods, where the pod webhook reads them
-    (registry/crds/jobset_pods.py)."""
+    (registry/upstream/jobset.py)."""
     found: dict[str, str] = {}
     for given in ((jobset["metadata"].get("annotations") or {}),
                   (((rjob.get("template") or {}).get("metadata") or {}).get("annotations") or {})):

@@ -14,7 +14,7 @@ next group runs (the driver's restart-attempt label counts the groups, and `fail
 as KubeRay counts its retries);
 Complete (jobStatus SUCCEEDED) or Failed (AppFailed, with the driver's exit and its message) when
 the driver ends. A suspended RayJob's driver is deleted (Suspended). One KubeRay's validation
-refuses (crds/kuberay.py; the operator validates in its reconcile, there is no webhook) is marked
+refuses (registry/upstream/kuberay.py; the operator validates in its reconcile, there is no webhook) is marked
 ValidationFailed with a Warning event and never runs.
 """
 
@@ -25,7 +25,7 @@ import json
 from typing import Hashable
 
 from backend.local.controllers.base import Controller, namespaced_key, owner_key
-from backend.local.registry import crds
+from backend.local.registry.upstream import kuberay
 from backend.local.registry.client import Client
 from backend.local.registry.events import Record
 from backend.local.registry.strategies.rayjobs import plan_rayjob
@@ -132,7 +132,7 @@ class RayJobController(Controller):
         pods = [p for k, p in self.client.dependents(rayjob["metadata"]["uid"]) if k == "Pod"]
         drivers = [p for p in pods if (p["metadata"].get("labels") or {}).get(ROLE) == "driver"]
         if not drivers and status.get("jobDeploymentStatus") != "ValidationFailed":
-            refused = crds.validate_rayjob(rayjob)
+            refused = kuberay.validate_rayjob(rayjob)
             if refused is not None:  # KubeRay validates in its reconcile: the job is marked, never run
                 reason, message = refused
                 self.record(rayjob, "Warning", reason, f"{namespace}/{name}: {message}")

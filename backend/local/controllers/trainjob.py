@@ -3,7 +3,7 @@ with the runtime framework's jobset and torch plugins): a TrainJob and its (Clus
 become a JobSet, and the JobSet's state becomes the TrainJob's.
 
 The JobSet is the runtime's template with the TrainJob's runtimePatches merged in (a strategic
-merge, replicated jobs kept in the runtime's order: crds/trainer.py), then the TrainJob's own
+merge, replicated jobs kept in the runtime's order: registry/upstream/trainer.py), then the TrainJob's own
 settings on the replicated job labelled `trainer.kubeflow.org/trainjob-ancestor-step: trainer`:
 numNodes as its parallelism and completions, the `node` container's image, command, args, env
 and resourcesPerNode, and the torch plugin's PET_* variables (PET_NODE_RANK from the pod's
@@ -11,8 +11,10 @@ completion index, PET_MASTER_ADDR the first pod's DNS name `<job>-node-0-0.<job>
 The cockpit's own annotation `kfcockpit.io/warm-start` on the TrainJob reaches its pods; with the
 TrainJobStatus gate on, the trainer containers learn where to report progress (trainjob_status.py).
 It is owned by the TrainJob and built once; built again only while either is suspended, as the
-jobset plugin's Build does. A runtime that is missing leaves a TrainJobResourcesCreationFailed
-event and a retry.
+jobset plugin's Build does. A runtime that is missing, or a JobSet that cannot be made (its
+webhook or validation refuses what the runtimePatches built), leaves a Warning Event
+TrainJobResourcesCreationFailed with the error, and a retry with a back-off (v2.3.0 sets no
+condition for it).
 
 Status: the JobSet's Completed and Failed conditions as Complete and Failed, jobsStatus from its
 replicatedJobsStatus, Suspended True while suspended and False (Resumed) after;
@@ -31,9 +33,9 @@ from backend.local.controllers.base import Controller, namespaced_key, owner_key
 from backend.local.registry.events import Record
 from backend.local.controllers.job import INDEX_FIELD_PATH, parse_time
 from backend.local.registry.client import Client
-from backend.local.registry import crds
-from backend.local.registry.crds import trainer as crds_trainer
+from backend.local.registry.upstream import trainer as trainer_rules
 from backend.local.registry.merge import strategic_merge
+from backend.local.registry.status import ApiError
 from backend.local.registry.strategies.pods import WARM_ANNOTATION
 from backend.local.registry.strategy import Obj
 
@@ -61,7 +63,7 @@ def build_jobset(trainjob: Obj, runtime: Obj, status: trainjob_status.StatusServ
     env and volume when a `status` server runs)."""
     meta, spec = trainjob["metadata"], trainjob["spec"]
     template = (runtime.get("spec") or {}).get("template") or {}
-    jobset_spec = crds_trainer.merged_runtime_spec(runtime, trainjob)
+    jobset_spec = trainer_rules.merged_runtime_spec(runtime, trainjob)
     labels = dict((template.get("metadata") or {}).get("labels") or {})
     annotations = dict((template.get("metadata") or {}).get("annotations") or {})
     for patch in spec.get("runtimePatches") or []:
@@ -84,7 +86,7 @@ def build_jobset(trainjob: Obj, runtime: Obj, status: trainjob_status.StatusServ
         pod_spec = job_spec.setdefault("template", {}).setdefault("spec", {})
         for container in pod_spec.get("containers") or []:
             if container.get("name") == TRAINER:
-                procs = crds.num_proc_per_node(trainjob, runtime) if "torch" in policy else None
+                procs = trainer_rules.trainjob_num_proc_per_node(trainjob, runtime) if "torch" in policy else None
                 _trainer_container(container, trainjob, nodes, procs)
         if status is not None:
             trainjob_status.enforce(pod_spec, pod_spec.get("containers") or [], trainjob, status)
@@ -160,7 +162,12 @@ class TrainJobController(Controller):
         found = status.setdefault("conditions", [])
         jobset = self.client.get("JobSet", namespace, name)
         if not (conditions.is_true(found, "Complete") or conditions.is_true(found, "Failed")):
-            jobset = self._reconcile_jobset(trainjob, jobset)
+            try:
+                jobset = self._reconcile_jobset(trainjob, jobset)
+            except ApiError as exc:  # said on the TrainJob, then retried with a back-off (base.py)
+                if exc.code != 409:  # a write that raced another: upstream's forced apply has none
+                    self._creation_failed(trainjob, exc.message)
+                raise
         now = self.client.now()
         if trainjob["spec"].get("suspend"):
             conditions.set_condition(found, "Suspended", "True", *SUSPENDED, now)
@@ -182,8 +189,7 @@ class TrainJobController(Controller):
         runtime = runtime_of(self.client, trainjob)
         if runtime is None:
             ref = trainjob["spec"].get("runtimeRef") or {}
-            self.record(trainjob, "Warning", "TrainJobResourcesCreationFailed",
-                        f"TrainJob resources reconciliation failed: {ref.get('kind')} {ref.get('name')!r} not found")
+            self._creation_failed(trainjob, f"{ref.get('kind')} {ref.get('name')!r} not found")
             return jobset
         status = self.status_server()
         wanted = build_jobset(trainjob, runtime, status)
@@ -200,6 +206,13 @@ class TrainJobController(Controller):
             jobset["spec"] = spec
             return self.client.update("JobSet", jobset)
         return jobset
+
+    def _creation_failed(self, trainjob: Obj, error: str) -> None:
+        """TrainJobReconciler.Reconcile's Warning when reconcileObjects fails (v2.3.0 sets no
+        condition for it): the error cut at 950 characters, to stay within an Event's 1024."""
+        message = f"TrainJob resources reconciliation failed: {error[:950]}"
+        self.record(trainjob, "Warning", "TrainJobResourcesCreationFailed",
+                    f"{message} ..." if len(error) > 950 else message)
 
     @staticmethod
     def _status_from(jobset: Obj, status: Obj) -> None:

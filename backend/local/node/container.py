@@ -18,6 +18,7 @@ import signal
 import time
 from typing import Awaitable, Callable
 
+from backend.local.node import confine
 from backend.local.node.logs import PodLog
 from backend.local.node.podspec import ENV_CLUSTER, ENV_POD, LaunchSpec
 from backend.processes import SpawnError, kill_group, marked_processes, spawn, sweep, wait_gone_async
@@ -33,8 +34,8 @@ Fork = Callable[[str, LaunchSpec, int, "str | None"], Awaitable[int]]
 
 
 class Container:
-    def __init__(self, key: str, cluster_root: str, log: PodLog):
-        self.key, self.cluster_root, self.log = key, cluster_root, log
+    def __init__(self, key: str, cluster_id: str, log: PodLog):
+        self.key, self.cluster_id, self.log = key, cluster_id, log
         self.pid: int | None = None
         self.exit: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self.started = time.time()
@@ -55,8 +56,9 @@ class Container:
             else:
                 # torchrun forwards SIGTERM to its workers, a Ray driver shuts its Ray down; a
                 # plain program just ends.
+                plan = spec.confine
                 self.pid = spawn(spec.argv, spec.env, spec.cwd, write_fd, death_signal=signal.SIGTERM,
-                                 cgroups=cgroups)
+                                 cgroups=cgroups, before_exec=(lambda: confine.enter(plan)) if plan else None)
                 exit_of(self.pid).add_done_callback(lambda f: self.exited(f.result()))
         except (SpawnError, OSError) as exc:
             self.start_error = str(exc)
@@ -82,7 +84,7 @@ class Container:
         if self.pid is None or self.exit.done():
             return
         kill_group(self.pid, sig)
-        for pid in marked_processes({ENV_CLUSTER: self.cluster_root, ENV_POD: self.key}):
+        for pid in marked_processes({ENV_CLUSTER: self.cluster_id, ENV_POD: self.key}):
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
@@ -93,7 +95,7 @@ class Container:
         pod's marker. Returns the pids found by their marker."""
         if self.pid is not None and not self.exit.done():  # once reaped, the pid may be reused
             kill_group(self.pid)
-        return sweep({ENV_CLUSTER: self.cluster_root, ENV_POD: self.key})
+        return sweep({ENV_CLUSTER: self.cluster_id, ENV_POD: self.key})
 
     async def ended(self) -> int:
         """The wait status, once the process exited, nothing of it is left and its output is in."""

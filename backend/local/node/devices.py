@@ -13,7 +13,16 @@ Where the devices come from (`plan`, at the composition root):
 
 A pod process here is not in a container whose runtime hides the other devices, so the kubelet
 also sets `CUDA_VISIBLE_DEVICES` to the same IDs (CUDA takes UUIDs): a pod sees exactly what it
-was given, and a pod given none sees none on a machine that has some. Allocation is the kubelet's
+was given, and a pod given none sees none on a machine that has some.
+
+Simulated devices name nothing CUDA can open, so where a workload counts its GPUs through torch it
+would count none. The one such count a pod's spec asks of its node is torchrun's
+`--nproc-per-node auto` (or `gpu`), which Kubeflow Trainer's torch plugin sets as
+`PET_NPROC_PER_NODE=auto` on a GPU node: on a real node it is the number of devices the pod sees
+(torch/distributed/run.py, determine_local_world_size: torch.accelerator.device_count()), else
+the CPU count. For a pod given simulated devices the kubelet resolves it to that number, so the
+pod starts one process per GPU as on a GPU node (each process's LOCAL_RANK then names its device
+among the IDs, as CUDA's device index would); real devices are left to torch. Allocation is the kubelet's
 device manager's: whole devices, first free first, released when the pod's containers end; a
 pod asking more than are free fails admission (UnexpectedAdmissionError), as upstream.
 """
@@ -32,6 +41,8 @@ PRODUCT_LABEL, COUNT_LABEL = "nvidia.com/gpu.product", "nvidia.com/gpu.count"
 SIMULATED_LABEL = "kfcockpit.io/gpu-simulated"
 SIMULATED_PRODUCT = "Simulated-GPU"
 SIMULATED_ENV = "KFCOCKPIT_SIMULATED_GPUS"  # training/device.py reads it
+NPROC_ENV = "PET_NPROC_PER_NODE"  # torchrun's --nproc-per-node, as Kubeflow Trainer sets it
+_PER_DEVICE = ("auto", "gpu")  # the values torchrun resolves by counting the GPUs it sees
 _NAMESPACE = uuid.UUID("6b1c8a52-25f4-4a53-9a1e-6f0e8d1d5b3a")
 
 
@@ -122,8 +133,9 @@ class Devices:
         """The pod's devices are free again; whether it had any."""
         return bool(self.given.pop(uid, None))
 
-    def env(self, uid: str, count: int) -> dict[str, str]:
-        """The environment a container of the pod gets for its devices."""
+    def env(self, uid: str, count: int, container_env: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment a container of the pod (whose own is `container_env`) gets for its
+        devices."""
         if count <= 0:
             return {"CUDA_VISIBLE_DEVICES": ""} if self.hide_others else {}
         given = self.allocate(uid, count)
@@ -131,4 +143,6 @@ class Devices:
         env = {"NVIDIA_VISIBLE_DEVICES": ids, "CUDA_VISIBLE_DEVICES": ids}
         if any(g.simulated for g in given):  # the training core then runs `--device cuda` on the CPU, and says so
             env[SIMULATED_ENV] = ids
+            if (container_env or {}).get(NPROC_ENV) in _PER_DEVICE:  # what torchrun counts on a GPU node
+                env[NPROC_ENV] = str(len(given))
         return env

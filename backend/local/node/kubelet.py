@@ -8,7 +8,8 @@ pod is a pod. What it does for them:
 - prepares a container: the volumes' directories (a claim's, from the storage driver; a
   ConfigMap's, Secret's or emptyDir's files written for the pod, removed with it), its
   environment (podspec.py) with the pod's rendezvous address resolved by the node's network
-  (network.py), the GPUs it was allocated (devices.py: NVIDIA_VISIBLE_DEVICES), its cgroups
+  (network.py), the GPUs it was allocated (devices.py: NVIDIA_VISIBLE_DEVICES; simulated ones
+  counted where torchrun's `auto` would count real ones), its cgroups
   (limits.py: the pod's pids, the node's allocatable memory);
 - starts it warm, forked by a zygote that has torch imported (warm.py), when the command is a
   plain `torchrun` of one process per node and the pod does not say `kfcockpit.io/warm-start:
@@ -41,7 +42,7 @@ from backend.local.node.container import Container
 from backend.local.node.devices import RESOURCE as GPU, Devices
 from backend.local.node.heartbeat import Heartbeat
 from backend.local.node.limits import PodCgroups
-from backend.local.node.logs import PodLog, follow, log_path
+from backend.local.node.logs import PodLog, follow, log_path, pod_directory
 from backend.local.node.network import ADDRESS, Network
 from backend.local.node.pod_worker import PodWorker, frozen_by
 from backend.local.node.raypods import DRIVER_ANNOTATION, LOG_FORMAT_ENV, ROLE, WORKER_CONTAINER, RayDriver
@@ -73,14 +74,37 @@ def gpus_asked(container: Obj) -> int:
         return 0
 
 
+
+def _sub_path(volume: Path, mount: Obj, container: Obj, pod: Obj, lookup: podspec.Lookup) -> str:
+    """What backs a mount: its volume's directory, or the mount's subPath (subPathExpr with the
+    container's $(VAR)s expanded) inside it, made a directory when missing as the kubelet makes
+    it (pkg/volume/util/subpath: doSafeMakeDir); one that leaves the volume (a symlink) is
+    refused, as the kubelet's "is not within the volume" check does."""
+    sub = mount.get("subPath") or ""
+    if mount.get("subPathExpr"):
+        sub = podspec.expand(mount["subPathExpr"], podspec.container_env(container, pod, lookup))
+    if not sub:
+        return str(volume)
+    if sub.startswith("/") or ".." in sub.split("/"):
+        raise InvalidResource(f"volumeMount {mount.get('name')!r}: subPath {sub!r} must be a relative path "
+                              "without '..'")
+    target = volume / sub
+    if not target.exists():
+        target.mkdir(parents=True, exist_ok=True)
+    if not target.resolve().is_relative_to(volume.resolve()):
+        raise InvalidResource(f"volumeMount {mount.get('name')!r}: subPath {sub!r} is not within the volume")
+    return str(target)
+
 class Kubelet:
     def __init__(self, client: Client, name: str, root: Path, volume_dir: Callable[[str, str], Path],
                  capacity: dict[str, str], children: Children, network: Network, cgroups: PodCgroups,
                  record: Record, pids_limit: int, api_port: Callable[[], int] = lambda: 0, zygotes=None,
                  ray_temp: Callable[[], Path] | None = None, allocatable: dict[str, str] | None = None,
-                 labels: dict[str, str] | None = None, devices: Devices | None = None, lease_renew: float = 10.0):
+                 labels: dict[str, str] | None = None, devices: Devices | None = None, lease_renew: float = 10.0,
+                 confined: bool = False):
         self.client, self.name, self.root = client, name, root
-        self.cluster_root = str(root)
+        self.confined = confined  # each pod in a mount namespace of its own (confine.py), else paths rewritten
+        self.cluster_id = podspec.cluster_id(root)
         self.volume_dir, self.capacity, self.children = volume_dir, capacity, children
         self.allocatable = allocatable or capacity
         self.devices = devices or Devices([], machine_has_gpus=False)
@@ -210,13 +234,13 @@ class Kubelet:
         """The pod is gone from the API: its projected files go now, its log a while later."""
         meta = pod["metadata"]
         shutil.rmtree(self.root / "projected" / meta["namespace"] / meta["uid"], ignore_errors=True)
-        logs = self.root / "logs" / meta["namespace"] / f"{meta['name']}_{meta['uid']}"
+        logs = self.root / "logs" / meta["namespace"] / pod_directory(meta["name"], meta["uid"])
         asyncio.get_running_loop().call_later(LOGS_KEPT_SECONDS, shutil.rmtree, logs, True)
 
     def _collect_logs(self) -> None:
         """At start: the logs of pods no longer in the API (gone while no kubelet ran) go."""
-        known = {(p["metadata"]["namespace"], f"{p['metadata']['name']}_{p['metadata']['uid']}")
-                 for p in self.client.store.list(self.client.kinds.named("Pod"))}
+        known = {(p["metadata"]["namespace"], pod_directory(p["metadata"]["name"], p["metadata"]["uid"]))
+                 for p in self.client.list("Pod")}
         root = self.root / "logs"
         for directory in root.glob("*/*_*") if root.is_dir() else []:
             if (directory.parent.name, directory.name) not in known:
@@ -284,20 +308,37 @@ class Kubelet:
     def prepare(self, pod: Obj, container: Obj) -> tuple[podspec.LaunchSpec, tuple[str, ...]]:
         meta = pod["metadata"]
         mounts = self._mounts(pod, container)
+        rewritten = {} if self.confined else mounts  # confined, a pod finds its volumes at their mountPaths
         env = podspec.base_env()
         env.update(self.network.resolve(pod, podspec.container_env(container, pod, self.lookup(meta["namespace"]))))
-        env = {k: podspec.rewrite_mounts(v, mounts) for k, v in env.items()}
+        env = {k: podspec.rewrite_mounts(v, rewritten) for k, v in env.items()}
         if (meta.get("labels") or {}).get(ROLE) == "driver":
             env.update(self._ray_env())
-        env.update(self.devices.env(meta["uid"], gpus_asked(container)))
-        env.update({podspec.ENV_CLUSTER: self.cluster_root, podspec.ENV_POD: meta["uid"],
+        env.update(self.devices.env(meta["uid"], gpus_asked(container), env))
+        env.update({podspec.ENV_CLUSTER: self.cluster_id, podspec.ENV_POD: meta["uid"],
                     "HOSTNAME": (pod.get("spec") or {}).get("hostname") or meta["name"],
                     "KUBERNETES_SERVICE_HOST": ADDRESS, "KUBERNETES_SERVICE_PORT": str(self.api_port())})
-        argv = [podspec.rewrite_mounts(podspec.expand(a, env), mounts)
+        argv = [podspec.rewrite_mounts(podspec.expand(a, env), rewritten)
                 for a in (container.get("command") or []) + (container.get("args") or [])]
         warm = (meta.get("annotations") or {}).get(WARM_ANNOTATION, "true").lower() not in ("false", "0", "no")
-        return podspec.launch_spec(argv, env, warm), self.cgroups.pod(meta["uid"], self.pids_limit,
-                                                                      podspec.memory_limit(container))
+        spec = podspec.launch_spec(argv, env, warm)
+        if self.confined:
+            spec.confine = self._confinement(pod, container, mounts, spec.cwd)
+        return spec, self.cgroups.pod(meta["uid"], self.pids_limit, podspec.memory_limit(container))
+
+    def _confinement(self, pod: Obj, container: Obj, mounts: dict[str, str], cwd: str) -> dict:
+        """confine.enter's plan: the pod's mounts (ConfigMaps, Secrets and projected volumes
+        read-only, as the kubelet mounts them since CVE-2017-1002102), the state root and the
+        kubeconfig beside it (the admin token: layout.py) hidden."""
+        meta = pod["metadata"]
+        volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or []}
+        read_only = {m["mountPath"] for m in container.get("volumeMounts") or []
+                     if m.get("readOnly") or any(k in volumes.get(m.get("name"), {})
+                                                 for k in ("configMap", "secret", "projected"))}
+        top = self.root / "projected" / meta["namespace"] / meta["uid"] / ".root"
+        top.mkdir(parents=True, exist_ok=True)
+        return {"root": str(top), "mounts": [[path, source, path in read_only] for path, source in mounts.items()],
+                "hide": [str(self.root), str(self.root.parent / "kubeconfig")], "cwd": cwd}
 
     def _ray_env(self) -> dict[str, str]:
         """A Ray driver's: its Ray's files under the state root (finished sessions pruned), its
@@ -327,7 +368,7 @@ class Kubelet:
                 if not directory.is_dir():
                     raise InvalidResource(f"volume {mount['name']!r}: persistentvolumeclaim {claim!r} has no volume "
                                           "on this node")
-                found[mount["mountPath"]] = str(directory)
+                found[mount["mountPath"]] = _sub_path(directory, mount, container, pod, self.lookup(meta["namespace"]))
                 continue
             directory = self.root / "projected" / meta["namespace"] / meta["uid"] / volume["name"]
             source = podspec.projected_source(volume)
@@ -343,7 +384,7 @@ class Kubelet:
                 directory.mkdir(parents=True)
                 for key, value in data.items():
                     (directory / key).write_text(value)
-            found[mount["mountPath"]] = str(directory)
+            found[mount["mountPath"]] = _sub_path(directory, mount, container, pod, self.lookup(meta["namespace"]))
         return found
 
     def _token_minter(self, pod: Obj):

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import AsyncIterator, Callable
 
 from backend.local.registry.status import bad_request
+from backend.local.registry.filenames import file_name
 
 _READ_SIZE = 1 << 16
 READ_INTERVAL = 0.02
@@ -127,8 +128,14 @@ def read_lines(path: Path, start: int, end: int) -> list[tuple[float, str, int]]
     return lines
 
 
+def pod_directory(pod: str, uid: str) -> str:
+    """The name of a pod's log directory: its name and uid, a long name (pod names go up to 253
+    characters) shortened with a hash so that the directory's name fits a file name."""
+    return f"{file_name(pod, 200 - len(uid))}_{uid}"
+
+
 def log_path(root: Path, namespace: str, pod: str, uid: str, container: str, restart: int) -> Path:
-    return root / namespace / f"{pod}_{uid}" / container / f"{restart}.log"
+    return root / namespace / pod_directory(pod, uid) / container / f"{restart}.log"
 
 
 async def follow(path: Path, live: PodLog | None, options: dict[str, str]) -> AsyncIterator[bytes]:

@@ -9,6 +9,10 @@ group's own: one per (namespace, address, port, restart attempt), free when it i
 for, the same for every pod of the group (whichever node's kubelet asks), and new for each
 attempt (torchrun's store reused by a restarted group often hangs).
 
+The pod network is loopback, so the collective libraries are told to listen there
+(GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME): left to choose, gloo listens on the address this
+machine's name resolves to, which on most machines is its LAN address.
+
 Ports are taken below the kernel's ephemeral range (as torchrun's 29500 is): ephemeral ports
 are what every other store binds with port 0 and what outgoing connections use, so one picked
 from there may be taken before rank 0 binds it, or still be dialled by another group's workers
@@ -27,6 +31,8 @@ ADDRESS = "127.0.0.1"
 ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 _PAIRS = (("PET_MASTER_ADDR", "PET_MASTER_PORT"), ("MASTER_ADDR", "MASTER_PORT"))
 _KEPT = 4096  # groups whose port is remembered (the oldest forgotten first)
+# What every pod is told about the network its collectives meet on.
+LOOPBACK_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
 
 
 def _rendezvous_ports() -> range:
@@ -65,10 +71,10 @@ class Network:
 
     def resolve(self, pod: dict, env: dict[str, str]) -> dict[str, str]:
         """`env` with each rendezvous address naming a pod (a dotted DNS name) turned to this
-        machine's, and its port to the group's own."""
+        machine's, its port to the group's own, and the collectives kept on loopback."""
         meta = pod["metadata"]
         attempt = (meta.get("labels") or {}).get(ATTEMPT_LABEL, "0")
-        resolved = dict(env)
+        resolved = {**env, **LOOPBACK_ENV}
         for addr_var, port_var in _PAIRS:
             address = env.get(addr_var, "")
             if "." not in address or address.replace(".", "").isdigit():

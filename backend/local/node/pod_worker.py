@@ -15,6 +15,10 @@ status.
 - activeDeadlineSeconds: the pod is killed and Failed (DeadlineExceeded) once it has run so long.
 - Deletion (a deletionTimestamp): SIGTERM now, SIGKILL when its grace period has passed; once the
   container has ended, the kubelet's last word, a delete with grace 0, lets the pod go.
+- Failures: a pod the kubelet fails to prepare, start or run (ENOSPC writing its files, a bug)
+  ends Failed (exit 128), a failure its owner's policy counts (backoffLimit, maxRestarts). A
+  status the API refuses (a full disk) is sent again until taken, the latest one only, as the
+  status manager resends; the process runs on meanwhile.
 - Freezing (this project's, no upstream kubelet has it): while the pod carries FREEZE_ANNOTATION
   "true", every process of its running container is stopped (SIGSTOP), as a frozen node or a
   stuck kernel leaves a rank: Running, silent, its peers blocked on it; `kfcockpit pod freeze`.
@@ -32,6 +36,7 @@ from backend.errors import InvalidResource
 from backend.local.node import podspec
 from backend.local.node.container import START_ERROR_STATUS, Container
 from backend.local.node.logs import PodLog
+from backend.local.registry.status import ApiError
 from backend.models import FREEZE_ANNOTATION
 from backend.processes import describe_exit
 
@@ -39,7 +44,9 @@ log = logging.getLogger("kfcockpit.kubelet")
 
 Obj = dict[str, Any]
 _BACKOFF_START, _BACKOFF_MAX = 10.0, 300.0
+_REPORT_RETRY_START, _REPORT_RETRY_MAX = 1.0, 30.0
 _DEADLINE = ("DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
+_Ending = tuple[str, Obj, "tuple[str, str] | None"]  # the pod's last phase, container state, reason
 
 
 def frozen_by(pod: Obj) -> bool:
@@ -51,7 +58,7 @@ class Node(Protocol):
     """What a pod worker uses of its kubelet (kubelet.py)."""
 
     name: str
-    cluster_root: str
+    cluster_id: str
 
     def prepare(self, pod: Obj, container: Obj) -> tuple[podspec.LaunchSpec, tuple[str, ...]]: ...
 
@@ -91,6 +98,8 @@ class PodWorker:
         self._deadline_hit = False
         self.frozen = False  # its running container's processes are stopped (FREEZE_ANNOTATION)
         self._lost: Obj | None = None  # the run its node's previous kubelet left, if any
+        self._unsent: tuple[Obj, dict[str, str] | None] | None = None  # a status the API refused
+        self._resend: asyncio.TimerHandle | None = None
 
     def recover(self) -> None:
         """The pod ran under the node's previous kubelet, and its processes died with it: that run
@@ -165,28 +174,37 @@ class PodWorker:
         deadline = self.pod["spec"].get("activeDeadlineSeconds")
         timer = asyncio.get_running_loop().call_later(float(deadline), self._deadline) if deadline else None
         try:
-            await self._run()
-        except Exception:  # noqa: BLE001 - a bug must not leave the pod's processes running
-            log.exception("pod %s/%s: kubelet error", self.namespace, self.name)
-            if self.run is not None:
-                self.run.kill()
-            self._report("Failed", {"terminated": {"exitCode": 128, "reason": "Error",
-                                                   "message": "the embedded kubelet failed running it (see "
-                                                              "controller.log)"}})
+            try:
+                ending = await self._run()
+            except Exception as exc:  # noqa: BLE001 - a failure must not leave the pod's processes running
+                if isinstance(exc, (ApiError, OSError)):  # the disk or the API refused a write: said there
+                    log.error("pod %s/%s: failed starting or running it: %s", self.namespace, self.name, exc)
+                else:
+                    log.exception("pod %s/%s: kubelet error", self.namespace, self.name)
+                if self.run is not None:
+                    self.run.kill()
+                # a pod failure, counted by its owner's policy (backoffLimit, maxRestarts)
+                ending = "Failed", {"terminated": {"exitCode": 128, "reason": "Error", "message": "the embedded "
+                                                   "kubelet failed running it (see controller.log)"}}, None
+            # reported until the API takes it, as the kubelet's status manager retries its updates
+            await self._report_until_taken(*ending)
         finally:
             if timer is not None:
                 timer.cancel()
-            if self._kill_timer is not None:
-                self._kill_timer.cancel()
-            self.node.finished(self)
+            for timer_handle in (self._kill_timer, self._resend):
+                if timer_handle is not None:
+                    timer_handle.cancel()
+            try:
+                self.node.finished(self)
+            except ApiError as exc:  # its last word refused (a full disk): the pod stays Terminating
+                log.error("pod %s/%s: not removed: %s", self.namespace, self.name, exc.message)
 
-    async def _run(self) -> None:
+    async def _run(self) -> _Ending:
         backoff, last = None, self._lost
         if last is not None:
             policy = self.pod["spec"].get("restartPolicy", "Always")
             if policy == "Never":
-                self._end(last)
-                return
+                return self._end(last)
             self.restarts += 1
             backoff = _BACKOFF_START
         while not self.deleting:
@@ -198,7 +216,7 @@ class PodWorker:
                 self.wake.clear()
                 await self.wake.wait()
                 continue
-            run = self.run = Container(self.key, self.node.cluster_root,
+            run = self.run = Container(self.key, self.node.cluster_id,
                                        self.node.open_log(self.pod, self.container_spec.get("name", ""), self.restarts))
             await self.node.start(self.pod, run, spec, cgroups)
             self.frozen = False
@@ -238,11 +256,13 @@ class PodWorker:
                     break
             backoff = _BACKOFF_START if backoff is None else min(backoff * 2, _BACKOFF_MAX)
             self.restarts += 1
-        self._end(last)
+        return self._end(last)
 
     def _terminated(self, run: Container, status: int) -> Obj:
         code, _why = (127, "StartError") if status == START_ERROR_STATUS and run.start_error else describe_exit(status)
         oom = code != 0 and self.node.oom_killed(self.pod)  # the kernel ended it at its memory limit
+        if oom:  # the kernel kills the container's whole cgroup (memory.oom.group, the kubelet's
+            code = 128 + signal.SIGKILL  # default): SIGKILL, 137, whatever its main process did
         state: Obj = {"exitCode": code, "reason": "Completed" if code == 0 else
                       "StartError" if run.start_error else "OOMKilled" if oom else "Error",
                       "startedAt": _time(run.started), "finishedAt": _time(time.time()),
@@ -256,14 +276,13 @@ class PodWorker:
             state["message"] = message
         return state
 
-    def _end(self, last: Obj | None) -> None:
+    def _end(self, last: Obj | None) -> _Ending:
         if last is None:  # deleted before its container ever ran
             last = {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
                                    "message": "The container could not be located when the pod was terminated"}}
         if self._deadline_hit:
-            self._report("Failed", last, reason=_DEADLINE)
-            return
-        self._report("Succeeded" if last["terminated"]["exitCode"] == 0 else "Failed", last)
+            return "Failed", last, _DEADLINE
+        return "Succeeded" if last["terminated"]["exitCode"] == 0 else "Failed", last, None
 
     def _deadline(self) -> None:
         """spec.activeDeadlineSeconds has passed: the kubelet kills the pod, Failed."""
@@ -274,8 +293,51 @@ class PodWorker:
 
     # ------------------------------------------------------------------ status
 
+    async def _report_until_taken(self, phase: str, last: Obj, reason: tuple[str, str] | None) -> None:
+        """The pod's last status, sent until the API takes it (or the pod goes)."""
+        self._unsent = None
+        if self._resend is not None:
+            self._resend.cancel()
+        wait = _REPORT_RETRY_START
+        while True:
+            try:
+                self.node.report(self.pod, self._status(phase, last, reason=reason))
+                return
+            except (ApiError, OSError) as exc:
+                log.info("pod %s/%s: status not taken (%s); retrying in %gs", self.namespace, self.name, exc, wait)
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), wait)
+            except asyncio.TimeoutError:
+                pass
+            if self.deleting:  # gone from the API, or being deleted: its status no longer matters
+                return
+            wait = min(wait * 2, _REPORT_RETRY_MAX)
+
     def _report(self, phase: str, state: Obj, last: Obj | None = None, reason: tuple[str, str] | None = None,
                 labels: dict[str, str] | None = None) -> None:
+        """A status along the pod's life. One the API refuses (a full disk) leaves the pod as it
+        is running, logged, and is sent again after a while unless a newer one was taken, as the
+        kubelet's status manager resends the latest status."""
+        self._unsent = (self._status(phase, state, last, reason), labels)
+        self._send_unsent()
+
+    def _send_unsent(self) -> None:
+        if self._resend is not None:
+            self._resend.cancel()
+            self._resend = None
+        if self._unsent is None:
+            return
+        try:
+            self.node.report(self.pod, *self._unsent)
+        except ApiError as exc:
+            log.warning("pod %s/%s: status not taken (%s); sending it again in %gs", self.namespace, self.name,
+                        exc.message, _REPORT_RETRY_START)
+            self._resend = asyncio.get_running_loop().call_later(_REPORT_RETRY_START, self._send_unsent)
+            return
+        self._unsent = None
+
+    def _status(self, phase: str, state: Obj, last: Obj | None = None, reason: tuple[str, str] | None = None) -> Obj:
         running = "running" in state
         container = {"name": self.container_spec.get("name", ""), "image": self.container_spec.get("image", ""),
                      "imageID": "", "restartCount": self.restarts, "ready": running, "started": running,
@@ -289,4 +351,4 @@ class PodWorker:
                                       ("Ready", str(running)), ("PodReadyToStartContainers", "True")]}
         if reason is not None:
             status["reason"], status["message"] = reason
-        self.node.report(self.pod, status, labels)
+        return status

@@ -18,6 +18,7 @@ it can start warm. Pure functions (no processes, no store: what a pod refers to 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import sys
@@ -33,8 +34,10 @@ from backend.quantity import quantity
 VENV_BIN = str(Path(sys.executable).parent)
 # The image's working directory, so `-m training.ddp` resolves.
 PROJECT_ROOT = str(project.PROJECT_ROOT)
-# Every pod process (and everything it starts) carries these, so no descendant can hide.
-ENV_CLUSTER = "KFCOCKPIT_CLUSTER"
+# Every pod process (and everything it starts) carries these, so no descendant can hide. The
+# cluster's is a digest of its state root: a pod is found by it without being told where the
+# state (tokens, signing key, every namespace's volumes) lives.
+ENV_CLUSTER = "KFCOCKPIT_CLUSTER_ID"
 ENV_POD = "KFCOCKPIT_POD"
 
 # Host variables a pod inherits; everything else comes from the manifests, as in a container.
@@ -57,6 +60,17 @@ class LaunchSpec:
     warm: tuple[str, str, list[str]] | None = None  # ("module"|"script", target, argv tail)
     warm_env: dict[str, str] = field(default_factory=dict)  # the env torchrun gives its worker
     zygote_key: tuple[tuple[str, str], ...] = ()
+    confine: dict | None = None  # confine.enter's plan, where pods get mount namespaces
+
+
+def cluster_id(root: Path | str) -> str:
+    """The value of ENV_CLUSTER for the cluster of state root `root`."""
+    return hashlib.sha256(str(Path(root).absolute()).encode()).hexdigest()[:24]
+
+
+def cluster_marker(root: Path | str) -> dict[str, str]:
+    """What marks every process of the cluster of `root` (processes.marked_processes, sweep)."""
+    return {ENV_CLUSTER: cluster_id(root)}
 
 
 def base_env() -> dict[str, str]:

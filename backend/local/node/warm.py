@@ -14,7 +14,6 @@ import os
 import signal
 import socket
 import sys
-from pathlib import Path
 from typing import Callable
 
 from backend.local.node import podspec
@@ -28,7 +27,7 @@ _MAX_ZYGOTES = 2
 
 
 class Zygote:
-    def __init__(self, key: tuple[tuple[str, str], ...], cluster_root: Path, log_fd: int,
+    def __init__(self, key: tuple[tuple[str, str], ...], cluster_id: str, log_fd: int,
                  watch_exit: Callable[[int], asyncio.Future],
                  on_worker_exit: Callable[[str, int], None]):
         self.key = key
@@ -43,7 +42,7 @@ class Zygote:
         env.update(dict(key))
         env["PATH"] = os.pathsep.join([podspec.VENV_BIN, os.environ.get("PATH", "/usr/bin:/bin")])
         env.setdefault("PYTHONPATH", podspec.PROJECT_ROOT)
-        env[podspec.ENV_CLUSTER] = str(cluster_root)
+        env[podspec.ENV_CLUSTER] = cluster_id
         try:
             self.pid = spawn([sys.executable, "-m", "backend.local.node.zygote", "--fd", str(child.fileno())],
                              env, podspec.PROJECT_ROOT, log_fd, keep_fds=(child.fileno(),))
@@ -65,7 +64,7 @@ class Zygote:
             raise SpawnError(self.problem or "warm workers unavailable")
         kind, target, args = spec.warm
         request = {"op": "spawn", "pod": pod, "kind": kind, "target": target, "args": args,
-                   "env": spec.warm_env, "cwd": spec.cwd, "cgroups": list(cgroups)}
+                   "env": spec.warm_env, "cwd": spec.cwd, "cgroups": list(cgroups), "confine": spec.confine}
         future = self._loop.create_future()
         self._spawning[pod] = future
         try:
@@ -143,8 +142,8 @@ class Zygote:
 
 
 class ZygotePool:
-    def __init__(self, cluster_root: Path, log_fd: int, watch_exit, on_worker_exit):
-        self._args = (cluster_root, log_fd, watch_exit, on_worker_exit)
+    def __init__(self, cluster_id: str, log_fd: int, watch_exit, on_worker_exit):
+        self._args = (cluster_id, log_fd, watch_exit, on_worker_exit)
         self._zygotes: dict[tuple, Zygote] = {}
 
     def get(self, key: tuple[tuple[str, str], ...]) -> Zygote:

@@ -12,7 +12,8 @@ if a thread exists after the imports; the controller then runs pods cold (exact 
 
 Protocol on the SOCK_SEQPACKET socket `--fd` (one JSON message per packet):
   zygote -> controller  {"op": "ready", "pid", "seconds"} | {"op": "unfit", "error"}
-  controller -> zygote  {"op": "spawn", "pod", "kind", "target", "args", "env", "cwd", "cgroups"} + log fd
+  controller -> zygote  {"op": "spawn", "pod", "kind", "target", "args", "env", "cwd", "cgroups", "confine"}
+                        + log fd
   zygote -> controller  {"op": "spawned", "pod", "pid"} | {"op": "spawn_failed", "pod", "error"}
                         {"op": "exited", "pod", "pid", "status"}
 The zygote exits when the controller closes the socket, and dies with the controller
@@ -31,6 +32,7 @@ import socket
 import sys
 import time
 
+from backend.local.node import confine
 from backend.processes import enter_pod_session, join_cgroup, reap_exited
 
 PRELOAD = ("numpy", "torch", "torch.nn", "torch.nn.functional", "torch.nn.parallel", "torch.optim",
@@ -127,6 +129,12 @@ def _become_worker(request: dict, log_fd: int, zygote: int, own) -> None:
     os.close(wake_w)
     join_cgroup(request.get("cgroups") or ())  # the pod's bounds, before anything of the worker runs
     enter_pod_session(zygote, signal.SIGKILL, log_fd)
+    if request.get("confine"):
+        try:
+            confine.enter(request["confine"])
+        except OSError as exc:  # said in the pod's log; the pod fails as a command that cannot start
+            os.write(2, f"kfcockpit: cannot give the pod its mounts: {exc}\n".encode())
+            os._exit(127)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

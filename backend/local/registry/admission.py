@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backend.local.registry.crds.names import dns1123_subdomain
+from backend.local.registry.names import dns1123_subdomain
 from backend.local.registry.kinds import Kind
 from backend.local.registry.status import ApiError, invalid
 from backend.models import ManifestError, parse_resource

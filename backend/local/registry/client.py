@@ -34,10 +34,6 @@ class Client:
         self.tokens = tokens  # TokenRequest: bound service-account tokens (a kubelet's projected volumes)
 
     @property
-    def store(self):
-        return self.registry.store
-
-    @property
     def kinds(self):
         return self.registry.kinds
 
@@ -60,7 +56,7 @@ class Client:
             have = obj["metadata"].get("labels") or {}
             return all(have.get(k) == v for k, v in (labels or {}).items()) and (match is None or match(obj))
 
-        return [copied(o) for o in self.store.list(self._kind(kind), namespace, wanted)]
+        return [copied(o) for o in self.registry.store.list(self._kind(kind), namespace, wanted)]
 
     def peek(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         """The stored object itself, to read and never change (no copy: cheap for checks)."""
@@ -68,16 +64,16 @@ class Client:
 
     def dependents(self, uid: str) -> list[tuple[str, Obj]]:
         """(kind, object) of everything whose ownerReferences name `uid`."""
-        return [(self.kinds.by_key(k).kind, copied(o)) for k, o in self.store.dependents(uid)]
+        return [(self.kinds.by_key(k).kind, copied(o)) for k, o in self.registry.store.dependents(uid)]
 
     def watch(self, kind: str, namespace: str | None = None, match: Callable[[Obj], bool] | None = None,
               since: str | None = None) -> tuple[Watch, list[Event]]:
         """A watch of the store (an asyncio queue) and what it must deliver first: the current
         objects as ADDED without `since`, else what happened after it (410 Gone when too old)."""
-        return self.store.watch(self._kind(kind), namespace, match or (lambda _o: True), since)
+        return self.registry.store.watch(self._kind(kind), namespace, match or (lambda _o: True), since)
 
     def unwatch(self, watch: Watch) -> None:
-        self.store.unwatch(watch)
+        self.registry.store.unwatch(watch)
 
     # ------------------------------------------------------------------ writes
 

@@ -30,7 +30,7 @@ import uuid
 from typing import Callable
 
 from backend.local.registry import crds, managed_fields, objectmeta
-from backend.local.registry.crds import fielderrors as fe
+from backend.local.registry import fielderrors as fe
 from backend.local.registry.fieldshapes import root_shape
 from backend.local.registry.kinds import Kind, Kinds
 from backend.local.registry.managed_fields import Writer
@@ -74,18 +74,16 @@ class Registry:
     # ------------------------------------------------------------------ reads (the strategies' Reader)
 
     def find(self, kind: str, namespace: str | None, name: str) -> Obj | None:
-        return self.store.find(self.kinds.named(kind), namespace, name)
-
-    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
-        return self.store.list(self.kinds.named(kind), namespace)
-
-    def _lookup(self, kind: str, namespace: str | None, name: str) -> Obj | None:
-        """What a webhook reads from the cluster (crds.Lookup): the stored object, or None."""
+        """The stored object, or None (a kind this cluster does not serve included: a webhook
+        reads what a request names)."""
         try:
             found = self.kinds.named(kind)
         except KeyError:
             return None
         return self.store.find(found, namespace if found.namespaced else None, name)
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        return self.store.list(self.kinds.named(kind), namespace)
 
     # ------------------------------------------------------------------ create
 
@@ -118,7 +116,7 @@ class Registry:
         strategy = self.strategy(kind)
         if "status" in kind.subresources and not strategy.keep_status_on_create:
             obj.pop("status", None)
-        warnings = crds.admit(kind.kind, "CREATE", obj, None, self._lookup, rfc3339(self.clock()))
+        warnings = crds.admit(kind.kind, "CREATE", obj, None, strategy.webhooks, self, rfc3339(self.clock()))
         strategy.prepare_for_create(obj, self)
         objectmeta.check_create(kind, obj, strategy.name_problems)
         warnings += strategy.validate(obj, self)
@@ -181,7 +179,7 @@ class Registry:
                 if system in old["metadata"]:
                     new_meta[system] = old["metadata"][system]
             self._check_finalizers(kind, new, old)
-            warnings = crds.admit(kind.kind, "UPDATE", new, old, self._lookup, rfc3339(self.clock()))
+            warnings = crds.admit(kind.kind, "UPDATE", new, old, strategy.webhooks, self, rfc3339(self.clock()))
             strategy.prepare_for_update(new, old)
             objectmeta.check_update(kind, new, old, strategy.name_problems)
             warnings += strategy.validate_update(new, old, self)

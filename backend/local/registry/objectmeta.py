@@ -1,6 +1,6 @@
 """Every object's metadata checked as k8s.io/apimachinery's api/validation/objectmeta.go checks it
 (ValidateObjectMetaAccessor on create, ValidateObjectMetaAccessorUpdate on update), with the
-messages of its field errors (crds/fielderrors.py) and name rules (crds/names.py):
+messages of its field errors (fielderrors.py) and name rules (names.py):
 
 - the name by the kind's rule (its strategy's `name_problems`: an RFC 1123 subdomain for most,
   a label for a Namespace), a namespaced object's namespace an RFC 1123 label;
@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from backend.local.registry.crds import fielderrors as fe
-from backend.local.registry.crds import names
-from backend.local.registry.crds.fielderrors import FieldError
+from backend.local.registry import fielderrors as fe
+from backend.local.registry import names
+from backend.local.registry.fielderrors import FieldError
 from backend.local.registry.kinds import Kind
 
 ANNOTATIONS_LIMIT = 256 * (1 << 10)  # TotalAnnotationSizeLimitB

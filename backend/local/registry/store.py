@@ -11,23 +11,33 @@ Stored objects are never mutated: a write stores a new dict, and whoever reads o
 before changing it. Kinds marked `persisted` are written to disk (one JSON file each,
 atomically; fsynced for `durable` kinds) and loaded again by the next controller; the rest
 (nodes, events) are made again by whoever made them.
+
+A write is on disk before anyone sees it, as etcd commits before it answers: it is listed, given
+to watches and informers only once its file is written. A write the disk refuses (ENOSPC or any
+other error) changes nothing and is answered as kube-apiserver answers etcd's refusal, a 500
+Status with the storage's message (`etcdserver: mvcc: database space exceeded`); the cluster says
+once, in controller.log, that its disk is full, and once that it has room again. A name too long
+for a file name (names go up to 253 characters) is stored under a shortened, hashed one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import time
 import uuid
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from backend.local.registry.filenames import file_name
 from backend.local.registry.kinds import Kind, Kinds
 from backend.local.registry.revision import Revision
-from backend.local.registry.status import already_exists, conflict, gone, not_found
+from backend.local.registry.status import ApiError, already_exists, conflict, gone, not_found
 from backend.local.registry.values import copied
 from training.atomic import write_atomic
 
@@ -36,6 +46,9 @@ log = logging.getLogger("kfcockpit.apiserver")
 HISTORY = 20_000  # events kept for watches that resume
 _QUEUE_LIMIT = 100_000  # a watcher this far behind is closed; it resumes or re-lists
 REVISION_FILE = "revision"  # beside the stored objects' group directories
+# What etcd answers when its quota is reached (mvcc.ErrNoSpace), as kube-apiserver relays it, and
+# what that means here.
+DISK_FULL = "etcdserver: mvcc: database space exceeded (the embedded cluster's state disk is full)"
 
 
 def now_rfc3339() -> str:
@@ -91,6 +104,7 @@ class Store:
         self.watches: set[Watch] = set()
         self.listeners: list[Callable[[Kind, Event], None]] = []  # the controllers' informers
         self.owned: dict[str, set[tuple[str, Key]]] = {}  # owner uid -> (kind key, key) of its dependents
+        self.refusing = False  # the last write failed on disk (said once in the log)
 
     @property
     def rv(self) -> int:
@@ -156,35 +170,61 @@ class Store:
             return old
         status_only = {k: v for k, v in obj.items() if k != "status"} == \
             {k: v for k, v in old.items() if k != "status"}
-        self._index_owners(key, old, add=False)
-        return self._commit(kind, key, obj, "MODIFIED", durable=kind.durable and not status_only)
+        return self._commit(kind, key, obj, "MODIFIED", durable=kind.durable and not status_only, old=old)
 
     def delete(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
         key = self.key(kind, namespace, name)
-        old = self.objects.pop(key, None)
+        old = self.objects.get(key)
         if old is None:
             raise not_found(kind.plural, name, kind.group)
+        with self._storing():
+            version = self.revision.next()
+            if kind.persisted and self.directory is not None:
+                self._path(key).unlink(missing_ok=True)
+        del self.objects[key]
         self._index_owners(key, old, add=False)
-        version = self.revision.next()
         last = copied(old)
         last["metadata"]["resourceVersion"] = str(version)
         self._publish(kind, Event(version, kind.key, "DELETED", last))
-        if kind.persisted and self.directory is not None:
-            self._path(key).unlink(missing_ok=True)
         return last
 
     def _commit(self, kind: Kind, key: Key, obj: dict[str, Any], event_type: str,
-                durable: bool = True) -> dict[str, Any]:
-        """Store, publish, persist. A status-only change is written without fsync: observed
-        state is re-derived by the controllers after a crash, and fsync would sit on the loop."""
-        version = self.revision.next()
-        obj["metadata"]["resourceVersion"] = str(version)
+                durable: bool = True, old: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Persist, then store and publish: nothing is seen that is not on disk. A status-only
+        change is written without fsync: observed state is re-derived by the controllers after
+        a crash, and fsync would sit on the loop."""
+        with self._storing():
+            version = self.revision.next()
+            obj["metadata"]["resourceVersion"] = str(version)
+            if kind.persisted and self.directory is not None:
+                # 0600: Secrets and tokens among them (an etcd data dir is its owner's alone)
+                write_atomic(self._path(key), json.dumps(obj).encode(), durable=durable, mode=0o600)
+        if old is not None:
+            self._index_owners(key, old, add=False)
         self.objects[key] = obj
         self._index_owners(key, obj, add=True)
         self._publish(kind, Event(version, kind.key, event_type, obj))
-        if kind.persisted and self.directory is not None:
-            write_atomic(self._path(key), json.dumps(obj).encode(), durable=durable)
         return obj
+
+    @contextmanager
+    def _storing(self) -> Iterator[None]:
+        """A disk write: its failure becomes the Status upstream answers for a storage error (a
+        500 with the storage's message, no path in it), said once in the log while it lasts."""
+        try:
+            yield
+        except OSError as exc:
+            full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+            message = DISK_FULL if full else f"the embedded cluster could not store the object: {exc.strerror}"
+            if not self.refusing:
+                self.refusing = True
+                if full:
+                    log.error("the state disk is full: writes are refused until space is freed")
+                else:
+                    log.error("the state directory cannot be written (%s): writes are refused", exc.strerror)
+            raise ApiError(500, "", message) from None
+        if self.refusing:
+            self.refusing = False
+            log.warning("the state directory takes writes again")
 
     def _index_owners(self, key: Key, obj: dict[str, Any], add: bool) -> None:
         for ref in obj["metadata"].get("ownerReferences") or []:
@@ -242,7 +282,7 @@ class Store:
     def _path(self, key: Key) -> Path:
         kind_key, namespace, name = key
         group, plural = kind_key.split("/")
-        return self.directory / (group or "core") / plural / (namespace or "_cluster") / f"{name}.json"
+        return self.directory / (group or "core") / plural / (namespace or "_cluster") / f"{file_name(name)}.json"
 
     def load(self) -> None:
         """Objects a previous controller stored; versions continue above theirs."""

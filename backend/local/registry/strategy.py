@@ -9,6 +9,9 @@ kind's `Strategy` only what differs, as `registry/generic/registry/store.go` ask
 - `validate` / `validate_update`: refuse with an ApiError (422 Invalid, 403 Forbidden...) and
   return warnings; admission rules that read the cluster read it through `reader`, never through
   a controller;
+- `webhooks`: the admission webhooks the kind's project registers upstream (a mutating and a
+  validating one), run by the generic registry around the CRD schema's checks, in
+  kube-apiserver's order (crds/__init__.py);
 - `graceful_delete`: how many seconds a delete leaves the object to end (pods); `before_delete`:
   refuse a delete; `deleting`: what a delete marks besides deletionTimestamp (a Namespace turns
   Terminating) and `removable`: whether nothing but metadata.finalizers holds the object.
@@ -19,12 +22,15 @@ of it from a watch.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
 
-from backend.local.registry.crds.names import dns1123_subdomain
+from backend.local.registry.names import dns1123_subdomain
 from backend.local.registry.status import ApiError
 
 Obj = dict[str, Any]
+# What a webhook reads from the cluster: (kind, namespace, name) -> the stored object, or None.
+Lookup = Callable[[str, "str | None", str], "Obj | None"]
 
 
 class Reader(Protocol):
@@ -33,6 +39,19 @@ class Reader(Protocol):
     def find(self, kind: str, namespace: str | None, name: str) -> Obj | None: ...
 
     def list(self, kind: str, namespace: str | None = None) -> list[Obj]: ...
+
+
+@dataclass(frozen=True)
+class Webhooks:
+    """A kind's admission webhooks, as its project registers them upstream: `mutate(obj, old, now,
+    reader)` defaults `obj` in place, `validate(obj, old, reader)` refuses with an ApiError or
+    returns warnings, each on the operations its `_on` names (a webhook configuration's rules).
+    `old` is None on create; `now` is the request's time (RFC 3339)."""
+
+    mutate: Callable[[Obj, "Obj | None", str, Reader], None] | None = None
+    validate: Callable[[Obj, "Obj | None", Reader], list[str]] | None = None
+    mutate_on: tuple[str, ...] = ("CREATE", "UPDATE")
+    validate_on: tuple[str, ...] = ("CREATE", "UPDATE")
 
 
 BACKGROUND, FOREGROUND, ORPHAN = "Background", "Foreground", "Orphan"
@@ -48,6 +67,7 @@ class Strategy:
     # names are RFC 1123 subdomains, as NameIsDNSSubdomain says).
     name_problems = staticmethod(dns1123_subdomain)
     default_propagation = BACKGROUND  # the dependents' fate when a delete does not say
+    webhooks = Webhooks()  # none: most kinds have no admission webhook
 
     def prepare_for_create(self, obj: Obj, reader: Reader) -> None:
         """Defaults and system fields of a new object (mutates `obj`)."""

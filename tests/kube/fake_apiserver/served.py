@@ -10,6 +10,8 @@ from datetime import datetime, timezone
 SERVED = {
     ("api/v1", "pods"): ("Pod", True),
     ("api/v1", "persistentvolumeclaims"): ("PersistentVolumeClaim", True),
+    ("api/v1", "services"): ("Service", True),
+    ("apis/batch/v1", "jobs"): ("Job", True),
     ("apis/trainer.kubeflow.org/v1alpha1", "trainjobs"): ("TrainJob", True),
     ("apis/trainer.kubeflow.org/v1alpha1", "trainingruntimes"): ("TrainingRuntime", True),
     ("apis/trainer.kubeflow.org/v1alpha1", "clustertrainingruntimes"): ("ClusterTrainingRuntime", False),

@@ -11,7 +11,10 @@ import pytest
 import yaml
 
 from backend.local.registry import crds
+from backend.local.registry.kinds import Kinds
 from backend.local.registry.status import ApiError
+from backend.local.registry.strategies import strategies
+from backend.local.registry.strategy import Strategy
 
 REPO = Path(__file__).resolve().parents[3]
 NOW = "2026-01-02T03:04:05Z"
@@ -41,6 +44,9 @@ def jobset(**spec: Any) -> dict[str, Any]:
             "metadata": {"name": "js", "namespace": "default"}, "spec": body}
 
 
+STRATEGIES = strategies(Kinds())
+
+
 class Cluster:
     """What the webhooks read: stored objects by (kind, namespace, name)."""
 
@@ -57,9 +63,17 @@ class Cluster:
     def lookup(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         return self.objects.get((kind, namespace, name))
 
+    def find(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        return self.lookup(kind, namespace, name)
+
+    def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        return [o for (k, ns, _), o in self.objects.items() if k == kind and (namespace is None or ns == namespace)]
+
     def admit(self, obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[str]:
+        """The whole admission the generic registry runs: the CRD's, around the kind's webhooks
+        as its strategy's row registers them."""
         return crds.admit(obj["kind"], "UPDATE" if old else "CREATE", obj, copy.deepcopy(old) if old else None,
-                          self.lookup, now=NOW)
+                          STRATEGIES.get(obj["kind"], Strategy()).webhooks, self, now=NOW)
 
     def refused(self, obj: dict[str, Any], old: dict[str, Any] | None = None) -> ApiError:
         with pytest.raises(ApiError) as caught:

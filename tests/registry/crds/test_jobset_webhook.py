@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from backend.local.registry import crds
+from backend.local.registry.upstream import jobset as jobset_rules
 from tests.registry.crds.conftest import jobset
 
 PREFIX = 'admission webhook "vjobset.kb.io" denied the request: JobSet.jobset.x-k8s.io "js" is invalid: '
@@ -44,7 +44,7 @@ def test_defaults(cluster):
 
 def test_default_jobset_is_the_webhook_for_controllers():
     js = {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {}}}]}}
-    crds.default_jobset(js)
+    jobset_rules.default_jobset(js)
     assert js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
 
 

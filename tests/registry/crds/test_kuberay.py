@@ -10,7 +10,7 @@ import copy
 
 import pytest
 
-from backend.local.registry.crds.kuberay import validate_rayjob
+from backend.local.registry.upstream.kuberay import validate_rayjob
 from tests.registry.crds.conftest import manifest
 
 SPEC = "The RayJob spec is invalid: "

@@ -12,6 +12,7 @@ import copy
 import pytest
 
 from backend.local.apiserver import validation
+from backend.local.apiserver.schemas import CoreSchemas
 from backend.local.registry import crds
 from backend.local.registry.crds import structural
 from backend.local.registry.kinds import Kinds
@@ -140,19 +141,19 @@ def test_field_validation_of_a_custom_resource(mode, outcome):
     job = trainjob(bogus=1)
     if outcome == 400:
         with pytest.raises(ApiError) as caught:
-            validation.check(kind, job, mode)
+            validation.check(kind, job, mode, CoreSchemas())
         assert caught.value.code == 400 and caught.value.message == (
             'TrainJob in version "v1alpha1" cannot be handled as a TrainJob: strict decoding error: unknown field '
             '"spec.bogus"')
     else:
-        assert validation.check(kind, job, mode) == outcome
+        assert validation.check(kind, job, mode, CoreSchemas()) == outcome
 
 
 def test_ratcheting_an_unchanged_invalid_value_does_not_block_an_update(cluster):
     """An object stored before a stricter schema (here: written past admission) stays updatable
     while its invalid part is unchanged; changing that part is judged again."""
     old = _trainer(image="i" * 600)  # maxLength 500
-    crds.structural.default(old, crds.schema("TrainJob"))
+    structural.default(old, crds.schema("TrainJob"))
     new = copy.deepcopy(old)
     new["spec"]["suspend"] = True
     cluster.admit(new, old)
@@ -162,7 +163,7 @@ def test_ratcheting_an_unchanged_invalid_value_does_not_block_an_update(cluster)
 
 def test_ratcheting_turns_an_unchanged_rule_failure_into_a_warning(cluster):
     old = trainjob(managedBy="example.com/other")
-    crds.structural.default(old, crds.schema("TrainJob"))
+    structural.default(old, crds.schema("TrainJob"))
     new = copy.deepcopy(old)
     new["spec"]["suspend"] = True
     assert cluster.admit(new, old) == ['spec.managedBy: Invalid value: "example.com/other": ManagedBy must be '

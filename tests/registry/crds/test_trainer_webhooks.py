@@ -9,7 +9,7 @@ import copy
 
 import pytest
 
-from backend.local.registry import crds
+from backend.local.registry.upstream import trainer as trainer_rules
 from tests.registry.crds.conftest import NOW, manifest, trainjob
 from tests.registry.crds.test_cel_rules import _init_runtime
 
@@ -245,7 +245,7 @@ def test_num_proc_per_node(trainer, resources, procs):
     job = trainjob(runtimeRef={"name": "kfcockpit-torch", "kind": "TrainingRuntime"}, trainer=dict(trainer))
     if resources is not None:
         job["spec"]["trainer"]["resourcesPerNode"] = resources
-    assert crds.num_proc_per_node(job, runtime) == procs
+    assert trainer_rules.trainjob_num_proc_per_node(job, runtime) == procs
 
 
 def test_num_proc_per_node_from_the_runtime_container():
@@ -253,4 +253,4 @@ def test_num_proc_per_node_from_the_runtime_container():
     container = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
         "containers"][0]
     container["resources"] = {"requests": {"cpu": "4"}}
-    assert crds.num_proc_per_node(trainjob(), runtime) == "4"
+    assert trainer_rules.trainjob_num_proc_per_node(trainjob(), runtime) == "4"

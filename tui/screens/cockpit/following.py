@@ -35,11 +35,12 @@ HANG_SECONDS = 1.0
 
 
 class Following(Part):
-    def __init__(self, screen) -> None:
+    def __init__(self, screen, wanted: str | None = None) -> None:
         super().__init__(screen)
         self.jobs: dict[str, "JobSummary"] = {}
         self.followed: str | None = None
         self.followed_by_user = False
+        self.wanted = wanted  # the job the command line named (--follow), until it is listed
         self.focus: "LogFocus | None" = None  # whose logs the followed job's stream reads
         self._marked: dict[int, int] = {}  # restart attempt -> its failed pods marked in the logs
         self._asked: tuple[str, int] | None = None  # (job, step) of the hang whose ranks were read
@@ -77,6 +78,9 @@ class Following(Part):
             self.connected()
             for job in listed:
                 self.jobs[job.name] = job
+            if self.wanted is not None and self.wanted not in self.jobs:
+                self.notify(f"no job named {self.wanted} here yet: it is followed once it appears", title="--follow",
+                            severity="warning")
             self._choose_job()
             async for job in cluster.watch_jobs():
                 yield job
@@ -103,7 +107,12 @@ class Following(Part):
         self.changed("jobs")
 
     def _choose_job(self) -> None:
-        """Follow the newest unfinished job (else the newest), unless the learner chose one."""
+        """Follow the newest unfinished job (else the newest), unless the learner chose one: on
+        the command line (--follow, followed as soon as it is listed) or with j."""
+        if self.wanted is not None and self.wanted in self.jobs:
+            wanted, self.wanted = self.wanted, None
+            self.follow(wanted, by_user=True)
+            return
         if self.followed_by_user or not self.jobs:
             return
         newest = sorted(self.jobs.values(), key=lambda j: j.created, reverse=True)
@@ -113,6 +122,8 @@ class Following(Part):
             self.follow(best.name)
 
     def follow(self, job: str, by_user: bool = False) -> None:
+        if by_user:
+            self.wanted = None  # the learner's choice (j) outranks the command line's
         self.followed_by_user = by_user
         if job == self.followed:
             return

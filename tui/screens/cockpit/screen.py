@@ -24,19 +24,22 @@ from textual.binding import ActiveBinding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.signal import Signal
-from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from backend.errors import USER_ERRORS, one_line
 from tui import actions
+from tui.screens.cockpit.anatomy import AnatomyView
 from tui.screens.cockpit.following import GOODPUT_SECONDS, HANG_SECONDS, Following
 from tui.screens.cockpit.lesson import LessonDriver
 from tui.screens.cockpit.nodes import NodeActions
 from tui.screens.cockpit.pods import PodActions
+from tui.screens.cockpit.recording import Recording
 from tui.screens.cockpit.storage import Storage
 from tui.live import LOST, Backoff
 from tui.widgets.checklist import Checklist
 from tui.widgets.job_bar import JobBar
+from tui.widgets.key_bar import KeyBar
+from backend.words import count
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -56,7 +59,8 @@ if TYPE_CHECKING:
 class CockpitScreen(Screen):
     BINDINGS = actions.bindings()
 
-    def __init__(self, session: "Session", errors_log: "Path", clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, session: "Session", errors_log: "Path", clock: Callable[[], float] = time.time,
+                 follow: str | None = None) -> None:
         super().__init__(id="cockpit")
         self.session = session
         self.errors_log = errors_log  # where a bug's traceback goes (the state root)
@@ -65,11 +69,13 @@ class CockpitScreen(Screen):
         # Published after every change the screen makes from backend data ("pods", "logs",
         # "steps", "connection", "storage"): tests wait on it instead of sleeping.
         self.changed: Signal[str] = Signal(self, "changed")
-        self.following = Following(self)
+        self.following = Following(self, wanted=follow)
         self.lesson = LessonDriver(self)
         self.storage = Storage(self)
         self.pod_actions = PodActions(self)
         self.node_actions = NodeActions(self)
+        self.anatomy = AnatomyView(self)
+        self.recording = Recording(self)
 
     # ------------------------------------------------------------------ layout
 
@@ -78,7 +84,7 @@ class CockpitScreen(Screen):
         with Horizontal(id="body"):
             yield Checklist(id="checklist")
             yield Vertical(id="panels")  # the tabs arrive right after the first paint
-        yield Footer(compact=True)
+        yield KeyBar(compact=True)
 
     @property
     def checklist(self) -> Checklist:
@@ -161,7 +167,11 @@ class CockpitScreen(Screen):
         labels whole (they still work, and help lists them); the nodes view offers its own."""
         bindings = super().active_bindings
         view = "nodes" if self.panels_ready and self.panels.is_shown("nodes") else None
-        narrow = actions.hidden_from_footer(self.app.size.width, view)
+        width = self.app.size.width
+        narrow = actions.hidden_from_footer(width, view)
+        shown = [active.binding for active in bindings.values()
+                 if active.binding.show and active.binding.action not in narrow]
+        narrow |= actions.footer_overflow(shown, width, self.app.get_key_display)
         return {key: active._replace(binding=replace(active.binding, show=False))
                 if active.binding.action in narrow else active for key, active in bindings.items()}
 
@@ -224,12 +234,16 @@ class CockpitScreen(Screen):
         self.action_run_step()
 
     def on_step_view_run_pressed(self, event: "StepView.RunPressed") -> None:
+        if self.recording.refused():
+            return
         self.lesson.start(event.step_id)
 
     def on_step_view_verify_pressed(self, event: "StepView.VerifyPressed") -> None:
         self.lesson.verify(event.step_id)
 
     def on_step_view_measure_pressed(self, event: "StepView.MeasurePressed") -> None:
+        if self.recording.refused():
+            return
         self.lesson.measure(event.step_id)
 
     def on_step_view_note_edited(self, event: "StepView.NoteEdited") -> None:
@@ -272,10 +286,14 @@ class CockpitScreen(Screen):
     # ------------------------------------------------------------------ actions (see tui/actions.py)
 
     def action_run_step(self) -> None:
+        if self.recording.refused():
+            return
         if self.checklist.step_id is not None:
             self.lesson.start(self.checklist.step_id)
 
     def action_measure(self) -> None:
+        if self.recording.refused():
+            return
         step_id = self.checklist.step_id
         lesson = self.session.lesson
         self.lesson.measure(step_id if lesson is not None and step_id and lesson.step(step_id).measure else "10")
@@ -295,26 +313,53 @@ class CockpitScreen(Screen):
         self.checklist.move(-1)
 
     def action_kill_pod(self) -> None:
+        if self.recording.refused():
+            return
         self.pod_actions.ask_kill()
 
     def action_freeze_pod(self) -> None:
+        if self.recording.refused():
+            return
         self.pod_actions.toggle_freeze()
 
     def action_restart_group(self) -> None:
+        if self.recording.refused():
+            return
         self.pod_actions.ask_restart_group()
+
+    def action_record(self) -> None:
+        self.recording.toggle_record()
+
+    def action_replay_pause(self) -> None:
+        self.recording.toggle_pause()
+
+    def action_replay_faster(self, steps: str) -> None:
+        self.recording.faster(int(steps))
+
+    def action_replay_seek(self, seconds: str) -> None:
+        self.recording.seek(float(seconds))
 
     def action_toggle_nodes(self) -> None:
         self.node_actions.toggle_view()
         self.refresh_bindings()
 
     def action_fail_node(self) -> None:
+        if self.recording.refused():
+            return
         self.node_actions.ask_fail()
 
     def action_restore_node(self) -> None:
+        if self.recording.refused():
+            return
         self.node_actions.ask_restore()
 
     def action_cordon_node(self) -> None:
+        if self.recording.refused():
+            return
         self.node_actions.ask_cordon()
+
+    def action_show_anatomy(self) -> None:
+        self.anatomy.show()
 
     def action_show_logs(self) -> None:
         in_pods = self.panels.panel_of(self.app.focused) == "pods"
@@ -331,6 +376,8 @@ class CockpitScreen(Screen):
         self.log_view.toggle_follow()
 
     def action_snapshot(self) -> None:
+        if self.recording.refused():
+            return
         self.storage.ask_snapshot()
 
     def action_compare(self) -> None:
@@ -391,5 +438,5 @@ class CockpitScreen(Screen):
             yield (f"Go to {step.label}: {step.title}", step.done_when,
                    lambda sid=step.id: self.checklist.select_step(sid))
         for job in sorted(self.following.jobs.values(), key=lambda j: j.created, reverse=True):
-            yield (f"Follow job {job.name}", f"{job.phase.value}, {job.num_nodes} nodes",
+            yield (f"Follow job {job.name}", f"{job.phase.value}, {count(job.num_nodes, 'node')}",
                    lambda name=job.name: self.following.follow(name, by_user=True))

@@ -32,9 +32,14 @@ class Storage(Part):
         if volumes is not None:
             following = screen.following
             job = following.jobs.get(following.followed) if following.followed else None
+            from backend.lesson.jobs import VOLUME
+
             preferred = set(job.volumes) if job is not None else set()
             volumes.sort(key=lambda v: (v.name not in preferred, v.name))
-            screen.ckpt_panel.show_volumes(volumes)
+            # the followed job's volume; with none followed, the lesson's own (not a pipeline
+            # run's, named by its uuid, which sorts first)
+            shown = job.volumes[0] if job is not None and job.volumes else VOLUME
+            screen.ckpt_panel.show_volumes(volumes, shown)
             if screen.ckpt_panel.volume is not None:
                 await self._load_volume(screen.ckpt_panel.volume)
         snapshots = await self.call("list snapshots", cluster.snapshots())

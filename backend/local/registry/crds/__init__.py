@@ -1,30 +1,24 @@
-"""Upstream admission for the custom resources the embedded cluster serves, as a real cluster
-with Kubeflow Trainer v2.3.0, JobSet v0.12.0, KubeRay v1.7.0 and external-snapshotter v8.6.0
-judges them: their CRDs' schemas (vendored in data/, refreshed by refresh.py), CEL rules and
-webhooks. Pure functions over JSON objects; what they need from the cluster comes in through a
-`Lookup` (kind, namespace, name → stored object or None).
+"""The CRD engine: the custom resources the embedded cluster serves (Trainer v2.3.0, JobSet
+v0.12.0, KubeRay v1.7.0, external-snapshotter v8.6.0) judged by their CRDs, as kube-apiserver's
+apiextensions judges them: the schemas (vendored in data/, refreshed by refresh.py), pruning,
+defaults, list types and CEL rules. Pure functions over JSON objects. The projects' webhooks are
+not here: each kind's strategy carries its own (strategy.py `Webhooks`; upstream/ holds them),
+and `admit` runs them in their place in the order.
 
-Entry points:
-    admit(kind, operation, obj, old, lookup) -> warnings   the whole admission of a write, in
-        kube-apiserver's order (below); `obj` is defaulted in place; raises ApiError: 422 Invalid
-        (schema, list types, CEL), or a webhook's denial (403, or 422 for JobSet's).
-    unknown_fields(kind, obj) -> paths | None     what fieldValidation judges (None: no CRD)
-    schema(kind) -> openAPIV3Schema | None        what `kubectl explain` shows (openapi.py)
-    default_jobset(obj)                           JobSet's defaulting webhook, for the JobSets
-                                                  a controller creates
-    num_proc_per_node(trainjob, runtime) -> str   PET_NPROC_PER_NODE as Trainer's torch plugin sets it
-    procs_per_node(trainjob, runtime) -> int      the same with "auto" resolved (one per GPU)
-    node_pod_spec(trainjob, runtime) -> dict      the trainer pod's spec in the JobSet the Trainer
-                                                  builds: runtime template, patches, JobSet defaults
-    validate_rayjob(obj) -> (reason, message)|None  the KubeRay operator's validation (a status
-                                                  and an event, not a refusal: no webhook upstream)
+This face:
+    admit(kind, operation, obj, old, webhooks, reader, now) -> warnings   a write's admission
+    admit_status(kind, obj, old) -> warnings     a write to a custom resource's status
+    unknown_fields(kind, obj) -> paths | None    what fieldValidation judges (None: no CRD)
+    schema(kind) -> openAPIV3Schema | None       what `kubectl explain` shows (openapi.py)
 
-The order of `admit`: the body pruned of undeclared fields (fieldValidation has judged them
-already) and non-nullable nulls, structural defaults; the mutating webhook (TrainJob's
-runtimePatches times, JobSet's defaults on create); status dropped on create (the status
-subresource owns it); the schema, list-type and CEL validation (CEL skipped, with upstream's
-note, when a blocking error such as a wrong type or a missing required field came first); then
-the validating webhooks (Trainer's TrainJob and runtime validators, JobSet's).
+The order of `admit`, kube-apiserver's: the body pruned of undeclared fields (fieldValidation has
+judged them already) and non-nullable nulls, structural defaults; the kind's mutating webhook;
+pruned and defaulted again; status dropped on create (the status subresource owns it); the schema,
+list-type and CEL validation (CEL skipped, with upstream's note, when a blocking error such as a
+wrong type or a missing required field came first); then the kind's validating webhook. A kind
+without a CRD (a Pod) has its webhooks run alone.
+
+Its modules import each other by their own names, never through this face.
 """
 
 from __future__ import annotations
@@ -33,21 +27,20 @@ import copy
 import time
 from typing import Any
 
-from backend.local.registry.crds import catalog, jobset, listtype, openapi_schema, structural, trainer
-from backend.local.registry.crds import fielderrors as fe
-from backend.local.registry.crds import validation_rules
-from backend.local.registry.crds.kuberay import validate_rayjob
-from backend.local.registry.crds.trainer_plugins import Lookup, gpus_per_node, resources_per_node
-from backend.local.registry.crds.trainer_plugins import num_proc_per_node as _num_proc_per_node
+import backend.local.registry.crds.catalog as catalog
+import backend.local.registry.crds.listtype as listtype
+import backend.local.registry.crds.openapi_schema as openapi_schema
+import backend.local.registry.crds.structural as structural
+import backend.local.registry.crds.validation_rules as validation_rules
+from backend.local.registry import fielderrors as fe
+from backend.local.registry.strategy import Reader, Webhooks
 
 KINDS = catalog.kinds()
-default_jobset = jobset.default_jobset
 _BLOCKING = {fe.NOT_SUPPORTED, fe.REQUIRED, fe.TOO_LONG, fe.TOO_MANY, fe.TYPE_INVALID}
 _UNCHECKED = fe.invalid_value(None, None, "some validation rules were not checked because the object was invalid; "
                                           "correct the existing errors to complete validation")
 
-__all__ = ["KINDS", "Lookup", "admit", "default_jobset", "node_pod_spec", "num_proc_per_node", "procs_per_node",
-           "schema", "unknown_fields", "validate_rayjob"]
+__all__ = ["KINDS", "admit", "admit_status", "schema", "unknown_fields"]
 
 
 def schema(kind: str) -> dict[str, Any] | None:
@@ -59,29 +52,6 @@ def unknown_fields(kind: str, obj: dict[str, Any]) -> list[str] | None:
     """The paths pruning would drop from `obj` (sorted), or None for a kind without a CRD."""
     found = catalog.crd(kind)
     return None if found is None else structural.prune(copy.deepcopy(obj), found.schema)
-
-
-def num_proc_per_node(trainjob: dict[str, Any], runtime: dict[str, Any]) -> str:
-    return _num_proc_per_node(trainer.merged_runtime_spec(runtime, trainjob), trainjob)
-
-
-def procs_per_node(trainjob: dict[str, Any], runtime: dict[str, Any]) -> int:
-    """Processes torchrun starts per node: numProcPerNode, its "auto" being the GPU count."""
-    value = num_proc_per_node(trainjob, runtime)
-    if value != "auto":
-        return int(value)
-    return gpus_per_node(resources_per_node(trainer.merged_runtime_spec(runtime, trainjob), trainjob))
-
-
-def node_pod_spec(trainjob: dict[str, Any], runtime: dict[str, Any]) -> dict[str, Any]:
-    """The `node` replicated job's pod spec, as the JobSet the Trainer creates holds it (after
-    JobSet's defaulting webhook: restartPolicy OnFailure where the template leaves it empty)."""
-    jobset_obj = {"spec": trainer.merged_runtime_spec(runtime, trainjob)}
-    jobset.default_jobset(jobset_obj)
-    for rjob in jobset_obj["spec"].get("replicatedJobs") or []:
-        if rjob.get("name") == "node":
-            return rjob["template"]["spec"]["template"]["spec"]
-    return {}
 
 
 def admit_status(kind: str, obj: dict[str, Any], old: dict[str, Any]) -> list[str]:
@@ -118,27 +88,24 @@ def _validate(crd: catalog.Crd, obj: dict[str, Any], old: dict[str, Any] | None)
     return warnings
 
 
-def admit(kind: str, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, lookup: Lookup,
-          now: str | None = None) -> list[str]:
-    """Admit a CREATE or UPDATE of a custom resource as upstream does (see the module's doc)."""
+def admit(kind: str, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, webhooks: Webhooks,
+          reader: Reader, now: str | None = None) -> list[str]:
+    """Admit a CREATE or UPDATE as upstream does (see the module's doc); `obj` is changed in place."""
     crd = catalog.crd(kind)
-    if crd is None:
-        return []
     now = now or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    if old is not None:  # the API server defaults what it reads from storage too (stored before a default existed)
-        old = copy.deepcopy(old)
-        _normalize(old, crd.schema)
-    _normalize(obj, crd.schema)
-    if kind == "TrainJob":
-        trainer.default_trainjob(obj, old, now)
-    elif kind == "JobSet" and operation == "CREATE":
-        jobset.default_jobset(obj)
-    _normalize(obj, crd.schema)  # a mutating webhook's result is pruned and defaulted again
-    if operation == "CREATE" and "status" in crd.subresources:
-        obj.pop("status", None)
-    warnings = _validate(crd, obj, old)
-    if kind in ("TrainJob", "TrainingRuntime", "ClusterTrainingRuntime"):
-        warnings += trainer.check(kind, obj, old, lookup)
-    elif kind == "JobSet":
-        warnings += jobset.validate_jobset(obj, old, lookup)
+    if crd is not None:
+        if old is not None:  # the API server defaults what it reads from storage too (stored before a default existed)
+            old = copy.deepcopy(old)
+            _normalize(old, crd.schema)
+        _normalize(obj, crd.schema)
+    if webhooks.mutate is not None and operation in webhooks.mutate_on:
+        webhooks.mutate(obj, old, now, reader)
+    warnings: list[str] = []
+    if crd is not None:
+        _normalize(obj, crd.schema)  # a mutating webhook's result is pruned and defaulted again
+        if operation == "CREATE" and "status" in crd.subresources:
+            obj.pop("status", None)
+        warnings = _validate(crd, obj, old)
+    if webhooks.validate is not None and operation in webhooks.validate_on:
+        warnings += webhooks.validate(obj, old, reader)
     return warnings

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from backend.local.registry.crds import fielderrors as fe
-from backend.local.registry.crds.fielderrors import FieldError
+from backend.local.registry import fielderrors as fe
+from backend.local.registry.fielderrors import FieldError
 from backend.local.registry.crds.structural import child
 
 _UNSET = object()

@@ -22,8 +22,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from backend.local.registry.crds import fielderrors as fe
-from backend.local.registry.crds.fielderrors import FieldError
+from backend.local.registry import fielderrors as fe
+from backend.local.registry.fielderrors import FieldError
 from backend.local.registry.crds.openapi_schema import correlate_item
 from backend.local.registry.crds.structural import additional
 

@@ -1,4 +1,5 @@
-"""Each kind's strategy (strategy.py): the table the generic registry looks a kind's rules up in."""
+"""Each kind's strategy (strategy.py): the table the generic registry looks a kind's rules up in,
+its admission webhooks included (`Strategy.webhooks`). Adding a kind is one row here."""
 
 from __future__ import annotations
 
@@ -7,12 +8,19 @@ from typing import Callable
 
 from backend.local.registry.kinds import Kinds
 from backend.local.registry.strategies.batch import JobSetStrategy, JobStrategy
-from backend.local.registry.strategies.core import NamespaceStrategy, NodeStrategy, SecretStrategy
+from backend.local.registry.strategies.core import (
+    ConfigMapStrategy,
+    EventStrategy,
+    NamespaceStrategy,
+    NodeStrategy,
+    SecretStrategy,
+)
 from backend.local.registry.strategies.pods import TOLERATION_SECONDS, PodStrategy
 from backend.local.registry.strategies.rayjobs import RayJobStrategy
 from backend.local.registry.strategies.storage import ClaimStrategy, SnapshotContentStrategy, SnapshotStrategy
 from backend.local.registry.strategies.trainer import RuntimeStrategy, TrainJobStrategy
 from backend.local.registry.strategy import Strategy
+from backend.local.registry.upstream import trainer
 
 
 def strategies(kinds: Kinds, check_state_root: Callable[[], None] = lambda: None,
@@ -24,14 +32,17 @@ def strategies(kinds: Kinds, check_state_root: Callable[[], None] = lambda: None
     named = kinds.named
     return {
         "Namespace": NamespaceStrategy(),
+        "ConfigMap": ConfigMapStrategy(),
+        "Event": EventStrategy(),
         "Secret": SecretStrategy(),
         "Node": NodeStrategy(),
         "Pod": PodStrategy(clock, *toleration_seconds),
         "Job": JobStrategy(),
         "JobSet": JobSetStrategy(),
         "TrainJob": TrainJobStrategy(named("TrainJob")),
-        "TrainingRuntime": RuntimeStrategy(named("TrainingRuntime")),
-        "ClusterTrainingRuntime": RuntimeStrategy(named("ClusterTrainingRuntime")),
+        "TrainingRuntime": RuntimeStrategy(named("TrainingRuntime"), trainer.validate_training_runtime),
+        "ClusterTrainingRuntime": RuntimeStrategy(named("ClusterTrainingRuntime"),
+                                                  trainer.validate_cluster_training_runtime),
         "RayJob": RayJobStrategy(named("RayJob"), check_state_root),
         "PersistentVolumeClaim": ClaimStrategy(named("PersistentVolumeClaim")),
         "VolumeSnapshot": SnapshotStrategy(named("VolumeSnapshot")),

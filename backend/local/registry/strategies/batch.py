@@ -8,16 +8,17 @@
   completions. Its template, selector and completion mode are fixed once created. batch/v1's
   default propagation is Orphan, for backward compatibility, as upstream: clients say what they
   want (kubectl says Background).
-- JobSet: its defaults and webhook are upstream's (crds/: successPolicy All, Indexed jobs whose
-  pods restart OnFailure, DNS hostnames on...). Only `suspend` changes while it runs; anything
+- JobSet: its defaults and webhook are upstream's (crds/, upstream/jobset.py: successPolicy All,
+  Indexed jobs whose pods restart OnFailure, DNS hostnames on...). Only `suspend` changes while it runs; anything
   may change while it is suspended (a TrainJob resumed with new settings).
 """
 
 from __future__ import annotations
 
 from backend.local.registry.status import invalid
-from backend.local.registry.strategies.pods import default_spec, unrunnable
-from backend.local.registry.strategy import ORPHAN, Obj, Reader, Strategy
+from backend.local.registry.strategies.pods import default_spec, spec_problems
+from backend.local.registry.strategy import ORPHAN, Obj, Reader, Strategy, Webhooks
+from backend.local.registry.upstream import jobset
 
 JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
@@ -48,7 +49,7 @@ class JobStrategy(Strategy):
 
     def validate(self, obj: Obj, reader: Reader) -> list[str]:
         spec = obj["spec"]
-        problems = unrunnable(spec["template"]["spec"], "spec.template.spec")
+        problems = spec_problems(spec["template"]["spec"], "spec.template.spec")  # ValidatePodTemplateSpec
         policy = spec["template"]["spec"].get("restartPolicy")
         if policy not in ("OnFailure", "Never"):
             problems.append(("spec.template.spec.restartPolicy", f'Unsupported value: "{policy}": supported values: '
@@ -75,8 +76,12 @@ class JobStrategy(Strategy):
 
 
 class JobSetStrategy(Strategy):
-    """Its defaults and webhook are upstream's (crds/); the pods its Jobs make must be ones the
-    kubelet runs."""
+    """Its defaults and rules are its CRD's (crds/) and its webhooks' (upstream/jobset.py); the
+    pods its Jobs make must be ones the kubelet runs."""
+
+    # pkg/webhooks/jobset_webhook.go: mjobset.kb.io defaults on create; vjobset.kb.io validates
+    webhooks = Webhooks(mutate=lambda obj, old, now, reader: jobset.default_jobset(obj), mutate_on=("CREATE",),
+                        validate=lambda obj, old, reader: jobset.validate_jobset(obj, old, reader.find))
 
     def validate(self, obj: Obj, reader: Reader) -> list[str]:
         problems = []
@@ -87,7 +92,8 @@ class JobSetStrategy(Strategy):
             if not rjob.get("name"):
                 problems.append((f"spec.replicatedJobs[{i}].name", "Required value"))
             pod_spec = rjob["template"]["spec"]["template"]["spec"]
-            problems += unrunnable(pod_spec, f"spec.replicatedJobs[{i}].template.spec.template.spec")
+            at = f"spec.replicatedJobs[{i}].template.spec.template.spec"
+            problems += spec_problems(pod_spec, at)
         if problems:
             raise invalid("JobSet", obj["metadata"]["name"], problems, JOBSET_GROUP)
         return []

@@ -4,7 +4,7 @@ kubelet can run.
 - create: core/v1 defaults (restartPolicy Always, a 30 s grace period, the default scheduler,
   the DefaultTolerationSeconds plugin's not-ready/unreachable tolerations, their seconds the
   cluster's --default-*-toleration-seconds, container terminationMessage defaults), JobSet's pod
-  webhooks (crds/jobset_pods.py: exclusive placement), status Pending with its QoS class. A pod the embedded kubelet
+  webhooks (upstream/jobset.py: exclusive placement), status Pending with its QoS class. A pod the embedded kubelet
   could never run is refused (422) rather than left Pending forever: exactly one container, a
   command or args (images are not pulled), and volumes of the kinds it mounts.
 - update: the spec is fixed but for images, activeDeadlineSeconds and added tolerations, as
@@ -22,10 +22,10 @@ import os
 import time
 from typing import Callable
 
-from backend.local.registry.crds import jobset_pods
+from backend.local.registry.upstream import jobset
 from backend.local.registry.generic import rfc3339
 from backend.local.registry.status import ApiError, conflict, forbidden, invalid
-from backend.local.registry.strategy import Obj, Reader, Strategy
+from backend.local.registry.strategy import Obj, Reader, Strategy, Webhooks
 
 CONTROLLER_POD_ANNOTATION = "kfcockpit.io/controller-pid"  # on the controller's own pod: not deletable
 # A pod's ask to run its command exactly (torchrun) rather than forked warm (node/podspec.py).
@@ -62,37 +62,85 @@ def unrunnable(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
     return problems
 
 
-def _native(resource: str) -> bool:
-    """Kubernetes' own resources (cpu, memory, ...) rather than extended ones (nvidia.com/gpu)."""
-    return "/" not in resource or resource.startswith(("kubernetes.io/", "requests.", "hugepages-"))
+def spec_problems(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
+    """What ValidatePodSpec refuses here, for a pod and for a pod template (Jobs, JobSets)."""
+    return unrunnable(spec, path) + resource_requirements(spec, path) + escaping_sub_paths(spec, path)
 
 
-def overcommitted(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
-    """An extended resource is never overcommitted (ValidateResourceRequirements): its limit is
-    set, its request equals it, and it is whole."""
+def _overcommit_allowed(resource: str) -> bool:
+    """helper.IsOvercommitAllowed: Kubernetes' own resources (cpu, memory, ...), hugepages
+    excepted, may be requested below their limit; extended ones (nvidia.com/gpu) may not."""
+    native = "/" not in resource or "kubernetes.io/" in resource
+    return native and not resource.startswith("hugepages-")
+
+
+def escaping_sub_paths(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
+    """A volumeMount's subPath stays inside its volume: relative, no '..' element
+    (pkg/apis/core/validation validateVolumeMounts -> validateLocalDescendingPath and
+    validatePathNoBacksteps); subPath and subPathExpr are mutually exclusive."""
+    problems = []
+    for i, container in enumerate(spec.get("containers") or []):
+        for j, mount in enumerate(container.get("volumeMounts") or []):
+            at = f"{path}.containers[{i}].volumeMounts[{j}]"
+            sub = mount.get("subPath") or ""
+            if sub and mount.get("subPathExpr"):
+                problems.append((f"{at}.subPathExpr", f'Invalid value: "{mount["subPathExpr"]}": subPathExpr and '
+                                                      "subPath are mutually exclusive"))
+            for field in ("subPath", "subPathExpr"):
+                value = mount.get(field) or ""
+                if value.startswith("/"):
+                    problems.append((f"{at}.{field}", f'Invalid value: "{value}": must be a relative path'))
+                if ".." in value.split("/"):
+                    problems.append((f"{at}.{field}", f"Invalid value: \"{value}\": must not contain '..'"))
+    return problems
+
+
+def resource_requirements(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
+    """Each container's resources as ValidateResourceRequirements checks them (kubernetes
+    pkg/apis/core/validation/validation.go): every quantity nonnegative (ValidateNonnegativeQuantity),
+    an extended resource's whole (ValidateResourceQuantityValue), a request at most its limit, and
+    an extended resource never overcommitted (its limit set and its request equal to it)."""
     from backend.quantity import quantity
 
-    problems = []
+    def value(text: object) -> float | None:
+        try:
+            return quantity(text)  # type: ignore[arg-type]
+        except ValueError:
+            return None  # a malformed quantity is the schema's to refuse
+
+    def checked(name: str, given: object, at: str) -> list[tuple[str, str]]:
+        amount = value(given)
+        if amount is None:
+            return []
+        if amount < 0:
+            return [(at, f'Invalid value: "{given}": must be greater than or equal to 0')]
+        if not _overcommit_allowed(name) and not amount.is_integer():
+            return [(at, f'Invalid value: "{given}": must be an integer')]
+        return []
+
+    problems: list[tuple[str, str]] = []
     for i, container in enumerate(spec.get("containers") or []):
         resources = container.get("resources") or {}
         requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
         at = f"{path}.containers[{i}].resources"
-        for name in sorted({*requests, *limits}):
-            if _native(name):
-                continue
-            asked, bound = requests.get(name, limits.get(name)), limits.get(name)
-            try:
-                whole = float(quantity(asked)).is_integer()
-            except ValueError:
-                continue  # a malformed quantity is the schema's to refuse
+        for name in sorted(limits):
+            problems += checked(name, limits[name], f"{at}.limits[{name}]")
+        for name in sorted(requests):
+            asked, bound = requests[name], limits.get(name)
+            problems += checked(name, asked, f"{at}.requests[{name}]")
             if bound is None:
-                problems.append((f"{at}.limits", "Required value: Limit must be set for non overcommitable "
-                                                 "resources"))
-            elif quantity(asked) != quantity(bound):
-                problems.append((f"{at}.requests[{name}]", f'Invalid value: "{asked}": must be equal to {name} limit '
-                                                           f"of {bound}"))
-            elif not whole:
-                problems.append((f"{at}.requests[{name}]", f'Invalid value: "{asked}": must be an integer'))
+                if not _overcommit_allowed(name):
+                    problems.append((f"{at}.limits", "Required value: Limit must be set for non overcommitable "
+                                                     "resources"))
+                continue
+            if value(asked) is None or value(bound) is None:
+                continue
+            if value(asked) != value(bound) and not _overcommit_allowed(name):
+                problems.append((f"{at}.requests", f'Invalid value: "{asked}": must be equal to {name} limit of '
+                                                   f"{bound}"))
+            elif value(asked) > value(bound):  # type: ignore[operator]
+                problems.append((f"{at}.requests", f'Invalid value: "{asked}": must be less than or equal to '
+                                                   f"{name} limit of {bound}"))
     return problems
 
 
@@ -146,7 +194,23 @@ def _without_mutable(spec: Obj) -> Obj:
     return spec
 
 
+def _jobset_pod_defaults(pod: Obj, old: Obj | None, now: str, reader: Reader) -> None:
+    # A webhook sees the pod after the scheme's defaults and the Priority plugin (spec.priority),
+    # which kube-apiserver applies before admission; here they are the strategy's (idempotent).
+    default_spec(pod.setdefault("spec", {}))
+    jobset.default_pod(pod, reader)
+
+
+def _jobset_pod_validation(pod: Obj, old: Obj | None, reader: Reader) -> list[str]:
+    jobset.validate_pod(pod, reader)
+    return []
+
+
 class PodStrategy(Strategy):
+    # JobSet's pod webhooks (pkg/webhooks/pod_webhook.go): on create only
+    webhooks = Webhooks(mutate=_jobset_pod_defaults, mutate_on=("CREATE",),
+                        validate=_jobset_pod_validation, validate_on=("CREATE",))
+
     def __init__(self, clock: Callable[[], float] = time.time, not_ready_seconds: int = TOLERATION_SECONDS,
                  unreachable_seconds: int = TOLERATION_SECONDS):
         self.clock = clock
@@ -157,13 +221,11 @@ class PodStrategy(Strategy):
         default_spec(spec)
         _requests_from_limits(spec)
         _default_tolerations(spec, self.toleration_seconds)
-        jobset_pods.default_pod(obj, reader)
         obj["status"] = {"phase": "Pending", "qosClass": qos(spec)}
 
     def validate(self, obj: Obj, reader: Reader) -> list[str]:
         spec = obj["spec"]
-        jobset_pods.validate_pod(obj, reader)
-        problems = unrunnable(spec) + overcommitted(spec)
+        problems = spec_problems(spec)
         if spec.get("restartPolicy") not in ("Always", "OnFailure", "Never"):
             problems.append(("spec.restartPolicy", f"Unsupported value: {spec.get('restartPolicy')!r}: supported "
                                                    'values: "Always", "OnFailure", "Never"'))

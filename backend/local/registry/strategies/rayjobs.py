@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from backend.errors import InvalidResource
-from backend.local.registry import admission, crds
+from backend.local.registry import admission
+from backend.local.registry.upstream import kuberay
 from backend.local.registry.kinds import Kind
 from backend.local.registry.status import ApiError
 from backend.local.registry.strategy import Obj, Reader, Strategy
@@ -109,7 +110,7 @@ class RayJobStrategy(Strategy):
 
     def validate(self, obj: Obj, reader: Reader) -> list[str]:
         job = admission.check_model(self.kind, obj)
-        if crds.validate_rayjob(obj) is not None:
+        if kuberay.validate_rayjob(obj) is not None:
             return []  # KubeRay refuses it (ValidationFailed, controllers/rayjob.py): it never runs here
         try:
             plan_rayjob(job)

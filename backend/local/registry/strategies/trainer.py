@@ -1,7 +1,7 @@
 """The strategies of Kubeflow Trainer v2.3's kinds: TrainJob, TrainingRuntime,
-ClusterTrainingRuntime. Their CRDs' defaults and rules and the Trainer's webhooks are upstream's
-(crds/, which the generic registry runs first); then the cockpit's models for the shapes they
-check (admission.check_model).
+ClusterTrainingRuntime. Their CRDs' defaults and rules are upstream's (crds/, which the generic
+registry runs first), and so are the Trainer's webhooks, which each row registers (upstream/
+trainer.py); then the cockpit's models for the shapes they check (admission.check_model).
 
 A TrainJob also answers what the embedded cluster knows at once: its pods' names must fit
 (`<job>-node-0-<index>-<5 chars>` in 63 characters), and no node count beyond every node's pod
@@ -11,11 +11,15 @@ slots together. Its spec changes only in `suspend` while it runs; while suspende
 
 from __future__ import annotations
 
+from typing import Callable
+
 from backend.local.registry import admission
 from backend.local.registry.kinds import Kind
 from backend.local.registry.status import invalid
-from backend.local.registry.strategy import Obj, Reader, Strategy
+from backend.local.registry.strategy import Obj, Reader, Strategy, Webhooks
+from backend.local.registry.upstream import trainer
 from backend.quantity import quantity
+from backend.words import count
 
 MAX_NAME = 63
 
@@ -33,6 +37,10 @@ def pod_slots(reader: Reader) -> int:
 
 
 class TrainJobStrategy(Strategy):
+    # pkg/webhooks/trainjob_webhook.go: the defaulter and the validator, on create and update
+    webhooks = Webhooks(mutate=lambda obj, old, now, reader: trainer.default_trainjob(obj, old, now),
+                        validate=lambda obj, old, reader: trainer.validate_trainjob(obj, old, reader.find))
+
     def __init__(self, kind: Kind):
         self.kind = kind
 
@@ -57,9 +65,9 @@ class TrainJobStrategy(Strategy):
             # Not an upstream rule: a cluster would keep such pods Pending; one machine cannot hold
             # that many Pending pods either, so the embedded cluster says so at once.
             causes.append(("spec.trainer.numNodes", f"Invalid value: {nodes}: the embedded cluster's nodes hold "
-                                                    f"{slots} pods together (the kubelet's maxPods), so at most "
-                                                    f"{slots} nodes can ever be scheduled; use a real cluster for "
-                                                    "more"))
+                                                    f"{count(slots, 'pod')} together (the kubelet's maxPods), "
+                                                    f"so at most {count(slots, 'node')} can ever be scheduled; "
+                                                    "use a real cluster for more"))
         if causes:
             raise invalid(self.kind.kind, name, causes, self.kind.group)
         return []
@@ -68,8 +76,10 @@ class TrainJobStrategy(Strategy):
 class RuntimeStrategy(Strategy):
     """TrainingRuntime and ClusterTrainingRuntime: the shapes the models check."""
 
-    def __init__(self, kind: Kind):
+    def __init__(self, kind: Kind, validator: Callable[[Obj, Obj | None], list[str]]):
         self.kind = kind
+        # pkg/webhooks/{,cluster}trainingruntime_webhook.go: a validator each, no defaulter
+        self.webhooks = Webhooks(validate=lambda obj, old, reader: validator(obj, old))
 
     def validate(self, obj: Obj, reader: Reader) -> list[str]:
         admission.check_model(self.kind, obj)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from backend.local.registry.crds import fielderrors as fe
-from backend.local.registry.crds.fielderrors import FieldError
+from backend.local.registry import fielderrors as fe
+from backend.local.registry.fielderrors import FieldError
 
 _DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN = _DNS1123_LABEL + "(\\." + _DNS1123_LABEL + ")*"

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from backend.local.registry.crds import names
+from backend.local.registry import names
 
 MAX_RAYJOB_NAME = 53 - 6  # MaxRayClusterNameLength - 6
 _INVALID_SPEC = "The RayJob spec is invalid: "
