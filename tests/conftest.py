@@ -45,6 +45,7 @@ IN_PROCESS = (
     "tui/test_loss_chart.py", "tui/test_names.py", "tui/test_node_timeline.py", "tui/test_panels_and_logs.py",
     "tui/test_pods_table.py", "tui/test_serve_access.py", "tui/test_serve_http.py", "tui/test_timeline.py",
     "tui/test_untrusted_text.py",
+    "tui/test_job_history.py", "tui/test_ranks_in_a_pod.py",
 )
 
 
