@@ -46,6 +46,7 @@ class Following(Part):
         self._asked: tuple[str, int] | None = None  # (job, step) of the hang whose ranks were read
         self._uid: str | None = None  # the followed job's JobSet uid, from its first pod
         self._others: set[str] = set()  # pods of the name's earlier job: not shown with it
+        self._follows = 0  # follows so far: a history read for an earlier one is not this one's
 
     # ------------------------------------------------------------------ connection
 
@@ -136,19 +137,20 @@ class Following(Part):
         self.focus = _first_focus(self.jobs.get(job))
         self._marked = {}
         self._uid, self._others = None, set()
+        self._follows += 1
         screen.panels.follow(job)
         summary = self.jobs.get(job)
         if summary is not None:
             screen.timeline.model.job_seen(summary)
             if summary.restart_attempt > 0:  # groups before this one: their pods and lines are gone
                 screen.timeline.model.history_expected()
-                self.run(self._read_history(job), group="history", exclusive=True)
+                self.run(self._read_history(job, self._follows), group="history", exclusive=True)
         self.watch_pods(job)
         self.sample_usage(job)
         self.stream_logs(job)
         self.changed("follow")
 
-    async def _read_history(self, job: str) -> None:
+    async def _read_history(self, job: str, follow: int) -> None:
         """What the platform and the job's volume keep of it (what `kfcockpit goodput` measures),
         folded into the timeline's model: its restarts and goodput from every group it had."""
         from backend.goodput.job import job_history
@@ -158,7 +160,7 @@ class Following(Part):
         try:
             history = await self.call(f"read the history of {job}", job_history(self.screen.session.cluster, job))
         finally:
-            if job == self.followed:
+            if follow == self._follows:  # else followed again since: that follow reads its own
                 model.history_read(history)
                 self.show_goodput()
                 self.changed("history")
