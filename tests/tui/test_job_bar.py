@@ -137,3 +137,21 @@ async def test_a_hang_at_a_long_step_is_never_cut_at_80_columns():
         await pilot.pause()
         shown = bar.render().plain
         assert cell_len(shown) <= 80 and shown.endswith("HUNG rank 0 at step 12345"), shown
+
+
+async def test_a_silence_with_a_reason_is_named_not_hung_and_cut_at_its_end_at_80_columns():
+    app = BarApp()
+    async with app.run_test(size=(80, 3)) as pilot:
+        bar = app.query_one(JobBar)
+        busy_bar(bar)
+        bar.running_step = None
+        bar.silence = ("waiting for a node after kfcockpit-worker2 was lost: 0/3 nodes are available: 1 node(s) "
+                       "had untolerated taint {node.kubernetes.io/unreachable: }, 2 Insufficient nvidia.com/gpu")
+        await pilot.pause()
+        shown = bar.render().plain
+        assert cell_len(shown) <= 80 and "HUNG" not in shown, shown
+        assert "Running  waiting for a node a" in shown, shown  # the scheduler's details go first
+        assert "…" in shown.partition("waiting")[2], shown
+        bar.silence = None
+        await pilot.pause()
+        assert "waiting" not in bar.render().plain
