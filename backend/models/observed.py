@@ -91,9 +91,11 @@ class LogLine:
     def parsed(cls, pod: str, rank: int, time: float, text: str) -> "LogLine":
         """The line with its step and loss read from the text (either backend's logs), and its
         rank as the line says it (`rank=`): a pod runs one rank per GPU, so `rank`, the pod's
-        first, is only for lines that do not say (torchrun's own, a traceback)."""
+        first, is only for lines that do not say (torchrun's own, a traceback). A Ray driver's
+        lines stay the driver's: the workers' lines it forwards (log_to_driver) are read from the
+        workers' own pods."""
         found = step_and_loss(text)
-        return cls(pod, rank_in(text, rank), time, text, *(found or (None, None)))
+        return cls(pod, rank_in(text, rank) if rank >= 0 else rank, time, text, *(found or (None, None)))
 
 
 def rank_in(text: str, default: int) -> int:

@@ -130,3 +130,10 @@ def test_a_stopped_rank_has_its_pods_logs_read():
     pods = {p.name: p for p in (pod(0), pod(1))}
     hang = Hang(step=9, silent=30.0, usual=0.1, limit=10.0, stopped=(3,), waiting=(0, 1, 2), running=(0, 1, 2, 3))
     assert ranks_to_show(summarize(pods, {}, attempt=0, hang=hang)) == [0, 1]  # pod 1 runs rank 3
+
+
+def test_a_ray_drivers_forwarded_worker_lines_stay_the_drivers():
+    from backend.models import DRIVER_RANK
+
+    forwarded = "(RayTrainWorker pid=7) step=3 loss=0.5 rank=1 world=2"  # log_to_driver: read from its pod too
+    assert LogLine.parsed("lesson-ray-driver-x", DRIVER_RANK, 1.0, forwarded).rank == DRIVER_RANK
