@@ -213,7 +213,9 @@ class Following(Part):
             return True  # no JobSet made it (a RayJob's pods on KubeRay): its name tells
         if self._uid is None:
             job = self.jobs.get(pod.job)
-            if job is not None and pod.created < job.created:
+            if job is None:
+                return True  # not listed yet (a step named it first): nothing tells them apart yet
+            if pod.created < job.created:
                 self._others.add(pod.name)
                 return False
             self._uid = pod.job_uid
