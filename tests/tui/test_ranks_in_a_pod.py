@@ -77,10 +77,18 @@ async def test_two_ranks_in_a_pod_are_no_restart_and_a_pod_row_names_its_ranks()
             table.apply(PodEvent(type=PodEventType.ADDED, pod=pod(node_rank)))
         table.progress(steps(1, 30)[:-1])  # rank 3's step 30 not read yet: its pod is at 29
         await pilot.pause()
-        rows = {table.get_row_at(i)[1].plain: table.get_row_at(i)[6].plain for i in range(table.row_count)}
-        assert rows == {"0-1": "30", "2-3": "29"}
+        rows = [(table.get_row_at(i)[0].plain, table.get_row_at(i)[1].plain, table.get_row_at(i)[6].plain)
+                for i in range(table.row_count)]
+        first, second = (table.pod_label(pod) for pod in PODS)
+        # a row per rank, each with its own STEP
+        assert rows == [(first, "0", "30"), (first, "1", "30"), (second, "2", "30"), (second, "3", "29")]
+        table.move_cursor(row=3)
+        assert table.selected_pod == PODS[1]  # rank 3's row selects its pod (a kill takes ranks 2-3)
         assert table.ranks_of(PODS[1]) == "ranks 2-3"
-        assert table.go_to(3) == PODS[1]  # g 3: the pod that runs rank 3
+        table.move_cursor(row=0)
+        assert table.go_to(3) == PODS[1]  # g 3: the pod that runs rank 3, the cursor on rank 3's row
+        await pilot.pause()
+        assert table.cursor_row == 3
 
 
 def test_the_hang_detector_counts_ranks_and_needs_every_pod_of_the_newest_attempt_running():

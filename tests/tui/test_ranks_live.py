@@ -55,7 +55,7 @@ async def test_a_job_of_two_ranks_per_pod_shows_four_ranks_and_one_restart_per_k
         await pilot.pause()
         rank, step = (table.shown_columns.index(key) for key in ("rank", "step"))
         rows = [(table.get_row_at(i)[rank].plain, table.get_row_at(i)[step].plain) for i in range(table.row_count)]
-        assert sorted(rows[:2]) == [("0-1", str(STEPS)), ("2-3", str(STEPS))]  # the new group on top
+        assert sorted(rows[:4]) == [(str(r), str(STEPS)) for r in range(4)]  # the new group on top, a row per rank
         assert len(screen.loss_chart.restarts[name]) == 1  # one marker: where the new group resumed
         [restart] = screen.timeline.model.restarts()
         assert "(ranks 2-3)" in restart.moments[0].what

@@ -16,9 +16,10 @@ seconds by `show_usage` ("-" where unknown: no metrics-server, or not sampled ye
 drops its least telling columns (it never cuts a value short): the columns are chosen again when
 its width changes.
 
-RANK is the ranks a pod runs (`2-3`: one per GPU, torchrun's processes per node), told by the
-lines (`rank=`) and the pod's PET_* environment, never by its index alone; its STEP and LOSS are
-those of its rank furthest behind.
+A pod that runs several ranks (one per GPU, torchrun's processes per node) has a row per rank,
+each with the pod's name and that rank's own STEP and LOSS; the ranks are told by the lines
+(`rank=`) and the pod's PET_* environment, never by its index alone. Selecting any of them
+selects the pod (a kill takes all its ranks, and says which).
 
 The model (`pods`) takes every event at once, and each rank's newest step from the lines read
 (`progress`); the rows are drawn at the rate a person reads (`ROWS_SECONDS`, throttle.py): a job
@@ -182,7 +183,8 @@ class PodsTable(KeyedTable):
 
     @property
     def selected_pod(self) -> str | None:
-        return self.selected_key
+        key = self.selected_key
+        return key.split(RANK_ROW)[0] if key is not None else None
 
     def is_history(self, name: str) -> bool:
         return name in self.gone
@@ -244,13 +246,14 @@ class PodsTable(KeyedTable):
         pod = self._newest_of(rank)
         if pod is None:
             return None
-        rank = self.pods[pod].rank  # its pod's row is kept, by the pod's index (the log focus's)
-        if rank in self.pinned:
-            self.pinned.remove(rank)
-        self.pinned = [*self.pinned, rank][-PINNED_AT_MOST:]
+        kept = self.pods[pod].rank  # its pod's row is kept, by the pod's index (the log focus's)
+        if kept in self.pinned:
+            self.pinned.remove(kept)
+        self.pinned = [*self.pinned, kept][-PINNED_AT_MOST:]
         self._redraw.now()
-        if pod in self._rows:
-            self.move_cursor(row=self.get_row_index(pod), animate=False)
+        asked = next((key for key in (f"{pod}{RANK_ROW}{rank}", pod) if key in self._rows), None)
+        if asked is not None:  # the rank's own row where its pod runs several
+            self.move_cursor(row=self.get_row_index(asked), animate=False)
         return pod
 
     def _newest_of(self, rank: int) -> str | None:
@@ -301,7 +304,7 @@ class PodsTable(KeyedTable):
         if not self.shown_columns:
             return  # not laid out yet: on_mount shows what arrived by then
         group, names, ranks = self._what_to_show()
-        if self.sync({name: tuple(self._cells(self.pods[name]).values()) for name in names}):
+        if self.sync({key: tuple(cells.values()) for name in names for key, cells in self._rows_of(self.pods[name])}):
             self._order()
         if group != self.group:
             self.group = group
@@ -348,15 +351,26 @@ class PodsTable(KeyedTable):
             style = f"dim {style}" if pod.phase.value == "Failed" and style else "dim"
         return Text(value, style=style, no_wrap=True, overflow="ellipsis")
 
-    def _cells(self, pod: "Pod") -> dict[str, Text]:
-        """The shown columns' cells of a pod, in column order."""
+    def _rows_of(self, pod: "Pod") -> list[tuple[str, dict[str, Text]]]:
+        """(row key, cells) of a pod: one row, or one per rank of a pod that runs several (the
+        first keyed by the pod's name, so the cursor finds the pod)."""
+        if len(pod.ranks) <= 1:
+            return [(pod.name, self._cells(pod))]
+        own = self._rank_steps.get(pod.name, {})
+        return [(pod.name if i == 0 else f"{pod.name}{RANK_ROW}{rank}",
+                 self._cells(pod, (rank,), own.get(rank, (pod.last_step, pod.last_loss))))
+                for i, rank in enumerate(pod.ranks)]
+
+    def _cells(self, pod: "Pod", ranks: tuple[int, ...] | None = None,
+               progress: "tuple[int | None, float | None] | None" = None) -> dict[str, Text]:
+        """The shown columns' cells of a pod (or of some of its ranks), in column order."""
         phase = pod.phase.value
         now = self.clock()
         usage = self.usage.get(pod.name) if pod.phase.value == "Running" else None
-        step, loss = self.steps.get(pod.name, (pod.last_step, pod.last_loss))
+        step, loss = progress or self.steps.get(pod.name, (pod.last_step, pod.last_loss))
         cells = {
             "pod": self._styled(self.pod_label(pod.name), pod),
-            "rank": self._styled(fmt.pod_ranks(pod.ranks), pod),
+            "rank": self._styled(fmt.pod_ranks(ranks or pod.ranks), pod),
             "attempt": self._styled(str(pod.restart_attempt), pod, "bold" if pod.restart_attempt else ""),
             "phase": self._styled(phase, pod, fmt.PHASE_STYLE.get(phase, "")),
             "node": self._styled(fmt.node_name(pod.node), pod),
@@ -372,6 +386,7 @@ class PodsTable(KeyedTable):
         return {key: cell for key, cell in cells.items() if key in self.shown_columns}
 
 
+RANK_ROW = "\x00rank"  # a row key's mark: the row of one more rank of the pod named before it
 POD_MIN, POD_MOST = 7, 48  # the POD column: `<index>-<random>` at least; a whole name at most
 
 
