@@ -52,7 +52,7 @@ from backend.local.layout import Layout
 from backend.local.lifecycle import Lifecycle
 from backend.local.migrate import migrate
 from backend.local.node import podspec
-from backend.local.node.network import Network
+from backend.local.node.network import LOOPBACK_ENV, Network
 from backend.local.node.warm import ZygotePool
 from backend.local.registry.client import Client
 from backend.local.registry.events import Events
@@ -214,6 +214,7 @@ class ControlPlane:
         runtime = runtime or self.client.peek("TrainingRuntime", "default", "kfcockpit-torch")
         env = podspec.base_env()
         env["OMP_NUM_THREADS"] = "1"
+        env.update(LOOPBACK_ENV)  # as the kubelet tells every pod (NCCL_* is in a zygote's key)
         for rjob in ((((runtime or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get(
                 "replicatedJobs") or []:
             for container in (((rjob.get("template") or {}).get("spec") or {}).get("template") or {}).get(

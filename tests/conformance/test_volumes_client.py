@@ -293,7 +293,7 @@ async def test_preflight_of_the_embedded_cluster_is_all_green(embedded, kubectl)
     assert [c for c in checks if not c.ok] == []
     found = {c.name: c.detail for c in checks}
     assert found["Pipelines endpoint"] == "none needed: pipelines run on this machine with kfp.local"
-    assert found["nodes"] == "2 node(s): kfcockpit-worker, kfcockpit-worker2"  # no GPUs here, none simulated
+    assert found["nodes"] == "2 nodes: kfcockpit-worker, kfcockpit-worker2"  # no GPUs here, none simulated
     assert found["Trainer controller"].startswith("kubeflow-trainer-controller-manager-")
     await cluster.close()
     # That pod is the controller process itself: it can be looked at, not deleted.

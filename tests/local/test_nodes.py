@@ -46,7 +46,7 @@ def test_three_gpu_nodes_place_gpu_pods_apart_with_their_devices_and_a_fourth_wa
 
     status = cli(home, "cluster", "status", "-o", "json")
     nodes_check = next(c for c in json.loads(status.stdout) if c["name"] == "nodes")
-    assert nodes_check["detail"].startswith("3 node(s): kfcockpit-worker, kfcockpit-worker2, kfcockpit-worker3")
+    assert nodes_check["detail"].startswith("3 nodes: kfcockpit-worker, kfcockpit-worker2, kfcockpit-worker3")
     if len(machine_gpus()) < 6:  # fewer GPUs than asked for: the cockpit says they are simulated
         assert nodes_check["detail"].endswith("; nvidia.com/gpu simulated (no such GPUs here): GPU pods train on CPU")
 
