@@ -119,6 +119,12 @@ def test_goodput_after_a_restart_at_160x45(home, snap_compare):
         await first_group(screen, cluster, now)
         kill(cluster, now)
         await second_group(screen, cluster, now)
+        chart = screen.loss_chart
+        # every line read into the chart's model, then drawn now, not at its next tick (a busy
+        # machine once took the picture with the curve still at step 8 and no restart mark)
+        await wait_until(screen, lambda: chart.series.get(chart.live_run) and max(chart.series[chart.live_run]) == 15
+                         and chart.restarts.get(chart.live_run), "the whole curve and its restart in the chart")
+        chart.redraw()
         await pilot.pause(0.6)  # the timeline's next redraw
 
     assert snap_compare(app, terminal_size=(160, 45), run_before=restarted)
