@@ -149,7 +149,9 @@ async def test_a_pod_watch_lives_through_a_new_controller(cluster, home):
         if line.step is not None:
             by_pod.setdefault(line.pod, []).append(line.step)
             last_by_rank[line.rank] = max(last_by_rank.get(line.rank, 0), line.step)
-    assert all(steps == sorted(set(steps)) for steps in by_pod.values())
+    assert all(steps == sorted(set(steps)) for steps in by_pod.values()), {
+        pod: [line.text for line in lines if line.pod == pod] for pod, steps in by_pod.items()
+        if steps != sorted(set(steps))}
     assert last_by_rank == {0: STEPS, 1: STEPS}
 
 
