@@ -43,6 +43,21 @@ def _version(text: str) -> tuple[int, ...] | None:
     return tuple(int(x or 0) for x in found.groups()) if found else None
 
 
+def _ray_at_least(spec: dict[str, Any], minimum: tuple[int, ...], prefix: str) -> tuple[int, ...]:
+    """The spec's rayVersion, parsed, refused as the operator refuses a feature that needs `minimum`
+    (the same three messages for each feature, `prefix` naming it)."""
+    version = spec.get("rayVersion") or ""
+    least = ".".join(map(str, minimum))
+    if not version:
+        raise Invalid(f"{prefix} RayVersion was not specified. Ray version {least} or later is required")
+    parsed = _version(version)
+    if parsed is None:
+        raise Invalid(f'{prefix} RayVersion format is invalid: {version}, could not parse "{version}" as version')
+    if parsed < minimum:
+        raise Invalid(f"{prefix} minimum Ray version is {least}, got {version}")
+    return parsed
+
+
 def _group_checks(name: str, group: dict[str, Any]) -> None:
     params = group.get("rayStartParams") or {}
     if any(params.get(k) for k in ("num-cpus", "num-gpus", "memory", "resources")) and group.get("resources"):
@@ -86,16 +101,7 @@ def _worker_checks(group: dict[str, Any], spec: dict[str, Any], autoscaling: boo
                           "'true' in the head pod if using KubeRay < 1.4.0)")
     priority = group.get("priority")
     if priority:
-        version = spec.get("rayVersion") or ""
-        if not version:
-            raise Invalid(f"worker group {name}: priority is set, but RayVersion was not specified. Ray version 2.56.0 "
-                          "or later is required")
-        parsed = _version(version)
-        if parsed is None:
-            raise Invalid(f"worker group {name}: priority is set, but RayVersion format is invalid: {version}, "
-                          f'could not parse "{version}" as version')
-        if parsed < (2, 56, 0):
-            raise Invalid(f"worker group {name}: priority is set, but minimum Ray version is 2.56.0, got {version}")
+        _ray_at_least(spec, (2, 56, 0), f"worker group {name}: priority is set, but")
         if not v2:
             raise Invalid(f"worker group {name}: priority is set to {priority}, but autoscaler v2 is not enabled. "
                           "Priority is only supported with autoscaler v2 enabled")
@@ -178,16 +184,8 @@ def _auth_and_gates(spec: dict[str, Any]) -> None:
     auth = spec.get("authOptions") or {}
     k8s_auth = auth.get("enableK8sTokenAuth") is True
     if auth.get("mode") == "token":
-        version = spec.get("rayVersion") or ""
-        if not version:
-            raise Invalid("authOptions.mode is 'token' but RayVersion was not specified. Ray version 2.52.0 or later "
-                          "is required")
-        parsed = _version(version)
-        if parsed is None:
-            raise Invalid(f"authOptions.mode is 'token' but RayVersion format is invalid: {version}, could not parse "
-                          f'"{version}" as version')
-        if parsed < (2, 52, 0):
-            raise Invalid(f"authOptions.mode is 'token' but minimum Ray version is 2.52.0, got {version}")
+        parsed = _ray_at_least(spec, (2, 52, 0), "authOptions.mode is 'token' but")
+        version = spec["rayVersion"]
         if k8s_auth and parsed < (2, 55, 0):
             raise Invalid(f"authOptions.enableK8sTokenAuth is enabled but minimum Ray version is 2.55.0, got {version}")
         if k8s_auth and auth.get("secretName"):
