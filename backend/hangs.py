@@ -38,6 +38,7 @@ DEFAULT_FLOOR = 10.0
 class Line(Protocol):
     """What the watch reads of a line: a `backend.models.LogLine` has it."""
 
+    pod: str
     rank: int
     time: float
     text: str
@@ -121,11 +122,15 @@ class HangWatch:
     _steps: list[tuple[int, float]] = field(default_factory=list)  # (step, its first line) of this group
     _running: dict[int, bool] = field(default_factory=dict)  # rank -> its pod runs (the newest attempt)
     _attempt: int = -1
+    _pods_now: set[str] = field(default_factory=set)  # the newest attempt's pods
+    _pods_before: set[str] = field(default_factory=set)  # older attempts' pods: their late lines are theirs
 
     def lines(self, lines: Iterable[Line]) -> None:
         for line in lines:
             if line.rank < 0:
                 continue  # a Ray driver: the workers are the group
+            if line.pod in self._pods_before:
+                continue  # the old group's last lines, read after the new group came: not its steps
             if line.step is not None:
                 self._step(line.rank, line.step, line.time)
                 continue
@@ -146,11 +151,19 @@ class HangWatch:
         """A pod as listed or watched (`backend.models.Pod`): each of its ranks runs while it
         does; only the newest attempt's count. A new attempt is a new group: the old one's
         silence is no hang of it (it is being torn down, or its pods wait for a node)."""
-        if pod.rank < 0 or pod.restart_attempt < self._attempt:
+        if pod.rank < 0:
+            return
+        if pod.restart_attempt < self._attempt:
+            if pod.name not in self._pods_now:
+                self._pods_before.add(pod.name)
             return
         if pod.restart_attempt > self._attempt:
             self._attempt, self._running = pod.restart_attempt, {}
             self._ranks, self._steps = {}, []
+            self._pods_before |= self._pods_now
+            self._pods_now = set()
+        self._pods_now.add(pod.name)
+        self._pods_before.discard(pod.name)
         for rank in pod.ranks:
             self._running[rank] = pod.phase == "Running"
 

@@ -88,7 +88,12 @@ class PodLog:
         while not halt.is_set():
             try:
                 tail = self._read(emit, halt)
-                if not self.follow or self._finished():
+                if self.follow and self._finished():
+                    # The stream may have ended before the container's last lines (a server that
+                    # ends a follow early, a reopen between them): read what is left, once.
+                    self.follow = False
+                    tail = self._read(emit, halt)
+                if not self.follow:
                     if tail is not None:  # a last line without a newline, complete now that the log ended
                         emit([tail])
                     return

@@ -85,6 +85,23 @@ def test_an_older_attempts_pods_do_not_count():
     assert watch.check(now=50.0) is not None
 
 
+def test_the_old_groups_lines_read_after_the_new_group_came_are_not_its_steps():
+    """A lost node's group is replaced; the old pods' last step lines reach the watch after the
+    new pods (the merged log holds lines back a moment). While the new group does its rendezvous
+    and checkpoint load, that old step is no hang of it."""
+    watch = HangWatch(HangRule(multiple=5, floor=1.0))
+    running(watch)
+    watch.lines(start(0.0) + steps(1, 10, at=1.0, every=0.1))
+    for rank in (0, 1):
+        watch.pod(Pod(name=f"q{rank}", job="j", rank=rank, restart_attempt=1, created=0.0, phase=PodPhase.RUNNING))
+    watch.lines(steps(11, 12, at=2.0, every=0.1))  # p0, p1: the old group's
+    assert watch.check(now=60.0) is None
+    watch.lines([LogLine.parsed(f"q{r}", r, 61.0 + s * 0.1, f"step={s} loss=0.5 rank={r} world=2")
+                 for s in (9, 10, 11) for r in (0, 1)])  # the new group resumes and then stops
+    hang = watch.check(now=80.0)
+    assert hang is not None and hang.step == 11
+
+
 def test_a_rank_whose_step_line_came_later_is_not_waiting_without_a_heartbeat():
     """Ranks print one step at slightly different times: a later step line is no heartbeat, so a
     group that stops without one is every rank stopped, not the first to print."""

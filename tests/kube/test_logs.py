@@ -122,6 +122,21 @@ async def test_a_container_restarted_in_place_is_followed_from_its_first_line(ap
         await stream.aclose()
 
 
+async def test_a_follow_that_ended_before_the_containers_last_lines_is_read_to_its_end(api, cluster):
+    """The stream ends cleanly and the container has ended meanwhile: what it printed between is
+    read once more, never lost (seen on a busy machine: a job finished with its steps at 3 of 30)."""
+    running_job(api)
+    api.append_log(P0, "step=1 rank=0")
+    stream = cluster.stream_logs(JOB)
+    try:
+        assert texts(await collect(stream, 1)) == [(P0, "step=1 rank=0")]
+        api.update(PODS, P0, set_phase("Succeeded"))
+        api.end_with_lines_unsent(P0, "step=2 rank=0", "event=done")
+        assert texts(await collect(stream, 2)) == [(P0, "step=2 rank=0"), (P0, "event=done")]
+    finally:
+        await stream.aclose()
+
+
 async def test_whole_logs_are_merged_by_time(api, cluster):
     running_job(api)
     api.append_log(P0, "a")

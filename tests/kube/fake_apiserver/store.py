@@ -21,6 +21,7 @@ from tests.kube.fake_apiserver.served import PODS, SERVED, api_version, now_rfc3
 class PodLog:
     lines: list[tuple[str, str]] = field(default_factory=list)  # (timestamp, text)
     closed: bool = False  # the container ended: followed streams finish
+    cut: bool = False  # followed streams end now, without what was appended since they last sent
 
 
 class Store:
@@ -69,6 +70,15 @@ class Store:
         """The container ended: followed streams of this log finish."""
         with self.cond:
             self.logs.setdefault((namespace, pod), PodLog()).closed = True
+            self.cond.notify_all()
+
+    def end_with_lines_unsent(self, pod: str, *texts: str, namespace: str = "default") -> None:
+        """The container prints its last lines and ends, and its followed streams end before they
+        send them (a server's follow that ended early; the lines are in the log)."""
+        with self.cond:
+            log = self.logs.setdefault((namespace, pod), PodLog())
+            log.lines.extend((now_rfc3339(), text) for text in texts)
+            log.closed = log.cut = True
             self.cond.notify_all()
 
     def restart_container(self, pod: str, namespace: str = "default") -> None:

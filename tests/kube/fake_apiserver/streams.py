@@ -137,6 +137,9 @@ def serve_log(handler: "Handler", ns: str, name: str, query: dict[str, str]) -> 
             while (sent == len(log.lines) and not log.closed and api.generation == generation
                    and not api.stopping):
                 api.cond.wait()
+            if log.cut:
+                handler.end_chunks()
+                return
             fresh = log.lines[sent:]
             sent = len(log.lines)
             closed, broken = log.closed, api.generation != generation or api.stopping
