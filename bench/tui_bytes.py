@@ -128,7 +128,7 @@ def run_child(args) -> None:
         from textual.app import App
         from textual.widgets import Log
 
-        from tui.format import rank_label
+        from tui.model.format import rank_label
 
         class Bare(App):
             def compose(self):

@@ -10,7 +10,7 @@ from typing import Callable, Iterable
 from rich.cells import cell_len
 from textual.binding import Binding
 
-from tui.fitting import fit_fields
+from tui.model.fitting import fit_fields
 
 STEP_GROUP = Binding.Group("step")
 TAB_GROUP = Binding.Group("tabs", compact=True)
@@ -162,7 +162,7 @@ ORDER = {a.action: i for i, a in enumerate(ACTIONS)}
 
 def footer_overflow(shown: Iterable[Binding], width: int, display: Callable[[Binding], str]) -> set[str]:
     """The actions of `shown` (the footer's bindings, in its order) that leave the footer so its
-    keys fit whole beside the palette's, by the one fitting rule (tui/fitting.py): the cockpit's
+    keys fit whole beside the palette's, by the one fitting rule (tui/model/fitting.py): the cockpit's
     actions in ACTIONS' order of importance, help and quit last to go, a focused widget's own keys
     (the note's save) before the cockpit's; a group's keys (n p step) go together."""
     fields: list[tuple[str, list[Binding]]] = []  # (the group's or action's name, its bindings)

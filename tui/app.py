@@ -13,7 +13,7 @@ from textual.screen import Screen
 
 from tui.launch import ERRORS_LOG, THEMES, Launch
 from tui.screens.cockpit import CockpitScreen
-from tui.session import Session
+from tui.model.session import Session
 
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel

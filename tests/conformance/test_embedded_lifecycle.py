@@ -21,7 +21,7 @@ from backend.local.embedded import Embedded
 from backend.processes import wait_gone_async
 from backend.settings import Settings
 from tests.local.conftest import WAIT, cli, lesson_job, lesson_resources
-from tui.live import Backoff, keep_open
+from tui.model.live import Backoff, keep_open
 
 
 def _quick_job(name: str):

@@ -16,7 +16,7 @@ The run ends bitwise equal to an uninterrupted one, as a killed pod's does (test
 `node restore` brings the node back Ready, its taints gone.
 
 The same run, watched as the cockpit watches it (the Cluster protocol's pod, node and Event
-watches and the merged logs, fed to the failure timeline's model, tui/timeline.py), is narrated
+watches and the merged logs, fed to the failure timeline's model, tui/model/timeline.py), is narrated
 in that order with seconds from the first sign of the failure: the node failed, its Ready
 Unknown, the unreachable taint, the Job deleting the lost rank's pod (SuccessfulDelete) and that
 pod ended for good (TaintManagerEviction, or KueueForcefullyDeleted once the Job had deleted it),
@@ -37,7 +37,7 @@ from pathlib import Path
 from backend.local.embedded import Embedded
 from backend.models import JobPhase, PodPhase
 from tests.local.conftest import WAIT, apply_all, kubectl, lesson_job, lesson_resources
-from tui.timeline import FailureTimeline
+from tui.model.timeline import FailureTimeline
 
 COMPLETE = frozenset({JobPhase.COMPLETE})
 

@@ -1,9 +1,9 @@
-"""The one fitting rule (tui/fitting.py) and the footer that uses it: whole fields, the lowest
+"""The one fitting rule (tui/model/fitting.py) and the footer that uses it: whole fields, the lowest
 priority first, the ends kept."""
 
 from __future__ import annotations
 
-from tui.fitting import fit_fields
+from tui.model.fitting import fit_fields
 
 
 def test_the_lowest_priority_goes_whole_and_the_ends_stay():

@@ -4,7 +4,7 @@ import pytest
 
 from backend.lesson.evidence import clock
 from backend.models import Evidence
-from tui import format as fmt
+from tui.model import format as fmt
 from tui.widgets.step_view import evidence_content
 from tui.widgets.pods_table import short_name
 
@@ -57,7 +57,7 @@ def test_evidence_moments_read_as_clock_times_never_epoch_seconds(utc):
 
 
 def test_cpu_and_memory_read_as_kubectl_top_in_the_cells_the_pods_table_gives_them():
-    from tui.format import cpu, memory
+    from tui.model.format import cpu, memory
 
     assert [cpu(c) for c in (None, 0.0, 0.25, 0.9996, 1.25, 12.5, 128)] == ["-", "0m", "250m", "1.00", "1.25",
                                                                             "12.5", "128"]

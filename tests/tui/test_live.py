@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from backend.errors import Unavailable
-from tui.live import Backoff, keep_open
+from tui.model.live import Backoff, keep_open
 
 
 def test_backoff_doubles_up_to_a_ceiling_and_resets():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from backend.models import LogLine
-from tui.log_buffer import LogBuffer, LogFilter, rank_of_display
+from tui.model.log_buffer import LogBuffer, LogFilter, rank_of_display
 
 
 def lines(pod: str, rank: int, n: int, start: int = 0) -> list[LogLine]:

@@ -1,4 +1,4 @@
-"""The failure timeline's model with the cluster's nodes and Events (tui/node_timeline.py), fed as
+"""The failure timeline's model with the cluster's nodes and Events (tui/model/node_timeline.py), fed as
 the screen feeds it: what happened to the nodes a group ran on, and the Events about its pods and
 its JobSet, join that group's restart; what happened elsewhere does not. The real node failure,
 end to end, is tests/local/test_node_failure.py."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from backend.models import ClusterEvent, NodeSummary, PodPhase, Taint
 from tests.tui.test_timeline import ev
-from tui.timeline import FailureTimeline
+from tui.model.timeline import FailureTimeline
 
 UNREACHABLE = Taint(key="node.kubernetes.io/unreachable", effect="NoExecute", added=108.0)
 

@@ -8,7 +8,7 @@ from textual.app import App, ComposeResult
 from textual.widgets import Input
 
 from backend.models import LogLine, Pod, PodEvent, PodEventType, PodPhase
-from tui.log_buffer import LogFilter, wrap_line
+from tui.model.log_buffer import LogFilter, wrap_line
 from tui.widgets.log_view import LogView
 from tui.widgets.pods_table import PodsTable
 

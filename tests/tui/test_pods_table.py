@@ -57,7 +57,7 @@ async def test_a_cursor_moved_down_follows_its_pod_through_a_resort():
 
 async def test_cpu_and_mem_fill_in_from_metrics_readings_and_show_unknown_without():
     from backend.models import PodUsage
-    from tui.live import sample
+    from tui.model.live import sample
 
     readings = [{"job-node-0-0-aaaaa": PodUsage(pod="job-node-0-0-aaaaa", cpu_cores=0.25, memory_bytes=1.2 * 2**30)},
                 None]

@@ -9,8 +9,8 @@ from textual.app import App, ComposeResult
 from backend.hangs import HangRule, HangWatch
 from backend.kube.pods import pod_from
 from backend.models import LogLine, Pod, PodEvent, PodEventType, PodPhase
-from tui.log_buffer import LogBuffer, LogFilter
-from tui.timeline import FailureTimeline
+from tui.model.log_buffer import LogBuffer, LogFilter
+from tui.model.timeline import FailureTimeline
 from tui.widgets.loss_chart import LossChart
 from tui.widgets.pods_table import PodsTable
 
@@ -123,7 +123,7 @@ def test_a_failed_pod_names_its_ranks_in_the_timeline():
 
 
 def test_the_group_summary_counts_ranks_not_pods():
-    from tui.rank_group import summarize
+    from tui.model.rank_group import summarize
 
     pods = {p.name: p for p in (pod(0), pod(1, PodPhase.PENDING))}
     group = summarize(pods, {}, attempt=0)
@@ -133,7 +133,7 @@ def test_the_group_summary_counts_ranks_not_pods():
 
 def test_a_stopped_rank_has_its_pods_logs_read():
     from backend.hangs import Hang
-    from tui.rank_group import ranks_to_show, summarize
+    from tui.model.rank_group import ranks_to_show, summarize
 
     pods = {p.name: p for p in (pod(0), pod(1))}
     hang = Hang(step=9, silent=30.0, usual=0.1, limit=10.0, stopped=(3,), waiting=(0, 1, 2), running=(0, 1, 2, 3))

@@ -130,7 +130,7 @@ async def test_512_ranks_summarised_a_rank_drilled_into_a_restart_timed_and_a_ha
 
 def test_a_group_summary_names_what_is_known_and_the_ranks_worth_a_row():
     """Pure: phases from every pod, steps only of the ranks read, the telling ranks first."""
-    from tui.rank_group import ranks_to_show, summarize
+    from tui.model.rank_group import ranks_to_show, summarize
 
     pods = {p.pod.name: p.pod for p in (
         *(pod(rank, 1) for rank in range(6)),

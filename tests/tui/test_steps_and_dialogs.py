@@ -254,7 +254,7 @@ async def test_at_80_columns_the_footer_labels_are_whole_and_the_keys_left_out_s
 
 async def test_every_footer_key_is_whole_beside_the_palette_wherever_the_focus_is(home):
     """At 120 columns with the logs focused the footer ended `… ^k Kill l Lo▏^p palette`: the keys
-    that do not fit leave whole, the least needed first (tui/fitting.py)."""
+    that do not fit leave whole, the least needed first (tui/model/fitting.py)."""
     from textual.widgets import Footer
     from textual.widgets._footer import FooterKey
 

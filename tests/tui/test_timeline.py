@@ -4,7 +4,7 @@ order they happen to arrive (a worker's lines may come before its pod's first ev
 from __future__ import annotations
 
 from backend.models import JobPhase, JobSummary, LogLine, Pod, PodEvent, PodEventType, PodPhase
-from tui.timeline import FailureTimeline
+from tui.model.timeline import FailureTimeline
 
 
 def ev(kind: str, name: str, rank: int, attempt: int, phase: PodPhase, **kw) -> PodEvent:
@@ -242,7 +242,7 @@ def test_a_survivor_killed_by_the_teardown_after_saving_is_not_why_the_group_fai
 
 
 def test_the_timelines_subtitle_is_in_the_past_once_recovered():
-    from tui.timeline import Restart
+    from tui.model.timeline import Restart
     from tui.widgets.timeline_view import restarts_summary
 
     done = Restart(attempt=0, failed_at=1.0, moments=(), steps_lost=0, recovery_seconds=52.5)

@@ -228,7 +228,7 @@ async def cmd_logs(args: argparse.Namespace) -> int:
 
 
 async def cmd_checkpoints(args: argparse.Namespace) -> int:
-    from tui import format as fmt
+    from tui.model import format as fmt
 
     found = await cluster_from(args).checkpoints(args.volume)
     if args.output == "json":
@@ -241,7 +241,7 @@ async def cmd_checkpoints(args: argparse.Namespace) -> int:
 
 
 async def cmd_snapshot_create(args: argparse.Namespace) -> int:
-    from tui import format as fmt
+    from tui.model import format as fmt
 
     snap = await cluster_from(args).snapshot(args.volume, args.name)
     print(f"volumesnapshot/{snap.name} created from {snap.volume}: {count(snap.files, 'file')}, "
@@ -250,7 +250,7 @@ async def cmd_snapshot_create(args: argparse.Namespace) -> int:
 
 
 async def cmd_snapshot_list(args: argparse.Namespace) -> int:
-    from tui import format as fmt
+    from tui.model import format as fmt
 
     snaps = await cluster_from(args).snapshots()
     if args.output == "json":

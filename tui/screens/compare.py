@@ -17,7 +17,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from tui import format as fmt
+from tui.model import format as fmt
 
 if TYPE_CHECKING:
     from backend.models import Snapshot

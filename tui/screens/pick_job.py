@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from tui import format as fmt
+from tui.model import format as fmt
 
 if TYPE_CHECKING:
     from backend.models import JobSummary

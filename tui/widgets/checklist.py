@@ -13,7 +13,7 @@ from textual.content import Content
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from tui.format import STATUS_LOOK
+from tui.model.format import STATUS_LOOK
 from tui.widgets.message import WidgetMessage
 
 if TYPE_CHECKING:

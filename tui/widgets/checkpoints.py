@@ -21,7 +21,7 @@ from textual.content import Content
 from textual.widgets import Select, Static
 
 from backend.words import count
-from tui import format as fmt
+from tui.model import format as fmt
 from tui.widgets.keyed_table import KeyedTable
 from tui.widgets.message import WidgetMessage
 

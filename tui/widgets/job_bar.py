@@ -14,8 +14,8 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from tui import format as fmt
-from tui.fitting import fit_fields
+from tui.model import format as fmt
+from tui.model.fitting import fit_fields
 from tui.widgets.throttle import Throttle
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class JobBar(Widget):
 
     def render(self) -> Content:
         """The parts in their order; where the line is too narrow for all, the least telling
-        go whole (PRIORITY, through the one fitting rule, tui/fitting.py), so what is there is
+        go whole (PRIORITY, through the one fitting rule, tui/model/fitting.py), so what is there is
         never cut: the running step, the job and the connection stay."""
         width = self.size.width
         fields = _fields(self._parts())

@@ -30,8 +30,8 @@ from textual.geometry import Size
 from textual.reactive import Reactive, reactive
 from textual.widgets import Input, Log, Select
 
-from tui.format import rank_colour
-from tui.log_buffer import MARK_LEAD, LogBuffer, LogFilter, rank_of_display, wrap_line
+from tui.model.format import rank_colour
+from tui.model.log_buffer import MARK_LEAD, LogBuffer, LogFilter, rank_of_display, wrap_line
 
 if TYPE_CHECKING:
     from backend.models import LogLine

@@ -31,7 +31,7 @@ from textual.content import Content
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from tui.format import fit
+from tui.model.format import fit
 from backend.words import count
 
 if TYPE_CHECKING:

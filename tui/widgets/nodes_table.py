@@ -17,7 +17,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Static
 
-from tui import format as fmt
+from tui.model import format as fmt
 from tui.widgets.keyed_table import KeyedTable
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """The live pods table: one row per worker pod of the followed job, updated cell by cell from
 watch events (k9s style: the table is never rebuilt, so the cursor and scroll stay put); for a
-group larger than the panel shows usefully, the group summarised (tui/rank_group.py, shown above
+group larger than the panel shows usefully, the group summarised (tui/model/rank_group.py, shown above
 the table by the screen) and a row only for the ranks worth one: rank 0, those a person went to
 (`go_to`), the failed, stopped, behind and waiting. The ranks with a row are the ones whose logs
 are read (`RanksShown`, the screen's log focus): what the cockpit costs grows with what it shows,
@@ -35,9 +35,9 @@ from rich.text import Text
 from textual.message import Message
 
 from backend.models import DRIVER_RANK, MAX_FOLLOWED
-from tui import format as fmt
-from tui.format import short_name
-from tui.rank_group import RankGroup, ranks_to_show, summarize
+from tui.model import format as fmt
+from tui.model.format import short_name
+from tui.model.rank_group import RankGroup, ranks_to_show, summarize
 from tui.widgets.keyed_table import KeyedTable
 from tui.widgets.throttle import Throttle
 

@@ -1,5 +1,5 @@
 """The group summary above the pods table, for a group larger than the panel shows usefully
-(tui/rank_group.py): the newest attempt's pods by phase, the ranks behind, stopped, failed or
+(tui/model/rank_group.py): the newest attempt's pods by phase, the ranks behind, stopped, failed or
 waiting, and where what it knows comes from. Hidden while the table has a row per pod. Redrawn only
 when the table hands it a summary that differs (the table's rows are drawn twice a second at most)."""
 
@@ -11,7 +11,7 @@ from textual.content import Content
 from textual.widget import Widget
 
 if TYPE_CHECKING:
-    from tui.rank_group import RankGroup
+    from tui.model.rank_group import RankGroup
 
 
 class RankSummary(Widget):

@@ -22,7 +22,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
 from textual.widgets import Button, RichLog, Static, TextArea
 
-from tui.format import STATUS_LOOK
+from tui.model.format import STATUS_LOOK
 from tui.widgets.checklist import status_of
 from tui.widgets.message import WidgetMessage
 

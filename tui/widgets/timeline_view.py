@@ -1,7 +1,7 @@
 """The failure timeline panel: for each restart of the followed job, what happened from the failure
 to the first step trained again, each with its offset from the failure, then steps lost and the
 recovery time; above them, the job's goodput so far and where the rest of its wall time went. The
-model (`tui/timeline.py`) is fed by the screen; this widget only draws it, at most a few times a
+model (`tui/model/timeline.py`) is fed by the screen; this widget only draws it, at most a few times a
 second and only when the model changed (the goodput when the screen hands it a new report)."""
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from textual.widgets import Static
 
 from backend.goodput import LABELS
 from backend.words import count
-from tui.timeline import FailureTimeline
+from tui.model.timeline import FailureTimeline
 
 if TYPE_CHECKING:
     from textual.app import ComposeResult
 
     from backend.goodput import GoodputReport
     from backend.hangs import Hang
-    from tui.timeline import Moment, Restart
+    from tui.model.timeline import Moment, Restart
 
 REDRAW_SECONDS = 0.25
 GLYPH = {"failure": ("✘", "bold $error"), "save": ("⤓", "$accent"), "down": ("▼", "$warning"),

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, AsyncIterator
 
 from backend.errors import NotFound, one_line
 from tui.screens.cockpit.part import Part
-from tui.live import keep_open, sample
+from tui.model.live import keep_open, sample
 
 if TYPE_CHECKING:
     from backend.models import JobSummary, LogFocus, LogLine, Pod, PodEvent
@@ -240,7 +240,7 @@ class Following(Part):
         """A separator in the merged logs where a worker failed and where a new group started:
         the lines either side belong to different attempts. Of a large group's restart, the
         first pods to fail (the failure, the first torn down), not the hundreds after them."""
-        from tui import format as fmt
+        from tui.model import format as fmt
         from tui.widgets.pods_table import HISTORY_PER_ATTEMPT
 
         pod = event.pod

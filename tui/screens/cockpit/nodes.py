@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Awaitable, Callable
 
-from tui.live import keep_open
+from tui.model.live import keep_open
 from tui.screens.cockpit.part import Part
 
 if TYPE_CHECKING:

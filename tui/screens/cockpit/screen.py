@@ -35,7 +35,7 @@ from tui.screens.cockpit.nodes import NodeActions
 from tui.screens.cockpit.pods import PodActions
 from tui.screens.cockpit.recording import Recording
 from tui.screens.cockpit.storage import Storage
-from tui.live import LOST, Backoff
+from tui.model.live import LOST, Backoff
 from tui.widgets.checklist import Checklist
 from tui.widgets.job_bar import JobBar
 from tui.widgets.key_bar import KeyBar
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from tui.widgets.pods_table import PodsTable
     from tui.widgets.step_view import StepView
     from tui.widgets.timeline_view import TimelineView
-    from tui.session import Session
+    from tui.model.session import Session
 
 
 class CockpitScreen(Screen):

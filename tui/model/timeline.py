@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Sequence
 
 from backend.goodput import Goodput
 from backend.hangs import HangWatch
-from tui.format import node_name, rank_label, ranks_label as fmt_ranks, short_name
-from tui.node_timeline import NodeHistory, when
+from tui.model.format import node_name, rank_label, ranks_label as fmt_ranks, short_name
+from tui.model.node_timeline import NodeHistory, when
 from backend.words import count
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""What the cluster did about its nodes, for the failure timeline (tui/timeline.py): each node's
+"""What the cluster did about its nodes, for the failure timeline (tui/model/timeline.py): each node's
 Ready condition and taints as they changed (the node watch), and the Events the control plane
 recorded about a restart's pods and its JobSet (the Event watch). Kept as plain data, timed, and
 read per restart, so a node failure is narrated in the order upstream's controllers act:
@@ -24,7 +24,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
-from tui.format import short_name
+from tui.model.format import short_name
 
 if TYPE_CHECKING:
     from backend.models import ClusterEvent, NodeSummary

@@ -11,7 +11,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from tui.format import DRIVER_LABEL
+from tui.model.format import DRIVER_LABEL
 
 if TYPE_CHECKING:
     from backend.models import LogLine

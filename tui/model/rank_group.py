@@ -17,7 +17,7 @@ from statistics import median_high
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from backend.models import MAX_FOLLOWED
-from tui.format import pod_reason
+from tui.model.format import pod_reason
 from backend.words import count
 
 if TYPE_CHECKING:
