@@ -2,8 +2,9 @@
 every descendant, reap them without polling.
 
 Three guarantees against orphans, from strongest to last resort:
-- a pod's process gets PR_SET_PDEATHSIG, so it is signalled the moment its parent (the
-  controller, or the warm-worker zygote) dies, even by SIGKILL;
+- a pod's process gets PR_SET_PDEATHSIG, so it is signalled the moment its parent (its
+  container's shim, node/shim.py) dies, even by SIGKILL; the shim itself has none, so pods
+  outlive the controller, and is a subreaper, so what a pod starts stays below it;
 - each pod is a session and process group of its own, so a kill reaches its descendants;
 - every pod process carries KFCOCKPIT_CLUSTER_ID/KFCOCKPIT_POD in its environment, inherited by
   anything it starts (torchrun starts its workers in new sessions), so `sweep` finds them in
@@ -43,9 +44,11 @@ def become_subreaper() -> None:
 
 
 def enter_pod_session(parent: int, death_signal: int, stdout_fd: int) -> None:
-    """In a freshly forked child: own session, die with `parent`, output to the pod's log pipe."""
+    """In a freshly forked child: own session, die with `parent` (unless `death_signal` is 0: a
+    container's shim outlives its starter), output to the pod's log pipe."""
     os.setsid()
-    set_parent_death_signal(death_signal)
+    if death_signal:
+        set_parent_death_signal(death_signal)
     if os.getppid() != parent:  # the parent died before the line above took effect
         os._exit(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -193,15 +196,59 @@ def marked_processes(required: dict[str, str]) -> Iterator[int]:
             yield int(entry.name)
 
 
-def sweep(required: dict[str, str], sig: int = signal.SIGKILL) -> list[int]:
-    """Signal every live process marked with all of `required`; returns their pids."""
-    pids = list(marked_processes(required))
+def sweep(required: dict[str, str], sig: int = signal.SIGKILL, spare: set[int] = frozenset()) -> list[int]:
+    """Signal every live process marked with all of `required` but those in `spare`; returns
+    their pids."""
+    pids = [pid for pid in marked_processes(required) if pid not in spare]
     for pid in pids:
         try:
             os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
     return pids
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat's fields after the command's name (the state first), None when gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def start_time(pid: int) -> int | None:
+    """When the process started (clock ticks since boot): with its pid, what names one process
+    across pid reuse. None when it is gone."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None
+
+
+def open_pidfd(pid: int, started: int) -> int | None:
+    """A pidfd on the process `pid` that started at `started` (start_time), None when it is gone
+    (or the pid is another's now)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    if start_time(pid) != started:
+        os.close(fd)
+        return None
+    return fd
+
+
+def descendants(roots: set[int]) -> set[int]:
+    """`roots` and every live process below them (by parent pid)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and (fields := _stat_fields(int(entry.name))):
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = set(roots), list(roots)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
 
 
 def _pidfds(pids: list[int]) -> dict[int, int]:
@@ -265,11 +312,8 @@ async def wait_gone_async(pids: list[int], timeout: float) -> list[int]:
 
 
 def is_zombie_or_gone(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    fields = _stat_fields(pid)
+    return fields is None or fields[0] in ("Z", "X")
 
 
 def describe_exit(status: int) -> tuple[int, str]:

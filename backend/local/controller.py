@@ -9,10 +9,12 @@ It is single-threaded on purpose: pods are forked from it (and from its zygote),
 safe without other threads; every controller and kubelet is a task of one asyncio loop, fed by
 the store's watches (asyncio queues: a change reaches them one loop iteration after it is stored).
 
-When it dies its pods die with it (PR_SET_PDEATHSIG). The next one kills any process still marked
-with this state root, and its kubelet finds the pods the previous one ran: their containers'
-runs ended with them, and their restartPolicy says what follows (a JobSet's group fails, and its
-failure policy restarts it from its checkpoints, or fails it with its restarts used up).
+When it dies its pods run on: each container's run is below a shim of its own (node/shim.py, as
+containerd-shim), not below this process, as a kubelet's containers outlive a restart of the
+kubelet, the apiserver or the controller manager. The next one kills any process still marked
+with this state root but the live runs, and its kubelets adopt those (followed on, not
+restarted); a run that ended meanwhile ended with the status its shim recorded. Stopping it
+(`cluster down`, SIGTERM) is not a crash: its kubelets end their pods first.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from backend.local.fleet import Fleet
 from backend.local.layout import Layout
 from backend.local.lifecycle import Lifecycle
 from backend.local.migrate import migrate
-from backend.local.node import podspec
+from backend.local.node import podspec, shim
 from backend.local.node.network import LOOPBACK_ENV, Network
 from backend.local.node.warm import ZygotePool
 from backend.local.registry.client import Client
@@ -62,7 +64,7 @@ from backend.local.registry.kinds import Kinds
 from backend.local.registry.store import Store
 from backend.local.registry.tokens import TokenIssuer
 from backend.local.registry.strategies import strategies
-from backend.processes import Children, become_subreaper, marked_processes, sweep, wait_gone
+from backend.processes import Children, become_subreaper, descendants, marked_processes, sweep, wait_gone
 from backend.raytrain.tempdir import ray_temp_dir
 
 log = logging.getLogger("kfcockpit.controller")
@@ -139,8 +141,7 @@ class ControlPlane:
         migrate(self.layout, self.store)
         self.layout.create()
         bootstrap.ensure(self.client, self.fleet.names, first_start)
-        self.zygotes = ZygotePool(podspec.cluster_id(self.layout.root), sys.stderr.fileno(), self.children.exit_of,
-                                  self.fleet.worker_exited)
+        self.zygotes = ZygotePool(podspec.cluster_id(self.layout.root), sys.stderr.fileno(), self.children.exit_of)
         self.fleet.set_zygotes(self.zygotes)
         pki = credentials.load_or_create(self.layout.root / "pki")
         self.server.token = pki.token
@@ -176,14 +177,16 @@ class ControlPlane:
         self._stopping.set()
 
     def _sweep_leftovers(self) -> None:
-        """Kill whatever a previous controller of this state root left running, and wait for it."""
+        """Kill whatever a previous controller of this state root left running but its pods' live
+        runs (their shims and what is below them: the kubelets adopt them), and wait for it."""
         marker = podspec.cluster_marker(self.layout.root)
-        pids = sweep(marker)
+        runs = descendants({record["shim"] for record in shim.live_runs(self.layout.root / "logs")})
+        pids = sweep(marker, spare=runs)
         if not pids:
             return
         log.warning("killed %d process(es) left by a previous controller: %s", len(pids), pids)
         wait_gone(pids, 10)
-        left = list(marked_processes(marker))
+        left = [pid for pid in marked_processes(marker) if pid not in runs]
         if left:
             log.error("processes of this state root still alive after SIGKILL: %s", left)
 

@@ -153,18 +153,12 @@ class Fleet:
         for cgroups in self.cgroups.values():
             cgroups.close()
 
-    # ------------------------------------------------------------------ what the API server and zygotes ask
+    # ------------------------------------------------------------------ what the API server asks
 
     def kubelet(self, node: str | None) -> Kubelet | None:
         """The running kubelet of a node (None for a node failed or unknown)."""
         kubelet = self.kubelets.get(node or "")
         return kubelet if kubelet is not None and node not in self.failed() else None
-
-    def worker_exited(self, key: str, status: int) -> None:
-        for kubelet in self.kubelets.values():
-            if key in kubelet.workers:
-                kubelet.worker_exited(key, status)
-                return
 
     def pod_log(self, pod: dict, options: dict[str, str]) -> AsyncIterator[bytes]:
         """pods/log, served by the kubelet of the pod's node (as kube-apiserver asks that node's)."""

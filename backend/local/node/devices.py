@@ -129,6 +129,10 @@ class Devices:
         self.given[uid] = free[:count]
         return self.given[uid]
 
+    def adopt(self, uid: str, ids: list[str]) -> None:
+        """The devices a run the node's previous kubelet started holds (its shim recorded them)."""
+        self.given[uid] = [g for g in self.gpus if g.id in ids]
+
     def release(self, uid: str) -> bool:
         """The pod's devices are free again; whether it had any."""
         return bool(self.given.pop(uid, None))

@@ -17,8 +17,11 @@ pod is a pod. What it does for them:
 - reports the pod's status (keeping the scheduler's PodScheduled), its events (Created,
   Started, Killing, BackOff, Failed), and deletes it with grace 0 once a pod being deleted has
   ended (the kubelet's last word);
-- at start, finds the pods its previous run left: their processes died with it, so each such
-  container's run ended (exit 137, its processes lost) and its restartPolicy decides;
+- at start, adopts the pods its previous run left: a run's shim (shim.py) outlives the kubelet
+  and the controller process, as a kubelet's containers outlive it (CRI: the runtime, not the
+  kubelet, is their parent), so a run whose shim lives is followed on, one whose shim recorded
+  its exit ended with it, and one that left neither ended (exit 137, its processes lost); its
+  restartPolicy decides what follows an end;
 - serves a pod's log (pods/log) and its process (metrics) to the API server.
 
 Stopping it (cancelling `run`) is what a lost machine does to a node: every process of its pods
@@ -38,11 +41,13 @@ from typing import AsyncIterator, Callable
 from backend.errors import InvalidResource
 from backend.local.registry.events import Record
 from backend.local.node import podspec
+from backend.local.node import shim
 from backend.local.node.container import Container
 from backend.local.node.devices import RESOURCE as GPU, Devices
 from backend.local.node.heartbeat import Heartbeat
+from backend.local.node.inotify import FileWatcher
 from backend.local.node.limits import PodCgroups
-from backend.local.node.logs import PodLog, follow, log_path, pod_directory
+from backend.local.node.logs import FollowedLog, PodLog, follow, log_path, pod_directory
 from backend.local.node.network import ADDRESS, Network
 from backend.local.node.pod_worker import PodWorker, frozen_by
 from backend.local.node.raypods import DRIVER_ANNOTATION, LOG_FORMAT_ENV, ROLE, WORKER_CONTAINER, RayDriver
@@ -122,6 +127,7 @@ class Kubelet:
             informer.handlers.append(self._reference_changed)
         self._recovering = True
         self._stopping = False
+        self._files: FileWatcher | None = None  # the log files its runs' shims write
 
     # ------------------------------------------------------------------ the node and its pods
 
@@ -144,6 +150,8 @@ class Kubelet:
             for worker in list(self.workers.values()):
                 worker.kill()
             await asyncio.gather(*tasks, *(w.task for w in self.workers.values() if w.task), return_exceptions=True)
+            if self._files is not None:
+                self._files.close()
 
     def _pod_changed(self, event_type: str, pod: Obj, old: Obj | None) -> None:
         meta = pod["metadata"]
@@ -238,12 +246,16 @@ class Kubelet:
         asyncio.get_running_loop().call_later(LOGS_KEPT_SECONDS, shutil.rmtree, logs, True)
 
     def _collect_logs(self) -> None:
-        """At start: the logs of pods no longer in the API (gone while no kubelet ran) go."""
+        """At start: the logs of pods no longer in the API (gone while no kubelet ran) go, and
+        what still runs of them ends."""
         known = {(p["metadata"]["namespace"], pod_directory(p["metadata"]["name"], p["metadata"]["uid"]))
                  for p in self.client.list("Pod")}
         root = self.root / "logs"
         for directory in root.glob("*/*_*") if root.is_dir() else []:
             if (directory.parent.name, directory.name) not in known:
+                for record in (r for path in directory.glob("*/*.shim") if (r := shim.live_record(
+                        path.with_suffix(".log")))):
+                    shim.kill_run(record)
                 shutil.rmtree(directory, ignore_errors=True)
 
     # ------------------------------------------------------------------ what a pod worker asks (pod_worker.Node)
@@ -399,13 +411,38 @@ class Kubelet:
             return self.client.tokens.mint(audience, seconds, subject, time.time())
         return mint
 
-    def open_log(self, pod: Obj, container: str, restart: int) -> PodLog:
+    def open_log(self, pod: Obj, container: str, restart: int) -> PodLog | FollowedLog:
         meta = pod["metadata"]
         path = log_path(self.root / "logs", meta["namespace"], meta["name"], meta["uid"], container, restart)
         if (meta.get("labels") or {}).get(ROLE) != "driver":
-            return PodLog(path)
+            return FollowedLog(path, self.files)
         driver = self.ray_drivers[meta["uid"]] = RayDriver(self, pod, self.root / "logs")
         return PodLog(path, router=driver.route)
+
+    @property
+    def files(self) -> FileWatcher:
+        if self._files is None:
+            self._files = FileWatcher()
+        return self._files
+
+    def adopt(self, pod: Obj, container: str, restart: int) -> Container | None:
+        """The run of the pod's container its node's previous kubelet left (a live shim, or the
+        status its shim recorded), followed on; None when it left neither."""
+        meta = pod["metadata"]
+        if (meta.get("labels") or {}).get(ROLE) == "driver":
+            return None  # a Ray driver's run is the kubelet's own child: it ended with it
+        path = log_path(self.root / "logs", meta["namespace"], meta["name"], meta["uid"], container, restart)
+        record, status = shim.live_record(path), shim.recorded_status(path)
+        if record is None and status is None:
+            return None
+        run = Container(meta["uid"], self.cluster_id, FollowedLog(path, self.files))
+        run.adopt(record, status)
+        log.info("pod %s/%s: %s", meta["namespace"], meta["name"],
+                 f"adopted its running container (shim pid {record['shim']})" if record is not None else
+                 f"its container ended while no kubelet ran (wait status {status})")
+        if run.devices:
+            self.devices.adopt(meta["uid"], run.devices.split(","))
+        return run
 
     def ended(self, pod: Obj, run: Container, code: int) -> None:
         driver = self.ray_drivers.get(pod["metadata"]["uid"])
@@ -429,12 +466,6 @@ class Kubelet:
                 log.warning("pod %s: warm workers unavailable (%s); running the command as is", run.key,
                             zygote.problem)
         await run.start(spec, self.children.exit_of, fork, cgroups)
-
-    def worker_exited(self, key: str, status: int) -> None:
-        """A warm worker a zygote forked for the pod of uid `key` exited."""
-        worker = self.workers.get(key)
-        if worker is not None and worker.run is not None:
-            worker.run.exited(status)
 
     # ------------------------------------------------------------------ what the API server asks
 

@@ -1,5 +1,9 @@
 """A pod's logs on its node: written from its container's output pipe, read by pods/log.
 
+A run's shim (shim.py) writes its log file and outlives the kubelet; the kubelet follows the file
+as the kernel says it grows (`FollowedLog`, inotify). A Ray driver's output, whose lines the
+kubelet hands to its workers' pods, is read by the kubelet itself (`PodLog`).
+
 Each container run has its own file, `<logs>/<namespace>/<pod>_<uid>/<container>/<restart>.log`
 (the kubelet's /var/log/pods layout), one line per printed line, `<epoch seconds> <text>`, so
 readers merge workers by time and resume from a byte offset, and `--previous` reads the run
@@ -22,11 +26,13 @@ import time
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
+from backend.local.node.inotify import FileWatcher
+from backend.local.node.shim import READ_INTERVAL, stamped
 from backend.local.registry.status import bad_request
 from backend.local.registry.filenames import file_name
 
 _READ_SIZE = 1 << 16
-READ_INTERVAL = 0.02
+_LAST_LINES = 5  # kept for a termination message (FallbackToLogsOnError)
 
 
 class PodLog:
@@ -83,11 +89,10 @@ class PodLog:
         """Append whole lines (without their newline), stamped with the time now."""
         if self._file.closed:
             return  # the run's log is closed: nothing more belongs to it
-        stamp = f"{time.time():.6f} ".encode()
-        self._file.write(b"".join(stamp + line.rstrip(b"\r") + b"\n" for line in raw_lines))
+        self._file.write(stamped(raw_lines))
         self.size = self._file.tell()
         self.last_lines = (self.last_lines + [line.decode(errors="replace").rstrip("\r")
-                                              for line in raw_lines[-5:]])[-5:]
+                                              for line in raw_lines[-_LAST_LINES:]])[-_LAST_LINES:]
         self.changed.set()
 
     def close(self) -> None:
@@ -107,6 +112,38 @@ class PodLog:
         self.changed.set()
         if not self.closed.done():
             self.closed.set_result(None)
+
+
+class FollowedLog:
+    """The log file of a container run that its shim writes, followed: `changed` is set whenever
+    it grows (inotify), `closed` resolves once the run has ended (`close`, by the container)."""
+
+    def __init__(self, path: Path, files: FileWatcher):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()  # watched before its shim writes the first line
+        self.path, self._files = path, files
+        self.changed = asyncio.Event()
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.last_lines: list[str] = []
+        self._watch = files.watch(path, self.changed.set)
+
+    def note(self, text: str) -> None:
+        """A line from the node itself (why a container could not start: no shim writes then)."""
+        with open(self.path, "ab", buffering=0) as f:
+            f.write(stamped([text.encode()]))
+        self.changed.set()
+
+    def close(self) -> None:
+        """The run has ended and its shim wrote its last line."""
+        if self.closed.done():
+            return
+        self._files.unwatch(self._watch)
+        size = self.path.stat().st_size if self.path.exists() else 0
+        start = max(0, size - _READ_SIZE)
+        tail = read_lines(self.path, start, size)[1 if start else 0:]  # past a cut first line
+        self.last_lines = [text for _t, text, _e in tail][-_LAST_LINES:]
+        self.changed.set()
+        self.closed.set_result(None)
 
 
 def read_lines(path: Path, start: int, end: int) -> list[tuple[float, str, int]]:
@@ -138,7 +175,7 @@ def log_path(root: Path, namespace: str, pod: str, uid: str, container: str, res
     return root / namespace / pod_directory(pod, uid) / container / f"{restart}.log"
 
 
-async def follow(path: Path, live: PodLog | None, options: dict[str, str]) -> AsyncIterator[bytes]:
+async def follow(path: Path, live: PodLog | FollowedLog | None, options: dict[str, str]) -> AsyncIterator[bytes]:
     """The bytes of one container run's log as `kubectl logs` asks for them; with follow, until
     `live` (the run's open log, None when it has ended) is closed and read to its end."""
     timestamps, keep_following = _flag(options.get("timestamps")), _flag(options.get("follow"))

@@ -34,8 +34,8 @@ from typing import Any, Protocol
 
 from backend.errors import InvalidResource
 from backend.local.node import podspec
-from backend.local.node.container import START_ERROR_STATUS, Container
-from backend.local.node.logs import PodLog
+from backend.local.node.container import LOST_NOTE, START_ERROR_STATUS, Container
+from backend.local.node.logs import FollowedLog, PodLog
 from backend.local.registry.status import ApiError
 from backend.models import FREEZE_ANNOTATION
 from backend.processes import describe_exit
@@ -66,7 +66,9 @@ class Node(Protocol):
 
     def ended(self, pod: Obj, run: Container, code: int) -> None: ...
 
-    def open_log(self, pod: Obj, container: str, restart: int) -> PodLog: ...
+    def open_log(self, pod: Obj, container: str, restart: int) -> PodLog | FollowedLog: ...
+
+    def adopt(self, pod: Obj, container: str, restart: int) -> Container | None: ...
 
     def report(self, pod: Obj, status: Obj, labels: dict[str, str] | None = None) -> None: ...
 
@@ -102,12 +104,15 @@ class PodWorker:
         self._resend: asyncio.TimerHandle | None = None
 
     def recover(self) -> None:
-        """The pod ran under the node's previous kubelet, and its processes died with it: that run
-        ended (exit 137), and the restart policy decides what follows."""
+        """The pod ran under the node's previous kubelet: its run is adopted (followed on while
+        its shim lives, or ended as its shim recorded); a run that left nothing died with that
+        kubelet (exit 137). The restart policy decides what follows its end."""
         statuses = (self.pod.get("status") or {}).get("containerStatuses") or [{}]
         self.restarts = int(statuses[0].get("restartCount") or 0)
-        self._lost = {"terminated": {"exitCode": 137, "reason": "Error", "finishedAt": _time(time.time()),
-                                     "message": "its processes were lost when the node's kubelet stopped"}}
+        self.run = self.node.adopt(self.pod, self.container_spec.get("name", ""), self.restarts)
+        if self.run is None:
+            self._lost = {"terminated": {"exitCode": 137, "reason": "Error", "finishedAt": _time(time.time()),
+                                         "message": LOST_NOTE}}
 
     @property
     def key(self) -> str:
@@ -200,38 +205,22 @@ class PodWorker:
                 log.error("pod %s/%s: not removed: %s", self.namespace, self.name, exc.message)
 
     async def _run(self) -> _Ending:
-        backoff, last = None, self._lost
+        backoff, last, adopted = None, self._lost, self.run
         if last is not None:
             policy = self.pod["spec"].get("restartPolicy", "Always")
             if policy == "Never":
                 return self._end(last)
             self.restarts += 1
             backoff = _BACKOFF_START
-        while not self.deleting:
-            try:
-                spec, cgroups = self.node.prepare(self.pod, self.container_spec)
-            except InvalidResource as exc:
-                self._report("Pending", {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}})
-                self.node.record(self.pod, "Warning", "Failed", f"Error: {exc}")
-                self.wake.clear()
-                await self.wake.wait()
-                continue
-            run = self.run = Container(self.key, self.node.cluster_id,
-                                       self.node.open_log(self.pod, self.container_spec.get("name", ""), self.restarts))
-            await self.node.start(self.pod, run, spec, cgroups)
-            self.frozen = False
-            self.freeze(frozen_by(self.pod))  # annotated before it started (or restarted)
-            if self.deleting:  # deleted while it was starting
-                run.kill()
-            if run.start_error:
-                self.node.record(self.pod, "Warning", "Failed", f"Error: {run.start_error}")
+        while not self.deleting or adopted is not None:
+            if adopted is not None:  # the run the previous kubelet left, frozen as the pod now says
+                run, adopted = adopted, None
+                self.frozen = frozen_by(self.pod)
+                run.signal_all(signal.SIGSTOP if self.frozen else signal.SIGCONT)
             else:
-                self._report("Running", {"running": {"startedAt": _time(run.started)}}, last,
-                             labels={"kfcockpit.io/launch": "warm" if run.warm else "exec"})
-                name = self.container_spec.get("name")
-                self.node.record(self.pod, "Normal", "Created", f"Created container {name}")
-                self.node.record(self.pod, "Normal", "Started", f"Started container {name} (a process on this "
-                                                                 "machine)")
+                run = await self._start(last)
+                if run is None:  # waiting for what it refers to
+                    continue
             status = await run.ended()
             last = {"terminated": self._terminated(run, status)}
             code = last["terminated"]["exitCode"]
@@ -257,6 +246,35 @@ class PodWorker:
             backoff = _BACKOFF_START if backoff is None else min(backoff * 2, _BACKOFF_MAX)
             self.restarts += 1
         return self._end(last)
+
+    async def _start(self, last: Obj | None) -> Container | None:
+        """Prepare and start a run of the container; None when what it refers to is missing
+        (CreateContainerConfigError), after waiting for a change."""
+        try:
+            spec, cgroups = self.node.prepare(self.pod, self.container_spec)
+        except InvalidResource as exc:
+            self._report("Pending", {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}})
+            self.node.record(self.pod, "Warning", "Failed", f"Error: {exc}")
+            self.wake.clear()
+            await self.wake.wait()
+            return None
+        run = self.run = Container(self.key, self.node.cluster_id,
+                                   self.node.open_log(self.pod, self.container_spec.get("name", ""), self.restarts))
+        await self.node.start(self.pod, run, spec, cgroups)
+        self.frozen = False
+        self.freeze(frozen_by(self.pod))  # annotated before it started (or restarted)
+        if self.deleting:  # deleted while it was starting
+            run.kill()
+        if run.start_error:
+            self.node.record(self.pod, "Warning", "Failed", f"Error: {run.start_error}")
+        else:
+            self._report("Running", {"running": {"startedAt": _time(run.started)}}, last,
+                         labels={"kfcockpit.io/launch": "warm" if run.warm else "exec"})
+            name = self.container_spec.get("name")
+            self.node.record(self.pod, "Normal", "Created", f"Created container {name}")
+            self.node.record(self.pod, "Normal", "Started", f"Started container {name} (a process on this "
+                                                             "machine)")
+        return run
 
     def _terminated(self, run: Container, status: int) -> Obj:
         code, _why = (127, "StartError") if status == START_ERROR_STATUS and run.start_error else describe_exit(status)

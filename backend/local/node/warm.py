@@ -2,7 +2,8 @@
 
 One zygote per distinct set of import-time variables (`podspec.zygote_key`); in practice one.
 A zygote that cannot serve (unfit, or dies) makes its pods fall back to the exact torchrun path;
-the failure policy is the same either way, so recovery semantics do not depend on the path.
+the failure policy is the same either way, so recovery semantics do not depend on the path. The
+workers it forked live on without it, below their shims (shim.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import asyncio
 import json
 import logging
 import os
-import signal
 import socket
 import sys
 from typing import Callable
@@ -21,21 +21,15 @@ from backend.processes import SpawnError, kill_group, spawn
 
 log = logging.getLogger("kfcockpit.controller")
 
-# A wait status that reads as "killed by SIGKILL", for workers lost with their zygote.
-LOST_STATUS = signal.SIGKILL
 _MAX_ZYGOTES = 2
 
 
 class Zygote:
     def __init__(self, key: tuple[tuple[str, str], ...], cluster_id: str, log_fd: int,
-                 watch_exit: Callable[[int], asyncio.Future],
-                 on_worker_exit: Callable[[str, int], None]):
+                 watch_exit: Callable[[int], asyncio.Future]):
         self.key = key
         self._loop = asyncio.get_running_loop()
         self.ready: asyncio.Future[bool] = self._loop.create_future()
-        self._on_worker_exit = on_worker_exit
-        self._spawning: dict[str, asyncio.Future[int]] = {}
-        self.workers: dict[str, int] = {}
         self.problem = ""
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {k: os.environ[k] for k in ("HOME", "USER", "LANG", "TMPDIR") if k in os.environ}
@@ -57,30 +51,16 @@ class Zygote:
     def usable(self) -> bool:
         return self.ready.done() and self.ready.result() and not self.problem
 
-    async def spawn(self, pod: str, spec: podspec.LaunchSpec, log_w: int, cgroups: tuple[str, ...] = ()) -> int:
-        """Fork a worker for `pod` writing to `log_w`, in `cgroups` (cgroup.procs files); its pid.
-        SpawnError if it cannot."""
+    async def spawn(self, request: dict, report_fd: int) -> None:
+        """Have a shim forked for a run (`request`: container.Container's), reporting on
+        `report_fd`. SpawnError if the zygote cannot take it."""
         if not await self.ready or self.problem:
             raise SpawnError(self.problem or "warm workers unavailable")
-        kind, target, args = spec.warm
-        request = {"op": "spawn", "pod": pod, "kind": kind, "target": target, "args": args,
-                   "env": spec.warm_env, "cwd": spec.cwd, "cgroups": list(cgroups), "confine": spec.confine}
-        future = self._loop.create_future()
-        self._spawning[pod] = future
         try:
-            socket.send_fds(self._sock, [json.dumps(request).encode()], [log_w])
+            socket.send_fds(self._sock, [json.dumps({"op": "spawn", **request}).encode()], [report_fd])
         except OSError as exc:
-            self._spawning.pop(pod, None)
             self._lost(f"cannot reach the zygote: {exc}")
             raise SpawnError(self.problem) from None
-        try:
-            pid = await asyncio.shield(future)
-        except asyncio.CancelledError:
-            # The pod was given up while the fork was on its way: kill the worker when it comes.
-            future.add_done_callback(lambda f: f.cancelled() or f.exception() or kill_group(f.result()))
-            raise
-        self.workers[pod] = pid
-        return pid
 
     def _readable(self) -> None:
         try:
@@ -101,17 +81,6 @@ class Zygote:
             self.problem = message["error"]
             log.warning("warm workers unavailable: %s", self.problem)
             self.ready.set_result(False)
-        elif op == "spawned":
-            future = self._spawning.pop(message["pod"], None)
-            if future and not future.done():
-                future.set_result(message["pid"])
-        elif op == "spawn_failed":
-            future = self._spawning.pop(message["pod"], None)
-            if future and not future.done():
-                future.set_exception(SpawnError(message["error"]))
-        elif op == "exited":
-            self.workers.pop(message["pod"], None)
-            self._on_worker_exit(message["pod"], message["status"])
 
     def _lost(self, why: str) -> None:
         if self.problem:
@@ -125,25 +94,16 @@ class Zygote:
         self._sock.close()
         if not self.ready.done():
             self.ready.set_result(False)
-        for future in self._spawning.values():
-            if not future.done():
-                future.set_exception(SpawnError(f"warm workers unavailable: {why}"))
-        self._spawning.clear()
-        # Its workers die with it (PR_SET_PDEATHSIG); make sure, then report them.
-        for pod, pid in list(self.workers.items()):
-            kill_group(pid)
-            self._on_worker_exit(pod, LOST_STATUS)
-        self.workers.clear()
 
     def stop(self) -> None:
-        """Close the socket: the zygote exits, and its workers with it."""
+        """The zygote exits (the workers it forked live on below their shims)."""
         kill_group(self.pid)
         self._lost("stopped")
 
 
 class ZygotePool:
-    def __init__(self, cluster_id: str, log_fd: int, watch_exit, on_worker_exit):
-        self._args = (cluster_id, log_fd, watch_exit, on_worker_exit)
+    def __init__(self, cluster_id: str, log_fd: int, watch_exit):
+        self._args = (cluster_id, log_fd, watch_exit)
         self._zygotes: dict[tuple, Zygote] = {}
 
     def get(self, key: tuple[tuple[str, str], ...]) -> Zygote:
@@ -156,14 +116,11 @@ class ZygotePool:
         return zygote
 
     def _evict(self) -> None:
-        for key, zygote in list(self._zygotes.items()):
-            if not zygote.workers:
-                zygote.stop()
-                del self._zygotes[key]
-                return
+        key = next(iter(self._zygotes))  # the oldest: its workers live on without it
+        self._zygotes.pop(key).stop()
 
     def status(self) -> list[dict]:
-        return [{"pid": z.pid, "ready": z.usable, "workers": len(z.workers), "problem": z.problem}
+        return [{"pid": z.pid, "ready": z.usable, "problem": z.problem}
                 for z in self._zygotes.values()]
 
     def stop(self) -> None:

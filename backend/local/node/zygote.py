@@ -12,12 +12,12 @@ if a thread exists after the imports; the controller then runs pods cold (exact 
 
 Protocol on the SOCK_SEQPACKET socket `--fd` (one JSON message per packet):
   zygote -> controller  {"op": "ready", "pid", "seconds"} | {"op": "unfit", "error"}
-  controller -> zygote  {"op": "spawn", "pod", "kind", "target", "args", "env", "cwd", "cgroups", "confine"}
-                        + log fd
-  zygote -> controller  {"op": "spawned", "pod", "pid"} | {"op": "spawn_failed", "pod", "error"}
-                        {"op": "exited", "pod", "pid", "status"}
-The zygote exits when the controller closes the socket, and dies with the controller
-(PR_SET_PDEATHSIG); its workers die with it the same way.
+  controller -> zygote  {"op": "spawn", "kind", "target", "args", "env", "cwd", "cgroups", "confine",
+                         and the shim's "log", "marker", "devices"} + the socket the shim reports on
+For each spawn the zygote forks the run's shim (shim.py), which forks the worker and reports it
+(or the zygote reports why it could not fork) on that socket. The zygote exits when the
+controller closes the socket, and dies with the controller (PR_SET_PDEATHSIG); the shims and
+their workers do not: a pod outlives the control plane.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import socket
 import sys
 import time
 
-from backend.local.node import confine
+from backend.local.node import confine, shim
 from backend.processes import enter_pod_session, join_cgroup, reap_exited
 
 PRELOAD = ("numpy", "torch", "torch.nn", "torch.nn.functional", "torch.nn.parallel", "torch.optim",
@@ -71,7 +71,6 @@ def _serve(sock: socket.socket) -> int:
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ)
     selector.register(wake_r, selectors.EVENT_READ)
-    children: dict[int, str] = {}
     own = (sock, selector, wake_r, wake_w)
     while True:
         for key, _ in selector.select():
@@ -81,7 +80,7 @@ def _serve(sock: socket.socket) -> int:
                     return 0  # the controller closed: our workers die with us
                 request = json.loads(data)
                 if request.get("op") == "spawn":
-                    _spawn(sock, request, fds[0], children, own)
+                    _spawn(request, fds[0], own)
             else:
                 while True:
                     try:
@@ -89,37 +88,28 @@ def _serve(sock: socket.socket) -> int:
                             break
                     except BlockingIOError:
                         break
-                _reap(sock, children)
+                for _exited in reap_exited():  # its shims; they recorded their runs' ends themselves
+                    pass
 
 
-def _reap(sock: socket.socket, children: dict[int, str]) -> None:
-    for pid, status in reap_exited():
-        pod = children.pop(pid, None)
-        if pod is not None:
-            _send(sock, {"op": "exited", "pod": pod, "pid": pid, "status": status})
-
-
-def _spawn(sock, request: dict, log_fd: int, children: dict[int, str], own) -> None:
+def _spawn(request: dict, report_fd: int, own) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
-    zygote = os.getpid()
     try:
         pid = os.fork()
     except OSError as exc:
-        os.close(log_fd)
-        _send(sock, {"op": "spawn_failed", "pod": request["pod"], "error": str(exc)})
+        os.write(report_fd, json.dumps({"error": str(exc)}).encode())
+        os.close(report_fd)
         return
     if pid == 0:
         try:
-            _become_worker(request, log_fd, zygote, own)
+            _become_shim(request, report_fd, own)
         finally:
-            os._exit(70)  # only reached if becoming the worker itself failed
-    os.close(log_fd)
-    children[pid] = request["pod"]
-    _send(sock, {"op": "spawned", "pod": request["pod"], "pid": pid})
+            os._exit(70)  # only reached if becoming the shim itself failed
+    os.close(report_fd)
 
 
-def _become_worker(request: dict, log_fd: int, zygote: int, own) -> None:
+def _become_shim(request: dict, report_fd: int, own) -> None:
     sock, selector, wake_r, wake_w = own
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -127,8 +117,24 @@ def _become_worker(request: dict, log_fd: int, zygote: int, own) -> None:
     sock.close()
     os.close(wake_r)
     os.close(wake_w)
+
+    def fork_worker(log_fd: int, close: list[int]) -> int:
+        shim_pid = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                for fd in close:
+                    os.close(fd)
+                _become_worker(request, log_fd, shim_pid)
+            finally:
+                os._exit(70)  # only reached if becoming the worker itself failed
+        return pid
+    shim.become(request, report_fd, fork_worker)
+
+
+def _become_worker(request: dict, log_fd: int, parent: int) -> None:
     join_cgroup(request.get("cgroups") or ())  # the pod's bounds, before anything of the worker runs
-    enter_pod_session(zygote, signal.SIGKILL, log_fd)
+    enter_pod_session(parent, signal.SIGKILL, log_fd)
     if request.get("confine"):
         try:
             confine.enter(request["confine"])

@@ -1,0 +1,208 @@
+"""A container's shim, as containerd-shim is to containerd: the parent of one run's process, which
+outlives the kubelet (and the controller process that holds it), so a control-plane crash ends
+no pod and the next kubelet adopts the run.
+
+    python -m backend.local.node.shim --fd N    (a cold run's, started by the kubelet: container.py)
+    or forked by the warm-worker zygote (zygote.py), which then forks the worker from it
+
+No death signal ties it to its starter; its worker's ties the worker to it (a shim killed takes
+its run along). It:
+- holds the run's output pipe and appends each line, stamped, to the run's log file (logs.py's
+  format: `<epoch seconds> <text>`), reading at most once per READ_INTERVAL (a fast worker
+  prints hundreds of lines a second: one write per batch, not per line);
+- is a subreaper, so what the worker starts stays below it; when the worker exits it kills what
+  is left of the pod (its marker), drains the pipe, then records the wait status in `.exit`
+  beside the log, and exits: the status comes after the run's last line;
+- records itself in `.shim` beside the log (its pid and start time, the worker's pid, the run's
+  start, its GPUs), from which a new kubelet adopts the run (`find`), the start time checked
+  against /proc so that a reused pid is not taken for it.
+
+The kubelet follows the log file (logs.FollowedLog) and learns the end from a pidfd on the shim
+and the `.exit` file (container.py). Imports nothing heavy: a cold run starts it fresh.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from backend.processes import (SpawnError, become_subreaper, kill_group, reap_exited, spawn, start_time, sweep,
+                               wait_gone)
+from training.atomic import write_atomic
+
+READ_INTERVAL = 0.02
+_DRAIN_SECONDS = 5.0  # after the worker's exit, how long the pipe may stay open (held by a straggler)
+_SWEPT_GONE_SECONDS = 10.0  # how long SIGKILLed leftovers may take to be gone
+LOST_STATUS = signal.SIGKILL  # the wait status of a run whose shim went without recording one
+MAX_REQUEST = 1 << 20
+
+# (the pipe's write end, fds the worker must close) -> the worker's pid; SpawnError if it cannot start
+StartWorker = Callable[[int, list[int]], int]
+
+
+def stamped(raw_lines: list[bytes]) -> bytes:
+    """Whole lines (without their newline) as the log file holds them, stamped with the time now."""
+    stamp = f"{time.time():.6f} ".encode()
+    return b"".join(stamp + line.rstrip(b"\r") + b"\n" for line in raw_lines)
+
+
+def record_path(log: Path) -> Path:
+    return log.with_suffix(".shim")
+
+
+def status_path(log: Path) -> Path:
+    return log.with_suffix(".exit")
+
+
+def recorded_status(log: Path) -> int | None:
+    """The wait status the run's shim recorded, None if none did."""
+    try:
+        return int(status_path(log).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def live_record(log: Path) -> dict | None:
+    """The record of the run's shim, if that shim is alive (its pid started when it says)."""
+    try:
+        record = json.loads(record_path(log).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if start_time(record["shim"]) == record["start"] else None
+
+
+def live_runs(logs: Path) -> list[dict]:
+    """The records of every live shim under a kubelet's logs directory."""
+    return [r for path in logs.glob("*/*/*/*.shim") if (r := live_record(path.with_suffix(".log")))]
+
+
+def kill_run(record: dict) -> None:
+    """End a live run (its shim then sweeps what is left of it, records the status and exits)."""
+    kill_group(record["pid"])
+
+
+# ---------------------------------------------------------------------- the shim process
+
+def become(request: dict, report_fd: int, start_worker: StartWorker) -> None:
+    """In a fresh process (exec'd, or forked by the zygote): be the shim of the run `request`
+    describes ({"log", "marker": the pod's, "devices", ...}), start its worker, tell the starter on
+    `report_fd` (the record, or {"error"}), serve the run to its end. Never returns."""
+    try:
+        os.setsid()  # a session of its own: the zygote's or the kubelet's kill never reaches it
+    except PermissionError:
+        pass  # exec'd by processes.spawn, it is a session leader already
+    become_subreaper()
+    log = Path(request["log"])
+    read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+    try:
+        worker = start_worker(write_fd, [read_fd, report_fd])
+    except (SpawnError, OSError) as exc:
+        _report(report_fd, {"error": str(exc)})
+        os._exit(0)
+    finally:
+        os.close(write_fd)
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select through the wakeup fd
+    me = os.getpid()
+    record = {"shim": me, "start": start_time(me), "pid": worker, "started": time.time(),
+              "devices": request.get("devices") or ""}
+    write_atomic(record_path(log), json.dumps(record), durable=False)
+    _report(report_fd, record)
+    status = _serve(worker, read_fd, wake_r, log, request["marker"])
+    write_atomic(status_path(log), str(status), durable=False)
+    os._exit(0)
+
+
+def _report(fd: int, message: dict) -> None:
+    try:
+        os.write(fd, json.dumps(message).encode())
+    except OSError:
+        pass  # the starter is gone: the next kubelet finds the run by its record
+    os.close(fd)
+
+
+def _serve(worker: int, read_fd: int, wake_r: int, log: Path, marker: dict[str, str]) -> int:
+    """Copy the pipe to the log until the worker exited, its leftovers are gone and the pipe is
+    drained; the worker's wait status."""
+    os.set_blocking(read_fd, False)
+    selector = selectors.DefaultSelector()
+    selector.register(read_fd, selectors.EVENT_READ)
+    selector.register(wake_r, selectors.EVENT_READ)
+    status: int | None = None
+    drained_by: float | None = None
+    partial = b""
+    with open(log, "ab", buffering=0) as out:
+        while True:
+            for pid, found in reap_exited():  # the worker, or an orphan of it (we are a subreaper)
+                if pid == worker:
+                    status = found
+            if status is not None and drained_by is None:
+                wait_gone(sweep(marker), _SWEPT_GONE_SECONDS)
+                drained_by = time.monotonic() + _DRAIN_SECONDS
+            if status is not None and (read_fd < 0 or time.monotonic() >= drained_by):
+                break
+            timeout = None if drained_by is None else max(0.0, drained_by - time.monotonic())
+            for key, _ in selector.select(timeout):
+                if key.fd == wake_r:
+                    _drain(wake_r)
+                    continue
+                try:
+                    data = os.read(read_fd, 1 << 16)
+                except BlockingIOError:
+                    continue
+                if not data:  # end of file: every writer closed it
+                    selector.unregister(read_fd)
+                    os.close(read_fd)
+                    read_fd = -1
+                    continue
+                *lines, partial = (partial + data).split(b"\n")
+                if lines:
+                    out.write(stamped(lines))
+                time.sleep(READ_INTERVAL)  # lines wait in the pipe meanwhile, nothing is lost
+        if partial:
+            out.write(stamped([partial]))
+    return status
+
+
+def _drain(fd: int) -> None:
+    while True:
+        try:
+            if not os.read(fd, 512):
+                return
+        except BlockingIOError:
+            return
+
+
+def _exec_worker(request: dict) -> StartWorker:
+    """A cold run's worker: the command as is, exec'd in the pod's cgroups (and mount namespace)."""
+    def start(write_fd: int, _close: list[int]) -> int:  # spawn closes every other fd itself
+        plan = request.get("confine")
+        before_exec = None
+        if plan:
+            from backend.local.node import confine
+
+            def before_exec() -> None:
+                confine.enter(plan)
+        # torchrun forwards SIGTERM to its workers, a Ray driver shuts its Ray down; a plain
+        # program just ends.
+        return spawn(request["argv"], request["env"], request["cwd"], write_fd, death_signal=signal.SIGTERM,
+                     cgroups=request.get("cgroups") or (), before_exec=before_exec)
+    return start
+
+
+def main() -> int:
+    fd = int(sys.argv[sys.argv.index("--fd") + 1])
+    request = json.loads(os.read(fd, MAX_REQUEST))
+    become(request, fd, _exec_worker(request))
+    return 70  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())
