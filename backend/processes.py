@@ -13,14 +13,16 @@ Three guarantees against orphans, from strongest to last resort:
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import os
 import select
 import signal
 import time
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+
+if TYPE_CHECKING:
+    import asyncio
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -130,13 +132,19 @@ class Children:
         self._exits: dict[int, asyncio.Future[int]] = {}
 
     def install(self) -> None:
+        import asyncio  # here, not at the top: a container's shim (node/shim.py) starts without it
+
         asyncio.get_running_loop().add_signal_handler(signal.SIGCHLD, self.reap)
 
     def uninstall(self) -> None:
+        import asyncio
+
         asyncio.get_running_loop().remove_signal_handler(signal.SIGCHLD)
 
     def exit_of(self, pid: int) -> "asyncio.Future[int]":
         """A future with the wait status of our child `pid`."""
+        import asyncio
+
         future = self._exits.get(pid)
         if future is None:
             future = self._exits[pid] = asyncio.get_running_loop().create_future()
@@ -284,6 +292,8 @@ def wait_gone(pids: list[int], timeout: float) -> list[int]:
 
 async def wait_gone_async(pids: list[int], timeout: float) -> list[int]:
     """`wait_gone` in the event loop (no thread: the controller forks, so it stays single-threaded)."""
+    import asyncio
+
     fds = _pidfds(pids)
     if not fds:
         return []
