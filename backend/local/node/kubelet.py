@@ -183,8 +183,8 @@ class Kubelet:
             self._last_word(pod)  # deleted before anything of it ran
             return
         worker = self.workers[meta["uid"]] = PodWorker(self, pod)
-        if self._recovering and ((pod.get("status") or {}).get("containerStatuses")):
-            worker.recover()  # it ran under this node's previous kubelet
+        if self._recovering:  # it may have run (or be running) under this node's previous kubelet
+            worker.recover(ran=bool((pod.get("status") or {}).get("containerStatuses")))
         if meta.get("deletionTimestamp"):
             worker.terminate(0)
         worker.start()
@@ -425,24 +425,29 @@ class Kubelet:
             self._files = FileWatcher()
         return self._files
 
-    def adopt(self, pod: Obj, container: str, restart: int) -> Container | None:
-        """The run of the pod's container its node's previous kubelet left (a live shim, or the
-        status its shim recorded), followed on; None when it left neither."""
+    def adopt(self, pod: Obj, container: str, restart: int) -> tuple[Container, int] | None:
+        """The newest run of the pod's container (its restart at least `restart`: one started just
+        before the previous kubelet stopped may not have been reported) that its node's previous
+        kubelet left (a live shim, or the status its shim recorded), followed on; None when it
+        left none."""
         meta = pod["metadata"]
         if (meta.get("labels") or {}).get(ROLE) == "driver":
             return None  # a Ray driver's run is the kubelet's own child: it ended with it
-        path = log_path(self.root / "logs", meta["namespace"], meta["name"], meta["uid"], container, restart)
-        record, status = shim.live_record(path), shim.recorded_status(path)
-        if record is None and status is None:
+        directory = log_path(self.root / "logs", meta["namespace"], meta["name"], meta["uid"], container, 0).parent
+        newest = max((int(p.stem) for p in directory.glob("*.shim") if p.stem.isdigit() and int(p.stem) >= restart),
+                     default=None)
+        if newest is None:
             return None
+        path = directory / f"{newest}.log"
+        record, status = shim.live_record(path), shim.recorded_status(path)
         run = Container(meta["uid"], self.cluster_id, FollowedLog(path, self.files))
         run.adopt(record, status)
+        if run.devices:
+            self.devices.adopt(meta["uid"], run.devices.split(","))
         log.info("pod %s/%s: %s", meta["namespace"], meta["name"],
                  f"adopted its running container (shim pid {record['shim']})" if record is not None else
                  f"its container ended while no kubelet ran (wait status {status})")
-        if run.devices:
-            self.devices.adopt(meta["uid"], run.devices.split(","))
-        return run
+        return run, newest
 
     def ended(self, pod: Obj, run: Container, code: int) -> None:
         driver = self.ray_drivers.get(pod["metadata"]["uid"])

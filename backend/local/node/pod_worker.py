@@ -68,7 +68,7 @@ class Node(Protocol):
 
     def open_log(self, pod: Obj, container: str, restart: int) -> PodLog | FollowedLog: ...
 
-    def adopt(self, pod: Obj, container: str, restart: int) -> Container | None: ...
+    def adopt(self, pod: Obj, container: str, restart: int) -> tuple[Container, int] | None: ...
 
     def report(self, pod: Obj, status: Obj, labels: dict[str, str] | None = None) -> None: ...
 
@@ -103,14 +103,17 @@ class PodWorker:
         self._unsent: tuple[Obj, dict[str, str] | None] | None = None  # a status the API refused
         self._resend: asyncio.TimerHandle | None = None
 
-    def recover(self) -> None:
-        """The pod ran under the node's previous kubelet: its run is adopted (followed on while
-        its shim lives, or ended as its shim recorded); a run that left nothing died with that
-        kubelet (exit 137). The restart policy decides what follows its end."""
+    def recover(self, ran: bool) -> None:
+        """The pod may have run under the node's previous kubelet (`ran`: it said so): its run is
+        adopted (followed on while its shim lives, or ended as its shim recorded); a run that
+        left nothing died with that kubelet (exit 137). The restart policy decides what follows
+        its end."""
         statuses = (self.pod.get("status") or {}).get("containerStatuses") or [{}]
         self.restarts = int(statuses[0].get("restartCount") or 0)
-        self.run = self.node.adopt(self.pod, self.container_spec.get("name", ""), self.restarts)
-        if self.run is None:
+        adopted = self.node.adopt(self.pod, self.container_spec.get("name", ""), self.restarts)
+        if adopted is not None:
+            self.run, self.restarts = adopted
+        elif ran:
             self._lost = {"terminated": {"exitCode": 137, "reason": "Error", "finishedAt": _time(time.time()),
                                          "message": LOST_NOTE}}
 
