@@ -112,7 +112,11 @@ class PodWorker:
         self.restarts = int(statuses[0].get("restartCount") or 0)
         adopted = self.node.adopt(self.pod, self.container_spec.get("name", ""), self.restarts)
         if adopted is not None:
-            self.run, self.restarts = adopted
+            reported, (self.run, self.restarts) = self.restarts, adopted
+            if self.restarts != reported and not self.run.exit.done():  # started, never reported: say so
+                was = statuses[0].get("state") or {}
+                self._report("Running", {"running": {"startedAt": _time(self.run.started)}},
+                             was if "terminated" in was else statuses[0].get("lastState"))
         elif ran:
             self._lost = {"terminated": {"exitCode": 137, "reason": "Error", "finishedAt": _time(time.time()),
                                          "message": LOST_NOTE}}

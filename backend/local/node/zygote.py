@@ -77,7 +77,7 @@ def _serve(sock: socket.socket) -> int:
             if key.fileobj is sock:
                 data, fds, _flags, _addr = socket.recv_fds(sock, _MAX_PACKET, 4)
                 if not data:
-                    return 0  # the controller closed: our workers die with us
+                    return 0  # the controller closed (its shims and workers live on)
                 request = json.loads(data)
                 if request.get("op") == "spawn":
                     _spawn(request, fds[0], own)
