@@ -68,6 +68,9 @@ async def test_one_controller_per_state_root(home):
         assert (await Embedded(home).status())["pid"] == statuses[0]["pid"]
 
 
+STEPS = 120
+
+
 def _metrics(home, run: str) -> dict:
     return json.loads((Embedded(home).layout.claim_dir("default", "checkpoints") / run / "metrics.json").read_text())
 
@@ -119,9 +122,6 @@ async def test_a_control_plane_crash_ends_no_pod_and_the_next_one_adopts_them(cl
     assert crashed["resumes"] == 0
     assert crashed["params_sha256"] == straight["params_sha256"]
     assert crashed["loss_history"] == straight["loss_history"]
-
-
-STEPS = 120
 
 
 async def test_a_pod_watch_lives_through_a_new_controller(cluster, home):
