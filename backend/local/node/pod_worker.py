@@ -294,7 +294,7 @@ class PodWorker:
                       "containerID": f"process://{run.pid or 0}"}
         if code > 128 and code - 128 in (signal.SIGKILL, signal.SIGTERM):
             state["signal"] = code - 128
-        message = run.start_error or self.node.limit_reached(self.pod) or run.note
+        message = run.start_error or self.node.limit_reached(self.pod) or ("" if oom else run.note)
         if not message and code != 0 and self.container_spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
             message = "\n".join(run.log.last_lines)
         if message:
