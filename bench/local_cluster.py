@@ -11,7 +11,7 @@
   3. throughput: steady-state steps/s of the same job against plain torchrun (goal >= 0.97).
   4. snapshot of a 1 GiB volume against `cp -r` of it (goal >= 10x faster).
 
-Times of lines are taken where each side first reads them from a pipe (the controller stamps the
+Times of lines are taken where each side first reads them from a pipe (each run's shim stamps the
 lines it logs; this script stamps torchrun's), on the same clock.
 
     .venv/bin/python bench/local_cluster.py [--rounds 3] [--steps 600] [--only failures]
