@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, AsyncIterator
 
 from backend.errors import NotFound, one_line
+from tui.screens.cockpit.messages import CheckpointsChanged
 from tui.screens.cockpit.part import Part
 from tui.model.live import keep_open, sample
 
@@ -102,7 +103,7 @@ class Following(Part):
             self.screen.job_bar.job = job
             self.screen.timeline.model.job_seen(job)
             if job.phase.finished and (before is None or not before.phase.finished):
-                self.screen.storage.refresh()
+                self.screen.post_message(CheckpointsChanged(soon=False))
         elif before is None:
             self._choose_job()
         self.changed("jobs")
@@ -312,7 +313,7 @@ class Following(Part):
                 pod = table.pods.get(line.pod)
                 if pod is None or pod.restart_attempt >= table.latest_attempt:
                     screen.job_bar.show_progress(line.step, line.loss)
-                    screen.storage.checkpoints_changed_soon()
+                    screen.post_message(CheckpointsChanged(soon=True))
                     if screen.job_bar.hang is not None or screen.job_bar.silence:
                         self.show_hang()  # the group steps again: HUNG goes with its first step line
                     break
