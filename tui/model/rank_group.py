@@ -17,7 +17,7 @@ from statistics import median_high
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from backend.models import MAX_FOLLOWED
-from tui.model.format import pod_reason
+from tui.model.format import pod_reason, ranks_label
 from backend.words import count
 
 if TYPE_CHECKING:
@@ -36,13 +36,18 @@ class RankGroup:
     phases: tuple[tuple[str, int], ...]  # (phase, pods), in PHASES order, those with any
     read: int  # ranks whose lines are read (their step known)
     median: int | None  # the median of the known steps (of two middle ones, the higher)
-    behind: tuple[tuple[int, int], ...]  # (rank, steps under the median), the furthest first
-    stopped: tuple[int, ...]  # the pods (by index: the log focus's) of the ranks the hang detector says stopped
-    failed: tuple[tuple[int, str], ...]  # (rank, how) of the newest attempt's failed pods
-    waiting: tuple[tuple[int, str], ...]  # (rank, why) of pods held back (Unschedulable, back-off)
+    # Pods by their index (node rank: the log focus's), each named in the rows by its ranks.
+    behind: tuple[tuple[int, int], ...]  # (pod, steps under the median), the furthest first
+    stopped: tuple[int, ...]  # the pods of the ranks the hang detector says stopped
+    failed: tuple[tuple[int, str], ...]  # (pod, how) of the newest attempt's failed pods
+    waiting: tuple[tuple[int, str], ...]  # (pod, why) of pods held back (Unschedulable, back-off)
     ending: int  # pods of older attempts still there: a restart under way
     hang: "Hang | None"
     pods: int = 0  # its pods (0: as many as ranks)
+    names: tuple[tuple[int, str], ...] = ()  # (pod, "rank 5" or "ranks 4-7"): what a row calls it
+
+    def named(self, pod: int) -> str:
+        return dict(self.names).get(pod, f"rank {pod}")
 
     def rows(self) -> list[tuple[str, str]]:
         """(text, style) lines, most telling first: the panel shows as many as fit."""
@@ -55,14 +60,14 @@ class RankGroup:
         if self.hang is not None:
             lines.append((self.hang.one_line(), "bold $error"))
         if self.failed:
-            lines.append(("failed: " + _named(f"rank {r} {how}" for r, how in self.failed), "bold $error"))
+            lines.append(("failed: " + _named(f"{self.named(r)} {how}" for r, how in self.failed), "bold $error"))
         if self.stopped and self.hang is None:
-            lines.append(("stopped: " + _named(f"rank {r}" for r in self.stopped), "bold $error"))
+            lines.append(("stopped: " + _named(self.named(r) for r in self.stopped), "bold $error"))
         if self.behind:
-            lines.append((f"behind step {self.median}: " + _named(f"rank {r} -{n}" for r, n in self.behind),
+            lines.append((f"behind step {self.median}: " + _named(f"{self.named(r)} -{n}" for r, n in self.behind),
                           "$warning"))
         if self.waiting:
-            lines.append(("waiting: " + _named(f"rank {r} {why}" for r, why in self.waiting), "$warning"))
+            lines.append(("waiting: " + _named(f"{self.named(r)} {why}" for r, why in self.waiting), "$warning"))
         step = f"median step {self.median}" if self.median is not None else "no step yet"
         lines.append((f"{step}: steps from the logs of {self.read} of {self.size} ranks (the rows), "
                       "the others' state from the pod watch · g: go to a rank", "dim"))
@@ -95,7 +100,8 @@ def summarize(pods: Mapping[str, "Pod"], steps: Mapping[str, int], attempt: int,
                      phases=tuple((p, n) for p, n in phases.items() if n),
                      read=len(known), median=middle, behind=tuple(behind),
                      stopped=_pods_of(newest, hang.stopped) if hang is not None else (), failed=tuple(failed),
-                     waiting=tuple(waiting), ending=ending, hang=hang)
+                     waiting=tuple(waiting), ending=ending, hang=hang,
+                     names=tuple((pod.rank, ranks_label(pod.ranks)) for pod in newest))
 
 
 def _pods_of(pods: list["Pod"], ranks: Iterable[int]) -> tuple[int, ...]:
