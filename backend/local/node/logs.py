@@ -6,7 +6,9 @@ readers merge workers by time and resume from a byte offset, and `--previous` re
 before. The node reads the pipe when the kernel says it is readable (no polling), at most once
 per READ_INTERVAL: a fast worker prints hundreds of lines a second, and a wake-up per line would
 cost the node CPU the workers need; lines wait in the pipe meanwhile, nothing is lost. A chunk is
-stamped once and written with one write; followers are woken by it.
+stamped once and written with one write; followers are woken by it. A write the disk refuses
+(full) drops its lines, the container running on; the next write that holds first says how many
+were lost and why, as a line of the log.
 
 `follow` is what `kubectl logs` gets (container, previous, since, tail, limitBytes, timestamps,
 follow): the file from the start, and with follow what is appended, until the container's run
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import logging
 import os
 import time
 from pathlib import Path
@@ -24,6 +27,8 @@ from typing import AsyncIterator, Callable
 
 from backend.local.registry.status import bad_request
 from backend.local.registry.filenames import file_name
+
+log = logging.getLogger("kfcockpit.kubelet")
 
 _READ_SIZE = 1 << 16
 READ_INTERVAL = 0.02
@@ -46,6 +51,7 @@ class PodLog:
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.changed = asyncio.Event()  # set by every write; followers clear it
         self.last_lines: list[str] = []  # the newest few, for a termination message
+        self.lost, self.lost_why = 0, ""  # lines the disk refused since the last write that held
 
     def attach(self, read_fd: int) -> None:
         os.set_blocking(read_fd, False)
@@ -84,7 +90,23 @@ class PodLog:
         if self._file.closed:
             return  # the run's log is closed: nothing more belongs to it
         stamp = f"{time.time():.6f} ".encode()
-        self._file.write(b"".join(stamp + line.rstrip(b"\r") + b"\n" for line in raw_lines))
+        data = b"".join(stamp + line.rstrip(b"\r") + b"\n" for line in raw_lines)
+        if self.lost:  # lines the disk refused before: said where they were, once space is back
+            data = stamp + f"kfcockpit: {self.lost} lines of this log lost: {self.lost_why}\n".encode() + data
+        try:
+            self._file.write(data)
+        except OSError as exc:  # a full disk: the container runs on, its lines are dropped and counted
+            if not self.lost:
+                log.warning("log %s: %s; lines are dropped until there is space", self.path, exc.strerror or exc)
+            self.lost += len(raw_lines)
+            self.lost_why = exc.strerror or str(exc)
+            try:
+                self._file.seek(self.size)  # nothing of a part-written chunk is read as lines
+                self._file.truncate()
+            except OSError:
+                pass
+            return
+        self.lost = 0
         self.size = self._file.tell()
         self.last_lines = (self.last_lines + [line.decode(errors="replace").rstrip("\r")
                                               for line in raw_lines[-5:]])[-5:]
