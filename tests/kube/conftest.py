@@ -1,4 +1,5 @@
-"""The kube backend against the fake API server, through the real `kubernetes` client."""
+"""The kube backend against the embedded API server in-process (apiserver.py), through the real
+`kubernetes` client."""
 
 from __future__ import annotations
 
@@ -10,17 +11,21 @@ import pytest
 from backend.kube.cluster import KubeCluster
 from backend.kube.connection import Connection
 from backend.settings import Settings
+from tests.kube.apiserver import HANG_GUARD, InProcessApi
 from tests.kube.fake_apiserver import FakeApiServer
 
 T = TypeVar("T")
 
-# A guard against a hang, not a speed assertion: a correct run takes a fraction of this.
-HANG_GUARD = 30.0
+ON_THE_FAKE = {"test_anatomy", "test_connection", "test_jobs", "test_log_merge", "test_logs", "test_manifests",
+               "test_metrics", "test_preflight", "test_rayjobs", "test_resources", "test_volumes", "test_on_kube"}
 
 
 @pytest.fixture
-def api():
-    server = FakeApiServer().start()
+def api(request, tmp_path):
+    if request.module.__name__.rpartition(".")[2] in ON_THE_FAKE:
+        server = FakeApiServer().start()
+    else:
+        server = InProcessApi(tmp_path)
     yield server
     server.stop()
 
