@@ -3,7 +3,8 @@
 plain HTTP on 127.0.0.1 by a thread and event loop of its own, so that the real `kubernetes`
 client (which blocks, in threads) talks to it as to any cluster, from async and plain tests alike.
 
-No controllers and no kubelets. A test puts objects straight into the store, as the controllers
+No controllers and no kubelets; the embedded cluster's kinds and Services (as other clusters
+serve them). A test puts objects straight into the store, as the controllers
 would have left them (TrainJobs, JobSets, pods with their statuses: each write one event with a
 new resourceVersion), and writes its pods' logs where a kubelet keeps them (node.py), which the
 server's pods/log reads. What comes through the API (the backend's own writes) goes through the
@@ -38,13 +39,16 @@ import yaml
 from aiohttp import web
 
 from backend.local.apiserver.server import ApiServer
-from backend.local.registry.kinds import Kind
+from backend.local.registry.kinds import KINDS, Kind, Kinds
 from backend.local.registry.store import Event
 from tests.controlplane import plane
 from tests.kube.node import ScriptedNode
 from tests.kube.objects import PODMETRICS, PODS
 
 TOKEN = "fake-token"
+# What the embedded cluster does not serve and the backend reads where a cluster does: a JobSet's
+# headless Service (explain).
+SERVICE = Kind("", "v1", "Service", "services", True, ("svc",), ("all",))
 HANG_GUARD = 30.0  # seconds: a guard against a hang, not a speed assertion
 
 
@@ -74,7 +78,7 @@ class InProcessApi:
         self.port = self._on_loop(self._start)
 
     async def _start(self) -> int:
-        client = plane()
+        client = plane(kinds=Kinds([*KINDS, SERVICE]))
         self.store, self.kinds = client.registry.store, client.registry.kinds
         self.server = ApiServer(client.registry, self.node, TOKEN)
         self.server.fresh_timeout = 1.0

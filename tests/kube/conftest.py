@@ -16,8 +16,8 @@ from tests.kube.fake_apiserver import FakeApiServer
 
 T = TypeVar("T")
 
-ON_THE_FAKE = {"test_anatomy", "test_connection", "test_jobs", "test_log_merge", "test_logs", "test_manifests",
-               "test_metrics", "test_preflight", "test_rayjobs", "test_resources", "test_volumes", "test_on_kube"}
+ON_THE_FAKE = {"test_connection", "test_manifests",
+               "test_preflight", "test_rayjobs", "test_volumes", "test_on_kube"}
 
 
 @pytest.fixture
