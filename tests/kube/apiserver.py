@@ -13,8 +13,8 @@ generic registry as on the embedded cluster.
 What a test breaks: the server's faults (backend/local/apiserver/faults.py: every stream dropped,
 watches silenced, a log follow ended early, a bookmark now, 410 as the HTTP status) and the store's
 compaction; it waits for a watch to be open or a bookmark sent on a signal. Every request is
-recorded (method, path, query, body); `on_create` hooks hear what the API created (a test playing
-a provisioner or a kubelet). Beside the Kubernetes API, the Pipelines API's healthz answers (the
+recorded (method, path, query, body); `on_write` hooks hear what the API created and deleted (a
+test playing a provisioner or a kubelet). Beside the Kubernetes API, the Pipelines API's healthz answers (the
 preflight asks it at the same host).
 
 The server's state is its loop's alone: a call from another thread is handed to the loop and
@@ -39,6 +39,7 @@ import yaml
 from aiohttp import web
 
 from backend.local.apiserver.server import ApiServer
+from backend.local.registry.client import Client
 from backend.local.registry.kinds import KINDS, Kind, Kinds
 from backend.local.registry.store import Event
 from tests.controlplane import plane
@@ -64,7 +65,9 @@ class Request:
 class InProcessApi:
     def __init__(self, root: Path) -> None:
         self.requests: list[Request] = []
-        self.on_create: list[Callable[[str, dict], None]] = []  # (kind, created object), off the loop's way
+        # (method, kind, object) of each create and delete through the API, called on the loop
+        # before the answer goes: a test playing a provisioner, a kubelet or a controller
+        self.on_write: list[Callable[[str, str, dict], None]] = []
         self.healthz_ok = True  # the Pipelines API's healthz
         self._signal = threading.Condition()  # the loop's news for waiting test threads
         self._watching: Counter[str] = Counter()
@@ -78,7 +81,7 @@ class InProcessApi:
         self.port = self._on_loop(self._start)
 
     async def _start(self) -> int:
-        client = plane(kinds=Kinds([*KINDS, SERVICE]))
+        self.client = client = plane(kinds=Kinds([*KINDS, SERVICE]))
         self.store, self.kinds = client.registry.store, client.registry.kinds
         self.server = ApiServer(client.registry, self.node, TOKEN)
         self.server.fresh_timeout = 1.0
@@ -172,6 +175,11 @@ class InProcessApi:
         found = self.kinds.named(kind)
         return self._on_loop(lambda: [o["metadata"]["name"] for o in self.store.list(found)])
 
+    def through_registry(self, write: Callable[[Client], Any]) -> Any:
+        """A write as a controller makes it, through the generic registry and its rules
+        (finalizers, graceful deletion), not straight into the store."""
+        return self._on_loop(lambda: write(self.client))
+
     def unserve(self, kind: str) -> None:
         """A cluster without this kind (its CRD not installed, no metrics-server): its paths are 404."""
         def unserve() -> None:
@@ -221,7 +229,7 @@ class InProcessApi:
 
     def _stored(self, kind: Kind, event: Event) -> None:
         if kind.kind == PODS and event.type == "DELETED":  # its containers are gone: so are their runs
-            self.node.close(event.object)
+            self.node.pod_gone(event.object["metadata"]["uid"])
 
     # ------------------------------------------------------------------ faults
 
@@ -295,10 +303,11 @@ class InProcessApi:
             return web.json_response({"multi_user": False} if self.healthz_ok else {"error": "unavailable"},
                                      status=200 if self.healthz_ok else 503)
         response = await handler(request)
-        if request.method == "POST" and response.status == 201 and isinstance(response, web.Response):
-            created = json.loads(response.body)
-            for hook in list(self.on_create):
-                hook(created.get("kind", ""), created)
+        if request.method in ("POST", "DELETE") and response.status in (200, 201, 202) \
+                and isinstance(response, web.Response):
+            written = json.loads(response.body)
+            for hook in list(self.on_write):
+                hook(request.method, written.get("kind", ""), written)
         return response
 
     def _on_loop(self, call: Callable[[], Any]) -> Any:

@@ -12,20 +12,13 @@ from backend.kube.cluster import KubeCluster
 from backend.kube.connection import Connection
 from backend.settings import Settings
 from tests.kube.apiserver import HANG_GUARD, InProcessApi
-from tests.kube.fake_apiserver import FakeApiServer
 
 T = TypeVar("T")
 
-ON_THE_FAKE = {"test_connection", "test_manifests",
-               "test_preflight", "test_rayjobs", "test_volumes", "test_on_kube"}
-
 
 @pytest.fixture
-def api(request, tmp_path):
-    if request.module.__name__.rpartition(".")[2] in ON_THE_FAKE:
-        server = FakeApiServer().start()
-    else:
-        server = InProcessApi(tmp_path)
+def api(tmp_path):
+    server = InProcessApi(tmp_path)
     yield server
     server.stop()
 
@@ -59,6 +52,6 @@ async def take(stream: AsyncIterator[T], count: int) -> list[T]:
 
 
 async def wait_for(condition) -> None:
-    """Let the server-side condition (a blocking wait in the fake) happen off the event loop."""
+    """Let a blocking wait on the server (apiserver.py: a watch open, a bookmark sent) happen off the event loop."""
     await asyncio.wait_for(asyncio.to_thread(condition), HANG_GUARD)
 

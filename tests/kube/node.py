@@ -42,6 +42,12 @@ class ScriptedNode:
                                              restart))
         return self.runs[key]
 
+    def pod_gone(self, uid: str) -> None:
+        """The pod was deleted: its containers' runs are over."""
+        for (pod_uid, _, _), log in self.runs.items():
+            if pod_uid == uid:
+                log.close()
+
     def close_all(self) -> None:
         for log in self.runs.values():
             log.close()
