@@ -32,9 +32,10 @@ class ScriptedNode:
         """The container's run ended: its followers read to the end and finish."""
         self.log(pod).close()
 
-    def log(self, pod: dict[str, Any]) -> PodLog:
-        """The open log of the pod's first container's current run (its restartCount)."""
-        meta, container = pod["metadata"], _containers(pod)[0]
+    def log(self, pod: dict[str, Any], container: str = "") -> PodLog:
+        """The log of a container's current run (its restartCount); the pod's first container's
+        unless named."""
+        meta, container = pod["metadata"], container or _containers(pod)[0]
         restart = _restart(pod)
         key = (meta["uid"], container, restart)
         if key not in self.runs:
@@ -66,10 +67,13 @@ class ScriptedNode:
         if not state.get("running") and not state.get("terminated"):
             reason = (state.get("waiting") or {}).get("reason", "ContainerCreating")
             raise bad_request(f'container "{container}" in pod "{meta["name"]}" is waiting to start: {reason}')
-        restart = _restart(pod) - (options.get("previous") in ("1", "true", "True"))
-        path = log_path(self.root, meta["namespace"], meta["name"], meta["uid"], container, restart)
+        previous = options.get("previous") in ("1", "true", "True")
+        restart = _restart(pod) - previous
         live = self.runs.get((meta["uid"], container, restart))
-        async for chunk in follow(path, None if live is None or live.closed.done() else live, options):
+        if live is None and not previous and state.get("running"):
+            live = self.log(pod, container)  # a running container's log is open from its start
+        path = log_path(self.root, meta["namespace"], meta["name"], meta["uid"], container, restart)
+        async for chunk in follow(path, live, options):
             yield chunk
 
     def metrics(self, kind: Kind, namespace: str | None) -> list[dict[str, Any]]:
