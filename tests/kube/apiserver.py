@@ -84,7 +84,6 @@ class InProcessApi:
         self.client = client = plane(kinds=Kinds([*KINDS, SERVICE]))
         self.store, self.kinds = client.registry.store, client.registry.kinds
         self.server = ApiServer(client.registry, self.node, TOKEN)
-        self.server.fresh_timeout = 1.0
         self.server.faults.changed = self._faults_changed
         self.server.app.middlewares.insert(0, self._record)  # outermost: before authentication
         self.store.listeners.append(self._stored)
