@@ -67,6 +67,7 @@ class StragglerWatch:
 
     rule: StragglerRule = field(default_factory=StragglerRule)
     windows: int = 0  # judged so far (in this group)
+    named: dict[int, Straggler] = field(default_factory=dict)  # every rank ever named: its newest verdict
     _times: dict[int, dict[int, tuple[float, float]]] = field(default_factory=dict)  # rank -> step -> (compute, wait)
     _first: int | None = None  # the first step judged: the group's start + warm-up + 1
     _next: int | None = None  # the first step of the next window
@@ -133,6 +134,7 @@ class StragglerWatch:
                 if seen:
                     means[rank] = (sum(c for c, _ in seen) / len(seen), sum(w for _, w in seen) / len(seen))
             self._verdict = self._slow(means, (steps[0], steps[-1]))
+            self.named.update((s.rank, s) for s in self._verdict)
             self.windows += 1
             self._next += self.rule.window
             for times in self._times.values():
