@@ -90,10 +90,9 @@ class StragglerWatch:
                 continue
             if "compute=" not in line.text:
                 continue  # a worker older than the compute field
-            fields = parse_line(line.text)
-            try:
-                compute, wait = float(fields["compute"]), float(fields.get("wait", 0.0))
-            except (KeyError, ValueError):
+            try:  # not parse_line: the cockpit reads every rank's step lines
+                compute, wait = float(_field(line.text, "compute")), float(_field(line.text, "wait") or 0.0)
+            except ValueError:
                 continue
             if self._first is None:
                 self._begin(line.step - 1)
@@ -155,6 +154,16 @@ class StragglerWatch:
             share = max(0.0, their_wait - wait) / their_step if their_step > 0 else 0.0
             found.append(Straggler(rank=rank, speed=speed, group_wait=share, steps=steps))
         return tuple(sorted(found, key=lambda s: s.speed))
+
+
+def _field(text: str, key: str) -> str:
+    """The value of ` key=value` in a logfmt line (a number: never quoted), "" where absent."""
+    at = text.find(f" {key}=")
+    if at < 0:
+        return ""
+    at += len(key) + 2
+    end = text.find(" ", at)
+    return text[at:] if end < 0 else text[at:end]
 
 
 def _int(text: str | None) -> int:
