@@ -11,6 +11,7 @@ from backend.models import LogLine, Pod, PodEvent, PodEventType, PodPhase
 from backend.stragglers import Straggler
 from tests.tui.conftest import wait_until
 from tests.tui.scripted import JOB, T0, scripted_app
+from tui.rank_group import ranks_to_show, summarize
 from tui.widgets.pods_table import PodsTable
 
 RANKS = 4
@@ -81,3 +82,14 @@ async def test_a_stragglers_row_says_so_in_place_of_its_phase_and_its_speed_as_i
         table.show_stragglers(())
         await pilot.pause()
         assert table.get_row(name(2))[phase].plain == "Running"
+
+
+def test_a_large_groups_summary_names_its_straggler_and_gives_it_a_row():
+    pods = {name(r): Pod(name=name(r), job=JOB, rank=r, restart_attempt=0, phase=PodPhase.RUNNING, created=50.0)
+            for r in range(40)}
+    slow = (Straggler(rank=17, speed=0.55, group_wait=0.4, steps=(26, 45)),
+            Straggler(rank=30, speed=0.65, group_wait=0.2, steps=(26, 45)))
+    group = summarize(pods, {}, attempt=0, stragglers=slow)
+    assert ("straggler rank 17: 0.55x the group's speed, the group waits 40% of each step for it (and 1 other)",
+            "bold $warning") in group.rows()
+    assert ranks_to_show(group)[:3] == [0, 17, 30]

@@ -1,8 +1,8 @@
 """A group of ranks at a glance, for a job larger than the pods panel shows usefully: how many of
 the newest attempt's pods are in each phase (and how many ranks they run: one per GPU), which
 ranks are behind the others' step, stopped (the hang detector's verdict, backend/hangs.py),
-failed or waiting, and which ranks deserve a row of their own, and so have their logs read (the
-log focus).
+slow (the straggler detector's, backend/stragglers.py, among the ranks read), failed or waiting,
+and which ranks deserve a row of their own, and so have their logs read (the log focus).
 
 What is known, and from where, is said with it: every pod's phase comes from the one pod watch; a
 rank's step only from its own lines, which are read for the ranks shown (and rank 0, whose lines
@@ -23,6 +23,7 @@ from backend.words import count
 if TYPE_CHECKING:
     from backend.hangs import Hang
     from backend.models import Pod
+    from backend.stragglers import Straggler
 
 BEHIND_STEPS = 2  # a rank this many steps under the median is behind (lines arrive in batches)
 SHOWN_AT_MOST = 6  # ranks named in one line of the summary; the rest are counted
@@ -45,6 +46,8 @@ class RankGroup:
     hang: "Hang | None"
     pods: int = 0  # its pods (0: as many as ranks)
     names: tuple[tuple[int, str], ...] = ()  # (pod, "rank 5" or "ranks 4-7"): what a row calls it
+    stragglers: tuple["Straggler", ...] = ()  # the slowest first
+    slow: tuple[int, ...] = ()  # the pods (by index) that run them
 
     def named(self, pod: int) -> str:
         return dict(self.names).get(pod, f"rank {pod}")
@@ -63,6 +66,9 @@ class RankGroup:
             lines.append(("failed: " + _named(f"{self.named(r)} {how}" for r, how in self.failed), "bold $error"))
         if self.stopped and self.hang is None:
             lines.append(("stopped: " + _named(self.named(r) for r in self.stopped), "bold $error"))
+        if self.stragglers:
+            more = f" (and {count(len(self.stragglers) - 1, 'other')})" if len(self.stragglers) > 1 else ""
+            lines.append((self.stragglers[0].one_line() + more, "bold $warning"))
         if self.behind:
             lines.append((f"behind step {self.median}: " + _named(f"{self.named(r)} -{n}" for r, n in self.behind),
                           "$warning"))
@@ -81,9 +87,9 @@ def _named(items: Iterable[str]) -> str:
 
 
 def summarize(pods: Mapping[str, "Pod"], steps: Mapping[str, int], attempt: int,
-              hang: "Hang | None" = None) -> RankGroup:
+              hang: "Hang | None" = None, stragglers: tuple["Straggler", ...] = ()) -> RankGroup:
     """`pods` by name (every attempt's), `steps` the newest step read per pod, `attempt` the
-    newest; a hang the detector found in the newest group."""
+    newest; a hang the detector found in the newest group, and its stragglers."""
     newest = [pod for pod in pods.values() if pod.restart_attempt == attempt and pod.rank >= 0]
     phases = {phase: 0 for phase in PHASES}
     for pod in newest:
@@ -101,7 +107,8 @@ def summarize(pods: Mapping[str, "Pod"], steps: Mapping[str, int], attempt: int,
                      read=len(known), median=middle, behind=tuple(behind),
                      stopped=_pods_of(newest, hang.stopped) if hang is not None else (), failed=tuple(failed),
                      waiting=tuple(waiting), ending=ending, hang=hang,
-                     names=tuple((pod.rank, ranks_label(pod.ranks)) for pod in newest))
+                     names=tuple((pod.rank, ranks_label(pod.ranks)) for pod in newest),
+                     stragglers=stragglers, slow=_pods_of(newest, [s.rank for s in stragglers]))
 
 
 def _pods_of(pods: list["Pod"], ranks: Iterable[int]) -> tuple[int, ...]:
@@ -112,7 +119,8 @@ def _pods_of(pods: list["Pod"], ranks: Iterable[int]) -> tuple[int, ...]:
 
 def ranks_to_show(group: RankGroup, pinned: Iterable[int] = (), most: int = MAX_FOLLOWED) -> list[int]:
     """The ranks given a row of their own, most telling first (the log focus takes them in this
-    order): rank 0, those a person went to, then failed, stopped, behind and waiting ones."""
-    order = [0, *pinned, *(r for r, _ in group.failed), *group.stopped, *(r for r, _ in group.behind),
+    order): rank 0, those a person went to, then failed, stopped, slow, behind and waiting ones."""
+    order = [0, *pinned, *(r for r, _ in group.failed), *group.stopped, *group.slow,
+             *(r for r, _ in group.behind),
              *(r for r, _ in group.waiting)]
     return list(dict.fromkeys(order))[:most]

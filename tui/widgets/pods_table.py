@@ -331,7 +331,8 @@ class PodsTable(KeyedTable):
             ranks = sorted({p.rank for p in live}, key=lambda r: (r != 0, r))
             return None, list(self.pods), tuple(ranks)
         steps = {name: step for name, (step, _) in self.steps.items()}
-        group = summarize(self.pods, steps, self.latest_attempt, self.hang)
+        group = summarize(self.pods, steps, self.latest_attempt, self.hang,
+                          tuple(sorted(self.stragglers.values(), key=lambda s: s.speed)))
         wanted = ranks_to_show(group, self.pinned)
         if any(p.rank == DRIVER_RANK for p in live):
             wanted = [wanted[0], DRIVER_RANK, *wanted[1:]][:MAX_FOLLOWED]
