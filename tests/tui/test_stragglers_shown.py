@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from textual.app import App, ComposeResult
 
-from backend.models import LogLine, Pod, PodEvent, PodEventType, PodPhase
+from backend.models import JobPhase, LogLine, Pod, PodEvent, PodEventType, PodPhase
 from backend.stragglers import Straggler
 from tests.tui.conftest import wait_until
 from tests.tui.scripted import JOB, T0, scripted_app
@@ -58,6 +58,10 @@ async def test_a_straggler_is_named_in_the_job_bar_and_its_row_at_80x24(home):
         assert list(table.stragglers) == [2]  # its row says so (drawn at a reader's rate: below)
         assert screen.job_bar.straggler.one_line() == (
             "straggler rank 2: 0.50x the group's speed, the group waits 48% of each step for it")
+        # once the job has ended, nothing waits for it any more
+        cluster.jobs.put_nowait(cluster.job.model_copy(update={"phase": JobPhase.COMPLETE, "finished": T0 + 6}))
+        await wait_until(screen, lambda: screen.job_bar.straggler is None, "the straggler let go at the job's end")
+        assert table.stragglers == {}
 
 
 class TableApp(App):

@@ -399,8 +399,11 @@ class FailureTimeline:
         return None if self.job is None else self.hangs.check(now)
 
     def stragglers(self) -> "tuple[Straggler, ...]":
-        """The newest group's stragglers in the newest window judged, slowest first."""
-        return () if self.job is None else self.slow.stragglers
+        """The newest group's stragglers in the newest window judged, slowest first; none once
+        the job has ended (nothing waits for them any more)."""
+        if self.job is None or (self._summary is not None and self._summary.phase.finished):
+            return ()
+        return self.slow.stragglers
 
     def silence(self) -> str | None:
         """Why the followed job's newest group prints no step, when the platform says why: its
