@@ -66,7 +66,11 @@ def test_warm_up_is_not_judged_and_a_new_attempt_starts_afresh():
     watch.lines(started() + run(1, 5, {1: 0.2}) + run(6, 15, {}))
     assert watch.windows == 1 and watch.stragglers == ()
     watch.lines(run(16, 25, {1: 0.5}))
+    assert watch.stragglers == ()  # one slow window is not enough: a moment descheduled looks so
+    watch.lines(run(26, 35, {1: 0.5}))
     assert [s.rank for s in watch.stragglers] == [1]
+    watch.lines(run(36, 45, {}))
+    assert watch.stragglers == ()  # at speed again
     watch.pod(Pod(name="p1", job="j", rank=1, restart_attempt=1, created=0.0, phase=PodPhase.RUNNING))
     assert watch.stragglers == () and watch.windows == 0
 
@@ -75,5 +79,5 @@ def test_a_group_of_two_can_name_its_slow_rank_and_lines_without_compute_are_ign
     watch = StragglerWatch(StragglerRule(window=10, warmup=0))
     watch.lines([LogLine.parsed("p0", 0, 1.0, "step=1 loss=0.5 rank=0 world=2")])  # an older worker
     assert watch.windows == 0
-    watch.lines(run(1, 10, {0: 0.5}, ranks=2))
+    watch.lines(run(1, 20, {0: 0.5}, ranks=2))
     assert [s.rank for s in watch.stragglers] == [0]

@@ -1,7 +1,13 @@
-"""A straggler to practise on, end to end on the embedded cluster: one rank of four slowed to half
-its speed (`kfcockpit pod slow`, the kubelet's duty cycle) is named from the ranks' own compute
-times within three windows, and `kfcockpit goodput` reports it. Bad input: a factor out of range,
-an unknown pod. The detector's rules themselves: tests/backend/test_stragglers.py."""
+"""A straggler to practise on, end to end on the embedded cluster: one rank of four slowed
+(`kfcockpit pod slow`, the kubelet's duty cycle) is named from the ranks' own compute times within
+three windows of the kubelet saying it slowed it, and `kfcockpit goodput` reports it. Bad input: a
+factor out of range, an unknown pod. The detector's rules themselves (factor 0.5 named within three
+windows, nothing named in 300 undisturbed steps): tests/backend/test_stragglers.py.
+
+The factor is 0.25, not 0.5: four ranks on a two-core machine share its cores, and while the slowed
+rank is stopped the others get its share and compute faster, as they would beside a truly slower
+CPU; at 0.5 it measured 0.63-0.9x the others' speed here (load 7-12), too near the 0.7 threshold
+for a test, at 0.25 0.43-0.56x."""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from backend.stragglers import StragglerRule, StragglerWatch
 from tests.local.conftest import WAIT, apply_all, cli, lesson_job, lesson_resources, run_until_step
 
 RULE = StragglerRule(window=10, warmup=5)
+FACTOR = 0.25
 
 
 async def _running_pods(cluster, job: str, ranks: int) -> dict[int, str]:
@@ -23,6 +30,13 @@ async def _running_pods(cluster, job: str, ranks: int) -> dict[int, str]:
         if len(pods) == ranks and event.pod.phase == PodPhase.RUNNING:
             return pods
     raise AssertionError("the pod watch ended")
+
+
+async def _slowed(cluster, pod: str) -> None:
+    """The kubelet's Event: it throttles the pod from now on."""
+    async for event in cluster.watch_events():
+        if event.reason == "Slowed" and event.name == pod:
+            return
 
 
 class Follow:
@@ -40,7 +54,7 @@ class Follow:
                 return
 
 
-async def test_one_rank_of_four_slowed_to_half_is_named_a_straggler(cluster, home):
+async def test_one_rank_of_four_slowed_is_named_a_straggler_and_goodput_reports_it(cluster, home):
     await apply_all(cluster, *lesson_resources())
     job = lesson_job("slow", steps=400, step_delay=0.03)
     job.spec.trainer.num_nodes = 4
@@ -52,17 +66,19 @@ async def test_one_rank_of_four_slowed_to_half_is_named_a_straggler(cluster, hom
     pods = await asyncio.wait_for(_running_pods(cluster, "slow", 4), WAIT)
     follow = Follow(cluster, "slow")
     assert "SIGSTOP/SIGCONT duty cycle" in (cluster.capabilities.slows_pods or "")
-    await cluster.slow_pod(pods[2], 0.5)
-    slowed_at = follow.step  # the log's newest step then: the rank slows from a later one
+    await cluster.slow_pod(pods[2], FACTOR)
+    await asyncio.wait_for(_slowed(cluster, pods[2]), WAIT)
+    slowed_at = follow.step  # the log's newest step once the kubelet said so
     await asyncio.wait_for(follow.named, WAIT)
     (straggler,) = follow.watch.stragglers
     assert straggler.rank == 2 and straggler.speed < RULE.threshold, straggler
     # within three windows of the slowing (the window it fell in counted as one)
     assert straggler.steps[1] <= slowed_at + 3 * RULE.window, (straggler, slowed_at)
 
-    # goodput judges the run's record in its default windows (20 steps after 5 of warm-up)
+    # goodput judges the run's record in its default windows (two slow ones of 20 steps in a row)
     default = StragglerRule()
-    await asyncio.wait_for(run_until_step(cluster, "slow", default.warmup + 2 * default.window + 5), WAIT)
+    enough = slowed_at + default.warmup + (default.persist + 1) * default.window
+    await asyncio.wait_for(run_until_step(cluster, "slow", enough), WAIT)
     report = await asyncio.to_thread(cli, home, "goodput", "slow")
     assert report.returncode == 0 and "straggler rank 2: " in report.stdout, report.stdout + report.stderr
     undone = await asyncio.to_thread(cli, home, "pod", "slow", pods[2], "--factor", "1")
