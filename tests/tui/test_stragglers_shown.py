@@ -11,7 +11,7 @@ from backend.models import JobPhase, LogLine, Pod, PodEvent, PodEventType, PodPh
 from backend.stragglers import Straggler
 from tests.tui.conftest import wait_until
 from tests.tui.scripted import JOB, T0, scripted_app
-from tui.rank_group import ranks_to_show, summarize
+from tui.model.rank_group import ranks_to_show, summarize
 from tui.widgets.pods_table import PodsTable
 
 RANKS = 4
