@@ -128,11 +128,18 @@ class StragglerWatch:
         self._slow_for = {}
 
     def _judge(self) -> None:
-        """Every complete window in turn: one whose steps every rank heard from has printed."""
+        """Every complete window in turn: one whose steps every rank heard from has printed, or
+        that the newest step has left a whole window behind (a rank whose log is no longer read,
+        in the cockpit following a large group, holds nothing up: it goes once silent a window)."""
         while self._next is not None and len(self._times) > 1:
             steps = range(self._next, self._next + self.rule.window)
-            if not all(max(times, default=-1) >= steps[-1] for times in self._times.values()):
-                return  # not complete yet
+            newest = {rank: max(times, default=-1) for rank, times in self._times.items()}
+            if max(newest.values()) < steps[-1] + self.rule.window:
+                if min(newest.values()) < steps[-1]:
+                    return  # not complete yet
+            else:
+                for rank in [r for r, step in newest.items() if step < steps[0]]:
+                    del self._times[rank]
             means = {}
             for rank, times in self._times.items():
                 seen = [times[s] for s in steps if s in times]

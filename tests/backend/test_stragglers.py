@@ -81,3 +81,13 @@ def test_a_group_of_two_can_name_its_slow_rank_and_lines_without_compute_are_ign
     assert watch.windows == 0
     watch.lines(run(1, 20, {0: 0.5}, ranks=2))
     assert [s.rank for s in watch.stragglers] == [0]
+
+
+def test_a_rank_whose_lines_stop_coming_holds_no_window_up():
+    """The cockpit following a large group reads the logs of the ranks it shows: one it stops
+    reading falls silent, and the others' windows are judged without it."""
+    watch = StragglerWatch(StragglerRule(window=10, warmup=0))
+    watch.lines(run(1, 10, {}))
+    assert watch.windows == 1
+    watch.lines([line for line in run(11, 40, {1: 0.5}) if line.rank != 3])  # rank 3 no longer read
+    assert watch.windows == 4 and [s.rank for s in watch.stragglers] == [1]

@@ -65,8 +65,10 @@ async def test_one_rank_of_four_slowed_is_named_a_straggler_and_goodput_reports_
     await cluster.apply(job)
     pods = await asyncio.wait_for(_running_pods(cluster, "slow", 4), WAIT)
     follow = Follow(cluster, "slow")
+    slowed = await asyncio.to_thread(cli, home, "pod", "slow", pods[2], "--factor", str(FACTOR))
+    assert slowed.returncode == 0, slowed.stderr
+    assert slowed.stdout == f"pod/{pods[2]} slowed to {FACTOR:g}x its speed ({cluster.capabilities.slows_pods})\n"
     assert "SIGSTOP/SIGCONT duty cycle" in (cluster.capabilities.slows_pods or "")
-    await cluster.slow_pod(pods[2], FACTOR)
     await asyncio.wait_for(_slowed(cluster, pods[2]), WAIT)
     slowed_at = follow.step  # the log's newest step once the kubelet said so
     await asyncio.wait_for(follow.named, WAIT)
