@@ -82,6 +82,7 @@ class Capabilities:
     machine, so resource requests and node selection place them but isolate nothing.
     `pipelines_here`: pipelines run on this machine with kfp.local, not on a Pipelines endpoint.
     `freezes_pods`: its kubelet stops a pod's processes on FREEZE_ANNOTATION (`freeze_pod`).
+    `slows_pods`: how its kubelet slows a pod on SLOW_ANNOTATION (`slow_pod`), None where it cannot.
     `fail_node(name)` / `restore_node(name)`: the machine of a node lost (every process on it ends,
     its kubelet stops posting status), or back; each returns one line saying what it did.
     `fresh(home)`: a clean cluster of its kind at a new state root. `volume_path(claim)`: the
@@ -98,6 +99,7 @@ class Capabilities:
     pods_here: bool = False
     pipelines_here: bool = False
     freezes_pods: bool = False
+    slows_pods: str | None = None
     fail_node: Callable[[str], Awaitable[str]] | None = None
     restore_node: Callable[[str], Awaitable[str]] | None = None
     fresh: Callable[[Path], FreshCluster] | None = None
@@ -198,6 +200,13 @@ class Cluster(Protocol):
         """Fault injection where `capabilities.freezes_pods`: stop (or continue) every process of a
         running pod, as a frozen machine leaves a rank (Running, silent). NotFound if there is no
         such pod; ClusterError if it is not running or the cluster cannot freeze."""
+        ...
+
+    async def slow_pod(self, name: str, factor: float) -> None:
+        """Fault injection where `capabilities.slows_pods`: run a running pod's processes at
+        `factor` (0 < factor <= 1; 1 undoes it) of their speed, a straggler. NotFound if there is
+        no such pod; ClusterError if it is not running, the factor is out of range or the cluster
+        cannot slow a pod."""
         ...
 
     async def wait_job(self, name: str, until: frozenset[JobPhase], timeout: float) -> JobSummary:

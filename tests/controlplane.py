@@ -20,9 +20,10 @@ from backend.local.registry.strategies import strategies
 WAIT = 10.0  # seconds: what a wait allows before the test fails (in-process: milliseconds expected)
 
 
-def plane(directory: Path | None = None, clock: Callable[[], float] = time.time) -> Client:
-    """A client of a fresh registry with the namespaces every cluster has."""
-    kinds = Kinds()
+def plane(directory: Path | None = None, clock: Callable[[], float] = time.time, kinds: Kinds | None = None) -> Client:
+    """A client of a fresh registry with the namespaces every cluster has; `kinds`: those it
+    serves, if not the embedded cluster's."""
+    kinds = kinds or Kinds()
     registry = Registry(kinds, Store(kinds, directory), strategies(kinds, clock=clock), clock)
     client = Client(registry)
     for namespace in ("default", "kube-system", "kube-node-lease"):  # a kubelet renews its Lease in the last

@@ -211,6 +211,14 @@ class Training:
         # (what DDP's join hook does for a joined rank), every step of every process sums alike.
         self.model.reducer._push_all_rebuilt_params()
         self.optimizer = torch.optim.Adam(self.module.parameters(), lr=cfg.lr)
+        # When this rank's last gradient became ready in the current step: DDP starts the last
+        # bucket's all-reduce there, so what the backward pass takes after it is the wait for the
+        # slowest peer (a post-accumulate hook runs just before the reducer's own; one clock read
+        # per parameter, the numbers untouched).
+        self._grads_ready = 0.0
+        for parameter in self.carrier.parameters():
+            parameter.register_post_accumulate_grad_hook(self._grad_ready)
+        self.last_compute = self.last_wait = 0.0  # of the newest step: see train_step
         self.steps_done = 0
         self.loss_history: list[float] = []
         self.first_started_at = time.time()
@@ -224,7 +232,14 @@ class Training:
 
         `before_update` runs between the gradients and the update: the last moment the state of
         the previous step is still there (a checkpoint being copied waits for it). The update and
-        the step counter run inside `updating()` (ExitSave.update: never while a save reads them)."""
+        the step counter run inside `updating()` (ExitSave.update: never while a save reads them).
+
+        Sets `last_wait`, the seconds this rank waited in the step's collective for its peers, and
+        `last_compute`, the rest of the step: in synchronous data parallelism every rank's step
+        lasts as long as the slowest rank's, so only these tell a straggler (backend/stragglers.py).
+        On a GPU they are the host's view (kernels queued, not finished)."""
+        began = time.perf_counter()
+        self._grads_ready = began
         idx = self.plan.indices(self.steps_done).to(self.device)
         self.optimizer.zero_grad(set_to_none=True)
         self.carrier.carrier.grad = None  # not in the optimizer: cleared by hand
@@ -234,18 +249,27 @@ class Training:
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.precision == "bf16"):
                 loss = self.carrier.loss(self.model(self.x[idx]), self.y[idx])
             loss.backward()  # DDP all-reduces here
+            reduced = time.perf_counter()
         except RuntimeError as exc:
             if self.world == 1:
                 raise
             raise PeerFailure(self.steps_done, exc) from exc
+        held = 0.0  # waiting for a checkpoint's copy: goodput's ckpt_wait, not this rank's compute
         with updating():
             if before_update is not None:
+                held = time.perf_counter()
                 before_update()
+                held = time.perf_counter() - held
             self.optimizer.step()
             value = float(self.carrier.carrier.grad.item())  # the mean loss over all workers
             self.steps_done += 1
             self.loss_history.append(value)
+        self.last_wait = max(0.0, reduced - self._grads_ready)
+        self.last_compute = time.perf_counter() - began - self.last_wait - held
         return value
+
+    def _grad_ready(self, _parameter: torch.Tensor) -> None:
+        self._grads_ready = time.perf_counter()
 
     def state(self) -> dict:
         epoch, index = self.plan.position(self.steps_done)
@@ -381,7 +405,9 @@ def run(
             if warm_at is None:
                 warm_at = time.perf_counter()
             stall = {"ckpt_wait": waited[0]} if saved else {}
-            emit(step=step, loss=loss, rank=rank, world=world, **stall)
+            # compute= and wait=: this rank's own time in the step and its wait for its peers
+            emit(step=step, loss=loss, rank=rank, world=world, compute=training.last_compute,
+                 wait=training.last_wait, **stall)
             monitors.stepped(step, loss)
             waited[0], saved = 0.0, False
             began = time.perf_counter()

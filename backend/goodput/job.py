@@ -12,6 +12,7 @@ from backend.goodput.model import Goodput
 from backend.goodput.report import GoodputReport
 from backend.hangs import Hang, HangRule, HangWatch
 from backend.models import JobSummary, LogLine, Pod
+from backend.stragglers import Straggler, StragglerWatch
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class JobMeasure:
     goodput: GoodputReport
     hang: Hang | None  # only for a job that has not ended
     rule: HangRule
+    stragglers: tuple[Straggler, ...] = ()  # every rank named a straggler in some window, slowest first
 
     @property
     def restarts_left(self) -> int:
@@ -89,18 +91,22 @@ async def measure_job(cluster, job: str, rule: HangRule | None = None) -> JobMea
     history = await job_history(cluster, job)
     summary = history.summary
     model = history.goodput()
-    watch = HangWatch(rule)
+    watch, slow = HangWatch(rule), StragglerWatch()
     for pod in history.pods:
         watch.pod(pod)
+        slow.pod(pod)
     if history.lines:
         watch.lines(history.lines)
+        slow.lines(history.lines)
     else:
         async for batch in cluster.stream_logs(job, follow=False):
             model.feed_lines(batch)
             watch.lines(batch)
+            slow.lines(batch)
     now = time.time()
     if summary.finished is not None:
         model.finish(summary.finished)
     report = model.report(now=None if summary.finished is not None else now)
     report = replace(report, attempts_unseen=max(0, summary.restart_attempt - report.restarts))
-    return JobMeasure(summary, report, None if summary.phase.finished else watch.check(now), rule)
+    return JobMeasure(summary, report, None if summary.phase.finished else watch.check(now), rule,
+                      tuple(sorted(slow.named.values(), key=lambda s: s.speed)))

@@ -125,6 +125,15 @@ class KubeCluster:
                                "a pod's processes); the hang detector works the same on a real hang")
         await self._pods.freeze(name, frozen)
 
+    async def slow_pod(self, name: str, factor: float) -> None:
+        if not 0 < factor <= 1:
+            raise ClusterError(f"factor {factor:g} is out of range: a pod runs at a factor over 0 and up to 1 "
+                               "of its speed (0.5: half; 1: full speed again)")
+        if not self.capabilities.slows_pods:
+            raise ClusterError(f"{self.capabilities.description} cannot slow a pod (no kubelet here throttles "
+                               "a pod on request); the straggler detector works the same on a real slow rank")
+        await self._pods.slow(name, factor)
+
     def stream_logs(self, job: str, follow: bool = True,
                     focus: LogFocus | None = None) -> AsyncIterator[list[LogLine]]:
         return stream_logs(self._jobs, self._pods, job, follow, focus)

@@ -18,7 +18,7 @@ from backend.kube.rayjobs import cluster_name, pod_selectors, summarize_rayjob
 from backend.kube.resources import Resources
 from backend.kube.watcher import object_key
 from backend.kube.watches import Watches
-from backend.models import FREEZE_ANNOTATION, LABEL_JOB, Pod, PodEvent, PodEventType
+from backend.models import FREEZE_ANNOTATION, LABEL_JOB, SLOW_ANNOTATION, Pod, PodEvent, PodEventType
 
 
 def _job_selector(job: str | None) -> str:
@@ -80,6 +80,15 @@ class PodOps:
     async def freeze(self, name: str, frozen: bool) -> None:
         """Ask the pod's kubelet to stop (or continue) its processes: FREEZE_ANNOTATION, by a
         merge patch; only a running pod's."""
+        await self._annotate_running(name, "frozen" if frozen else "thawed", FREEZE_ANNOTATION,
+                                     "true" if frozen else None)
+
+    async def slow(self, name: str, factor: float) -> None:
+        """Ask the pod's kubelet to run its processes at `factor` of their speed (1: as before):
+        SLOW_ANNOTATION, by a merge patch; only a running pod's."""
+        await self._annotate_running(name, "slowed", SLOW_ANNOTATION, f"{factor:g}" if factor < 1 else None)
+
+    async def _annotate_running(self, name: str, done: str, key: str, value: str | None) -> None:
         try:
             raw = await self.resources.get("Pod", name)
         except NotFound:
@@ -87,10 +96,8 @@ class PodOps:
         phase = (raw.get("status") or {}).get("phase", "Pending")
         if phase != "Running" or raw["metadata"].get("deletionTimestamp"):
             state = "being deleted" if raw["metadata"].get("deletionTimestamp") else phase
-            raise ClusterError(f"pod {name} is {state}, not running: only a running pod can be "
-                               f"{'frozen' if frozen else 'thawed'}")
-        await self.resources.patch("Pod", name, {"metadata": {"annotations": {
-            FREEZE_ANNOTATION: "true" if frozen else None}}})
+            raise ClusterError(f"pod {name} is {state}, not running: only a running pod can be {done}")
+        await self.resources.patch("Pod", name, {"metadata": {"annotations": {key: value}}})
 
     async def kill(self, name: str) -> None:
         try:

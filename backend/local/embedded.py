@@ -28,6 +28,8 @@ from backend.words import count
 
 CONTEXT = "kfcockpit"  # the context name in the embedded kubeconfig (apiserver/credentials.py)
 DESCRIPTION = "the embedded local cluster"
+# How its kubelet slows a pod (node/throttle.py), said by `kfcockpit pod slow`.
+SLOWED_BY = "a SIGSTOP/SIGCONT duty cycle on its processes, in proportion to their busy time"
 
 
 def capabilities(settings: Settings) -> Capabilities:
@@ -39,7 +41,7 @@ def capabilities(settings: Settings) -> Capabilities:
     namespace = settings.namespace or "default"
     return Capabilities(
         description=DESCRIPTION, record=f"{DESCRIPTION} (state in {settings.home})",
-        pods_here=True, pipelines_here=True, freezes_pods=True,
+        pods_here=True, pipelines_here=True, freezes_pods=True, slows_pods=SLOWED_BY,
         fail_node=embedded.fail_node, restore_node=embedded.restore_node,
         fresh=lambda home: Fresh(settings.model_copy(update={"home": home})),
         volume_path=lambda claim: embedded.mount(claim, namespace),

@@ -37,6 +37,7 @@ from backend.models.core import (
 from backend.models.labels import (
     DRIVER_RANK,
     FREEZE_ANNOTATION,
+    SLOW_ANNOTATION,
     LABEL_JOB,
     LABEL_JOB_UID,
     LABEL_RANK,
@@ -118,7 +119,8 @@ __all__ = [
     "KINDS", "ManifestError", "Resource", "parse_manifests", "parse_resource", "unknown_fields",
     "yaml_documents",
     # labels
-    "DRIVER_RANK", "FREEZE_ANNOTATION", "LABEL_JOB", "LABEL_JOB_UID", "LABEL_RANK", "LABEL_RESTART_ATTEMPT",
+    "DRIVER_RANK", "FREEZE_ANNOTATION", "SLOW_ANNOTATION",
+    "LABEL_JOB", "LABEL_JOB_UID", "LABEL_RANK", "LABEL_RESTART_ATTEMPT",
     "RAY_LABEL_CLUSTER",
     "RAY_LABEL_GROUP", "RAY_LABEL_NODE_TYPE", "RAY_LABEL_ORIGINATED_CRD", "RAY_LABEL_ORIGINATED_NAME",
     "RAY_LABEL_REPLICA_INDEX",

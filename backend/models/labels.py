@@ -22,3 +22,6 @@ RAY_LABEL_REPLICA_INDEX = "ray.io/worker-group-replica-index"
 # This project's own, not upstream's: the embedded kubelet stops every process of a running pod
 # carrying it with "true" (SIGSTOP), and continues them once it is gone (`kfcockpit pod freeze`).
 FREEZE_ANNOTATION = "kfcockpit.io/frozen"
+# Also this project's: the embedded kubelet runs a running pod's processes at this factor of their
+# speed (0 < factor < 1; a straggler), and at full speed once it is gone (`kfcockpit pod slow`).
+SLOW_ANNOTATION = "kfcockpit.io/slow"

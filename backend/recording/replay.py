@@ -226,5 +226,8 @@ class ReplayCluster:
     async def freeze_pod(self, name: str, frozen: bool) -> None:
         raise self._refuse(f"{'freeze' if frozen else 'thaw'} {name}")
 
+    async def slow_pod(self, name: str, factor: float) -> None:
+        raise self._refuse(f"slow {name}")
+
     async def snapshot(self, volume: str, name: str) -> m.Snapshot:
         raise self._refuse(f"snapshot {volume}")

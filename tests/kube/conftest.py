@@ -1,4 +1,5 @@
-"""The kube backend against the fake API server, through the real `kubernetes` client."""
+"""The kube backend against the embedded API server in-process (apiserver.py), through the real
+`kubernetes` client."""
 
 from __future__ import annotations
 
@@ -10,17 +11,14 @@ import pytest
 from backend.kube.cluster import KubeCluster
 from backend.kube.connection import Connection
 from backend.settings import Settings
-from tests.kube.fake_apiserver import FakeApiServer
+from tests.kube.apiserver import HANG_GUARD, InProcessApi
 
 T = TypeVar("T")
 
-# A guard against a hang, not a speed assertion: a correct run takes a fraction of this.
-HANG_GUARD = 30.0
-
 
 @pytest.fixture
-def api():
-    server = FakeApiServer().start()
+def api(tmp_path):
+    server = InProcessApi(tmp_path)
     yield server
     server.stop()
 
@@ -54,6 +52,6 @@ async def take(stream: AsyncIterator[T], count: int) -> list[T]:
 
 
 async def wait_for(condition) -> None:
-    """Let the server-side condition (a blocking wait in the fake) happen off the event loop."""
+    """Let a blocking wait on the server (apiserver.py: a watch open, a bookmark sent) happen off the event loop."""
     await asyncio.wait_for(asyncio.to_thread(condition), HANG_GUARD)
 

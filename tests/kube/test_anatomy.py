@@ -1,6 +1,6 @@
-"""explain on a cluster that is not the embedded one (the fake API server, through the real
-`kubernetes` client): the same objects give the same anatomy, the JobSet's headless Service is
-read where the cluster serves Services, and nothing is written."""
+"""explain through the real `kubernetes` client, the objects put in the API server as the
+controllers leave them (tests/kube/apiserver.py): the same objects give the same anatomy, the
+JobSet's headless Service is read where the cluster serves Services, and nothing is written."""
 
 from __future__ import annotations
 
@@ -9,19 +9,14 @@ import pytest
 from backend.cluster import NotFound
 from tests.backend.anatomy_objects import JOB, lesson_objects
 
-SERVICES = ("api/v1", "services")
-KEYS = {"TrainJob": ("apis/trainer.kubeflow.org/v1alpha1", "trainjobs"),
-        "TrainingRuntime": ("apis/trainer.kubeflow.org/v1alpha1", "trainingruntimes"),
-        "JobSet": ("apis/jobset.x-k8s.io/v1alpha2", "jobsets"), "Job": ("apis/batch/v1", "jobs"),
-        "Pod": ("api/v1", "pods")}
 
 
 async def test_explain_reads_the_chain_and_the_headless_service(api, cluster):
     objects = lesson_objects()
     for obj in (objects.trainjob, objects.runtime, objects.jobset, *objects.jobs, *objects.pods):
-        api.put(KEYS[obj["kind"]], obj)
+        api.put(obj["kind"], obj)
     # jobset v0.12.0 jobset_controller.go createHeadlessSvcIfNecessary: named as the subdomain
-    api.put(SERVICES, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": JOB, "namespace": "default"},
+    api.put("Service", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": JOB, "namespace": "default"},
                        "spec": {"clusterIP": "None", "selector": {"jobset.sigs.k8s.io/jobset-name": JOB}}})
     anatomy = await cluster.explain(JOB)
     assert anatomy.pod == "lesson-ddp-node-0-1-ab1cd"

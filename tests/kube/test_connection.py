@@ -12,7 +12,7 @@ from backend.cluster import ClusterError, Unavailable
 from backend.kube.cluster import KubeCluster
 from backend.kube.connection import Connection
 from backend.settings import Settings
-from tests.kube.fake_apiserver import FakeApiServer
+from tests.kube.apiserver import TOKEN, InProcessApi
 from tui.cli import main as cli
 
 
@@ -51,9 +51,9 @@ def _closed_port() -> int:
 @pytest.fixture
 def dead_kubeconfig(tmp_path):
     """A kubeconfig whose API server is not there (nothing listens on the port)."""
-    server = FakeApiServer()
+    server = InProcessApi(tmp_path)
     path = server.write_kubeconfig(tmp_path / "kubeconfig")
-    server.httpd.server_close()
+    server.stop()
     path.write_text(path.read_text().replace(server.url, f"http://127.0.0.1:{_closed_port()}"))
     return path
 
@@ -74,7 +74,7 @@ async def test_unreachable_api_server(dead_kubeconfig):
 
 
 async def test_refused_credentials(api, kubeconfig):
-    kubeconfig.write_text(kubeconfig.read_text().replace("fake-token", "stale-token"))
+    kubeconfig.write_text(kubeconfig.read_text().replace(TOKEN, "stale-token"))
     cluster = KubeCluster.from_settings(Settings(backend="kube", kubeconfig=kubeconfig))
     try:
         with pytest.raises(ClusterError) as failure:

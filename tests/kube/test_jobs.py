@@ -10,7 +10,7 @@ import pytest
 from backend.cluster import NotFound, Timeout
 from backend.models import JobPhase
 from tests.kube.conftest import take
-from tests.kube.fake_apiserver import JOBSETS, TRAINJOBS, condition, job_set, train_job
+from tests.kube.objects import JOBSETS, TRAINJOBS, condition, job_set, train_job
 
 JOB = "lesson-ddp"
 

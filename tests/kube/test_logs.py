@@ -11,7 +11,7 @@ import pytest
 
 from backend.cluster import NotFound
 from tests.kube.conftest import HANG_GUARD
-from tests.kube.fake_apiserver import (
+from tests.kube.objects import (
     JOBSETS,
     PODS,
     TRAINJOBS,

@@ -1,13 +1,14 @@
 """Pod usage from metrics.k8s.io (what `kubectl top pod` reads), through the real client against
-the fake API server: summed over containers, in cores and bytes, only the job's pods; a cluster
-without metrics-server is "no metrics", not an error."""
+the API server in-process (PodMetrics as the test sets them on its node): summed over containers,
+in cores and bytes, only the job's pods; a cluster without metrics-server is "no metrics", not an
+error."""
 
 from __future__ import annotations
 
 import pytest
 
 from backend.cluster import Unavailable
-from tests.kube.fake_apiserver import PODMETRICS, PODS, TRAINJOBS, pod_metrics, train_job, worker_pod
+from tests.kube.objects import PODMETRICS, PODS, TRAINJOBS, pod_metrics, train_job, worker_pod
 
 
 async def test_usage_of_a_jobs_pods_summed_over_containers(api, cluster):
@@ -57,9 +58,9 @@ async def test_a_pod_not_sampled_yet_is_absent_and_a_broken_quantity_is_unknown(
 
 
 async def test_a_cluster_without_metrics_server_has_no_metrics(api, cluster):
-    api.served.discard(PODMETRICS)
+    api.unserve(PODMETRICS)
     assert await cluster.pod_usage("lesson-ddp") is None
-    api.served.add(PODMETRICS)
+    api.serve(PODMETRICS)
     api.stop()  # a server that stops answering is an error in one line, as every other call
     with pytest.raises(Unavailable, match="does not answer"):
         await cluster.pod_usage("lesson-ddp")

@@ -6,14 +6,13 @@ from pathlib import Path
 
 import yaml
 
+from backend.local.apiserver import discovery
 from backend.models import parse_manifests
-from tests.kube.fake_apiserver import PODS, pod_status
+from tests.kube.objects import PODS, pod_status
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
-STORAGE_CLASSES = ("apis/storage.k8s.io/v1", "storageclasses")
-SNAPSHOT_CLASSES = ("apis/snapshot.storage.k8s.io/v1", "volumesnapshotclasses")
-SNAPSHOT_TYPES = [("apis/snapshot.storage.k8s.io/v1", plural)
-                  for plural in ("volumesnapshots", "volumesnapshotclasses", "volumesnapshotcontents")]
+STORAGE_CLASSES, SNAPSHOT_CLASSES = "StorageClass", "VolumeSnapshotClass"
+SNAPSHOT_TYPES = ("VolumeSnapshot", "VolumeSnapshotClass", "VolumeSnapshotContent")
 
 
 def controller_pod(ready: bool = True) -> dict:
@@ -42,15 +41,15 @@ async def test_a_ready_cluster_passes_every_check(api, cluster):
                                         "Pipelines endpoint", "Snapshot CRDs", "VolumeSnapshotClass"]
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
     found = by_name(checks)
-    assert "v1.33.1-fake" in found["Kubernetes API"].detail
+    assert found["Kubernetes API"].detail.startswith(f"{discovery.VERSION['gitVersion']} at {api.url}")
     assert "group restarts up to 3" in found["Training runtime"].detail
     assert "csi-hostpath-snapclass" in found["VolumeSnapshotClass"].detail
 
 
 async def test_an_empty_cluster_fails_each_check_with_its_fix(api, cluster):
     api.healthz_ok = False
-    for key in SNAPSHOT_TYPES:
-        api.served.discard(key)
+    for kind in SNAPSHOT_TYPES:
+        api.unserve(kind)
     api.put(STORAGE_CLASSES, {"metadata": {"name": "standard", "annotations": {
         "storageclass.kubernetes.io/is-default-class": "true"}}, "provisioner": "rancher.io/local-path"})
 

@@ -18,7 +18,7 @@ from backend.kube.pods import log_container, pod_from
 from backend.kube.rayjobs import summarize_rayjob
 from backend.models import DRIVER_RANK, JobPhase, PodEventType
 from tests.kube.conftest import HANG_GUARD, take
-from tests.kube.fake_apiserver import (
+from tests.kube.objects import (
     JOBSETS,
     PODS,
     TRAINJOBS,
@@ -29,7 +29,7 @@ from tests.kube.fake_apiserver import (
     worker_pod,
 )
 
-RAYJOBS = ("apis/ray.io/v1", "rayjobs")
+RAYJOBS = "RayJob"
 JOB = "lesson-ray"
 CLUSTER = f"{JOB}-x7k2p"  # KubeRay: <job>-<5 random chars> (utils.GenerateRayClusterName)
 LESSON = yaml.safe_load((Path(__file__).resolve().parents[2] / "manifests" / "rayjob.yaml").read_text())
@@ -174,7 +174,7 @@ async def test_jobs_include_rayjobs_and_a_rayjob_is_found_by_name(api, cluster):
 
 
 async def test_a_cluster_without_kuberay_has_no_rayjobs(api, cluster):
-    api.served.discard(RAYJOBS)
+    api.unserve(RAYJOBS)
     api.put(TRAINJOBS, train_job("lesson-ddp"))
     api.put(TRAINJOBS, train_job("second", num_nodes=1))
     assert [j.name for j in await cluster.list_jobs()] == ["lesson-ddp", "second"]

@@ -9,7 +9,7 @@ import pytest
 
 from backend.cluster import InvalidResource, NotFound
 from backend.models import parse_manifests
-from tests.kube.fake_apiserver import TRAINJOBS
+from tests.kube.objects import TRAINJOBS
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 
@@ -24,18 +24,19 @@ async def test_apply_is_idempotent_and_updates_what_changed(api, cluster):
     assert [await cluster.apply(r) for r in resources] == [
         "trainingruntime/kfcockpit-torch created", "persistentvolumeclaim/checkpoints created",
         "trainjob/lesson-ddp created", "volumesnapshot/after-run-1 created"]
-    live = api.get(TRAINJOBS, "lesson-ddp")
-    assert live["spec"] == resources[2].to_manifest()["spec"]  # sent as declared
+    (sent,) = api.requests_for("POST", "/trainjobs")
+    assert sent.body["spec"] == resources[2].to_manifest()["spec"]  # sent as declared; the server adds its defaults
+    assert api.get(TRAINJOBS, "lesson-ddp")["spec"]["trainer"] == sent.body["spec"]["trainer"]
     assert [await cluster.apply(r) for r in resources] == [
         "trainingruntime/kfcockpit-torch unchanged", "persistentvolumeclaim/checkpoints unchanged",
         "trainjob/lesson-ddp unchanged", "volumesnapshot/after-run-1 unchanged"]
 
-    job = resources[2]
-    job.spec.trainer.args = ["--steps", "40"]
+    job = resources[2]  # spec.trainer is immutable (the Trainer v2.3.0 CRD's CEL rule): suspend is not
+    job.spec.suspend = True
     assert await cluster.apply(job) == "trainjob/lesson-ddp configured"
-    assert api.get(TRAINJOBS, "lesson-ddp")["spec"]["trainer"]["args"] == ["--steps", "40"]
+    assert api.get(TRAINJOBS, "lesson-ddp")["spec"]["suspend"] is True
     (patch,) = api.requests_for("PATCH", "/trainjobs/lesson-ddp")
-    assert patch.body["spec"]["trainer"]["args"] == ["--steps", "40"]
+    assert patch.body["spec"]["suspend"] is True
 
     await cluster.delete("TrainJob", "lesson-ddp")
     assert api.get(TRAINJOBS, "lesson-ddp") is None
@@ -51,7 +52,7 @@ async def test_a_manifest_for_another_namespace_is_refused(cluster):
 
 
 async def test_a_cluster_without_the_trainer_says_how_to_install_it(api, cluster):
-    api.served.discard(TRAINJOBS)
+    api.unserve(TRAINJOBS)
     (job,) = load("trainjob.yaml")
     with pytest.raises(NotFound) as failure:
         await cluster.apply(job)

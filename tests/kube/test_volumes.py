@@ -13,13 +13,13 @@ import yaml
 
 from backend.cluster import ClusterError, InvalidResource, NotFound
 from backend.models import parse_manifests
-from tests.kube.fake_apiserver import PODS, FakeApiServer
+from tests.kube.apiserver import InProcessApi
+from tests.kube.objects import PODS
 from tests.kube.volume_host import CLAIMS, VolumeHost
 from training import checkpoint_format, metrics
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
-STORAGE_CLASSES = ("apis/storage.k8s.io/v1", "storageclasses")
-SNAPSHOT_CLASSES = ("apis/snapshot.storage.k8s.io/v1", "volumesnapshotclasses")
+STORAGE_CLASSES, SNAPSHOT_CLASSES = "StorageClass", "VolumeSnapshotClass"
 
 
 def manifest(path: str):
@@ -42,7 +42,7 @@ def write_metrics(directory: Path, final_loss: float) -> None:
 
 
 @pytest.fixture
-def host(api: FakeApiServer, tmp_path):
+def host(api: InProcessApi, tmp_path):
     volumes = VolumeHost(api, tmp_path / "node")
     yield volumes
     volumes.join()
@@ -56,7 +56,7 @@ async def volume(cluster, host):
     return host.claim_dir("checkpoints")
 
 
-def reader_pods(api: FakeApiServer) -> list:
+def reader_pods(api: InProcessApi) -> list:
     return [r for r in api.requests_for("POST", "/api/v1/namespaces/default/pods")]
 
 

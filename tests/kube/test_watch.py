@@ -6,7 +6,7 @@ or a repeated transition shows up as a wrong next event."""
 from __future__ import annotations
 
 from tests.kube.conftest import take, wait_for
-from tests.kube.fake_apiserver import PODS, set_phase, worker_pod
+from tests.kube.objects import PODS, set_phase, worker_pod
 
 JOB = "lesson-ddp"
 P0, P1 = f"{JOB}-node-0-0-a0", f"{JOB}-node-0-1-a0"

@@ -1,5 +1,6 @@
-"""Plays the node side of the fake API server for volumes: kubelet running the reader pod, the
-CSI hostpath driver provisioning claims as directories, the snapshot controller copying them.
+"""Plays the node side of the in-process API server (apiserver.py) for volumes: kubelet running the
+reader pod, the CSI hostpath driver provisioning claims as directories, the snapshot controller
+copying them, the pvc-protection controller letting a deleted claim go.
 
 Claims are directories under `root/volumes`; snapshots are copies under `root/snapshots`. A
 reader pod runs its real command (`python -m backend.kube.volume_reader /data`) with /data
@@ -14,20 +15,20 @@ import sys
 import threading
 from pathlib import Path
 
-from tests.kube.fake_apiserver import PODS, FakeApiServer, now_rfc3339
+from tests.kube.apiserver import InProcessApi
+from tests.kube.objects import PODS, now_rfc3339
 
-CLAIMS = ("api/v1", "persistentvolumeclaims")
-SNAPSHOTS = ("apis/snapshot.storage.k8s.io/v1", "volumesnapshots")
+CLAIMS, SNAPSHOTS = "PersistentVolumeClaim", "VolumeSnapshot"
 REPO = Path(__file__).resolve().parents[2]
 
 
 class VolumeHost:
-    def __init__(self, api: FakeApiServer, root: Path) -> None:
+    def __init__(self, api: InProcessApi, root: Path) -> None:
         self.api = api
         self.root = root
         self.unpullable: set[str] = set()  # images whose pull fails (ImagePullBackOff)
         self.threads: list[threading.Thread] = []
-        api.on_create.append(self._created)
+        api.on_write.append(self._written)
 
     def claim_dir(self, claim: str) -> Path:
         return self.root / "volumes" / claim
@@ -36,8 +37,12 @@ class VolumeHost:
         for thread in self.threads:
             thread.join(timeout=30)
 
-    def _created(self, key: tuple[str, str], obj: dict) -> None:
-        work = {PODS: self._run_pod, CLAIMS: self._provision, SNAPSHOTS: self._take_snapshot}.get(key)
+    def _written(self, method: str, kind: str, obj: dict) -> None:
+        if method == "DELETE":
+            if kind == CLAIMS:
+                self._release(obj)
+            return
+        work = {PODS: self._run_pod, CLAIMS: self._provision, SNAPSHOTS: self._take_snapshot}.get(kind)
         if work is not None:
             thread = threading.Thread(target=work, args=(obj,), daemon=True)
             self.threads.append(thread)
@@ -55,6 +60,17 @@ class VolumeHost:
             obj["status"] = {"phase": "Bound", "capacity": {"storage": "1Gi"}}
 
         self.api.update(CLAIMS, name, bind)
+
+    def _release(self, claim: dict) -> None:
+        """kube-controller-manager's pvc-protection controller: a claim being deleted loses its
+        finalizer, and goes, once no pod uses it (the reader pods are gone by then)."""
+        def unprotect(obj: dict) -> None:
+            obj["metadata"]["finalizers"] = [f for f in obj["metadata"].get("finalizers") or []
+                                             if f != "kubernetes.io/pvc-protection"]
+
+        meta = claim["metadata"]
+        if meta.get("deletionTimestamp"):
+            self.api.through_registry(lambda client: client.mutate(CLAIMS, meta["namespace"], meta["name"], unprotect))
 
     def _take_snapshot(self, snapshot: dict) -> None:
         name = snapshot["metadata"]["name"]

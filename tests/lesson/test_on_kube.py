@@ -1,4 +1,4 @@
-"""The setup steps on the kube backend, against the wire-level fake API server of tests/kube:
+"""The setup steps on the kube backend, against the API server in-process of tests/kube:
 the verify reads the Trainer controller pod the way a learner's `kubectl get pods` would."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from backend.connect import connect
 from backend.lesson.engine import Lesson
 from backend.settings import Settings
 from tests.kube.conftest import api, kubeconfig  # noqa: F401 (fixtures)
-from tests.kube.fake_apiserver import PODS
+from tests.kube.objects import PODS
 from tests.kube.test_preflight import controller_pod
 
 

@@ -186,6 +186,51 @@ async def test_a_frozen_pods_processes_stop_until_thawed_and_a_frozen_pod_still_
         await until(client, "Pod", "default", "rank", gone)
 
 
+async def test_a_slowed_pod_is_stopped_in_turns_while_it_computes_and_still_ends_gracefully(tmp_path):
+    """kfcockpit's own too: SLOW_ANNOTATION "0.25" has the kubelet stop a computing pod's
+    processes for three times as long as they were busy (throttle.py), said by an Event; removed,
+    it runs at full speed again; a slowed pod deleted mid-pause still runs its SIGTERM handler."""
+    import asyncio
+
+    from backend.models import SLOW_ANNOTATION
+
+    client = plane()
+    script = ("import signal, sys\n"
+              "signal.signal(signal.SIGTERM, lambda *_: (print('got SIGTERM', flush=True), sys.exit(0)))\n"
+              "print('up', flush=True)\nwhile True: pass")
+    async with kubelet(tmp_path, client) as node:
+        _pod(client, "rank", [PY, "-c", script])
+        await until(client, "Pod", "default", "rank", _phase("Running"))
+        await _printed(node, "rank", "up")
+        pids = [node.pod_pid("default", "rank")]
+
+        def annotate(value: str | None) -> None:
+            pod = client.get("Pod", "default", "rank")
+            annotations = pod["metadata"].setdefault("annotations", {})
+            annotations.pop(SLOW_ANNOTATION, None)
+            annotations.update({SLOW_ANNOTATION: value} if value is not None else {})
+            client.update("Pod", pod)
+
+        def reasons() -> list[str]:
+            return [e["reason"] for e in client.list("Event", "default") for _ in range(e.get("count") or 1)]
+
+        annotate("0.25")
+        await eventually(client, lambda: "Slowed" in reasons())
+        await _become(pids, {"T"})  # paused: it computed, and owes three times that
+        await _become(pids, {"R"})  # and on again
+        assert client.get("Pod", "default", "rank")["status"]["phase"] == "Running"
+        annotate(None)
+        await eventually(client, lambda: "Unslowed" in reasons())
+
+        annotate("0.25")
+        await eventually(client, lambda: reasons().count("Slowed") == 2)
+        await _become(pids, {"T"})
+        said = asyncio.create_task(_printed(node, "rank", "got SIGTERM"))  # read before the pod goes
+        client.delete("Pod", "default", "rank")  # mid-pause: continued, so its handler runs
+        await asyncio.wait_for(said, 30)
+        await until(client, "Pod", "default", "rank", gone)
+
+
 async def test_a_container_that_ignores_sigterm_is_killed_after_its_grace(tmp_path):
     client = plane()
     script = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"

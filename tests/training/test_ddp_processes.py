@@ -50,6 +50,9 @@ def test_two_ranks_print_the_same_loss_at_every_step(straight):
     for step, losses in by_step.items():
         assert set(losses) == {"0", "1"}, f"step {step}: ranks {sorted(losses)}"
         assert losses["0"] == losses["1"], f"step {step}: {losses}"
+    # each rank's own time in the step and its wait for its peer, on every step line
+    steps = [r for r in result.records() if "loss" in r and "event" not in r]
+    assert all(float(r["compute"]) > 0 and float(r["wait"]) >= 0 for r in steps), steps[:2]
     metrics = json.loads((ckpt_dir / "metrics.json").read_text())
     assert metrics["world_size"] == 2 and metrics["steps"] == 20 and metrics["resumes"] == 0
     assert f"{metrics['final_loss']:.6f}" == by_step[20]["0"]

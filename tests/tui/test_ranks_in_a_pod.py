@@ -131,6 +131,15 @@ def test_the_group_summary_counts_ranks_not_pods():
     assert group.rows()[0][0] == "attempt 0 · 4 ranks in 2 pods: 1 Running · 1 Pending"
 
 
+def test_the_group_summary_names_a_pods_ranks_not_its_index():
+    from tui.model.rank_group import summarize
+
+    failed = pod(1, PodPhase.FAILED)
+    failed.reason, failed.exit_code = "OOMKilled", 137
+    rows = [text for text, _ in summarize({p.name: p for p in (pod(0), failed)}, {}, attempt=0).rows()]
+    assert any(row.startswith("failed: ranks 2-3 ") for row in rows), rows
+
+
 def test_a_stopped_rank_has_its_pods_logs_read():
     from backend.hangs import Hang
     from tui.model.rank_group import ranks_to_show, summarize

@@ -24,7 +24,8 @@ cause, read from its workers' log lines (the definitions of Google's ml-goodput-
 
 It also says how many of the job's restarts are used (JobSet's count against the failure
 policy's maxRestarts) and, for a running job, whether its group hangs: ranks that stopped stepping
-while their pods run, which no platform reports before the collective timeout (30 min).
+while their pods run, which no platform reports before the collective timeout (30 min); and any
+straggler: a rank whose own compute fell under 0.7x the group's median over a window of steps.
 
   kfcockpit goodput lesson-ddp            the parts as a table
   kfcockpit goodput lesson-ddp -o json    the same as JSON, with each restart taken apart
@@ -71,7 +72,8 @@ async def cmd_goodput(args: argparse.Namespace) -> int:
     if args.output == "json":
         print_json(dict(report.as_dict(), job=summary.name, phase=summary.phase.value,
                         restarts_used=summary.restart_attempt, max_restarts=summary.max_restarts,
-                        hang=hang.as_dict() if hang else None, hang_rule=measured.rule.describe()))
+                        hang=hang.as_dict() if hang else None, hang_rule=measured.rule.describe(),
+                        stragglers=[s.as_dict() for s in measured.stragglers]))
         return 1 if hang else 0
     total = report.total or 1.0
     notes = {
@@ -93,6 +95,8 @@ async def cmd_goodput(args: argparse.Namespace) -> int:
         print(f"note: {report.attempts_unseen} earlier attempt(s) restarted and their pods' logs went with them; "
               "their lost work and recovery count as start-up here (the cockpit following the job sees them)")
     print(measured.budget_line())
+    for straggler in measured.stragglers:
+        print(f"{straggler.one_line()} (steps {straggler.steps[0]}-{straggler.steps[1]})")
     if hang is not None:
         print(f"{hang.one_line()} [{measured.rule.describe()}]")
         return 1

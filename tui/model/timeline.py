@@ -15,7 +15,8 @@ first sign of it (a peer's failure, or the node's Ready condition).
 It also keeps the job's goodput (`backend.goodput`), fed from the same observations: every line,
 each failed pod's end as a failure (a deleted one too, as the timeline counts it), and the job's
 creation and end when the screen sees the job itself; and whether its newest group hangs
-(`backend.hangs`: ranks that stopped stepping while their pods run), from the same lines and pods.
+(`backend.hangs`: ranks that stopped stepping while their pods run), from the same lines and pods;
+and which rank is a straggler (`backend.stragglers`: its own compute slower than the group's).
 
 A job opened after it restarted has lost the pods and logs of its earlier groups: what the
 platform and the run's record keep (`history_read`, `backend.goodput.job.job_history`, what
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from backend.goodput import Goodput
 from backend.hangs import HangWatch
+from backend.stragglers import StragglerWatch
 from tui.model.format import node_name, rank_label, ranks_label as fmt_ranks, short_name
 from tui.model.node_timeline import NodeHistory, when
 from backend.words import count
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from backend.goodput import GoodputReport, RestartTimes
     from backend.goodput.job import JobHistory
     from backend.hangs import Hang
+    from backend.stragglers import Straggler
     from backend.models import ClusterEvent, JobSummary, LogLine, NodeSummary, Pod, PodEvent
 
 FINISHED = ("Succeeded", "Failed")
@@ -191,6 +194,7 @@ class FailureTimeline:
         self.version = 0  # bumped on every change that can alter what is shown
         self.goodput = Goodput()
         self.hangs = HangWatch()
+        self.slow = StragglerWatch()
         self._summary: "JobSummary | None" = None
         self.total_steps: int | None = None  # the run's --steps, from a group's start line
         self.nodes = NodeHistory()  # the cluster's: kept when another job is followed
@@ -202,6 +206,7 @@ class FailureTimeline:
         self.version += 1
         self.goodput = Goodput()
         self.hangs = HangWatch()
+        self.slow = StragglerWatch()
         self._summary = None
         self.total_steps = None
         self._history_state()
@@ -245,6 +250,7 @@ class FailureTimeline:
         """The log stream reopened and sends the job's lines again from its start: the goodput
         is counted again from them (the failures seen stay)."""
         self.hangs = HangWatch()
+        self.slow = StragglerWatch()
         self._recount()
 
     def _facts(self, name: str) -> PodFacts:
@@ -281,6 +287,7 @@ class FailureTimeline:
         pod: "Pod" = event.pod
         deleted = event.type.value == "DELETED"
         self.hangs.pod(pod.model_copy(update={"phase": "Failed"}) if deleted and not pod.phase.finished else pod)
+        self.slow.pod(pod)
         facts = self._facts(pod.name)
         was_failed = facts.failed and facts.ended is not None
         before = (facts.attempt, facts.started, facts.phase, facts.ended, facts.deleted, facts.reason)
@@ -307,6 +314,7 @@ class FailureTimeline:
         from training.logfmt import parse_line
 
         self.hangs.lines(batch)
+        self.slow.lines(batch)
         if self._held is not None:
             self._held.extend(batch)
         else:
@@ -389,6 +397,13 @@ class FailureTimeline:
     def hang(self, now: float) -> "Hang | None":
         """Whether the newest group hangs now (None: it steps, or no pod of it runs)."""
         return None if self.job is None else self.hangs.check(now)
+
+    def stragglers(self) -> "tuple[Straggler, ...]":
+        """The newest group's stragglers in the newest window judged, slowest first; none once
+        the job has ended (nothing waits for them any more)."""
+        if self.job is None or (self._summary is not None and self._summary.phase.finished):
+            return ()
+        return self.slow.stragglers
 
     def silence(self) -> str | None:
         """Why the followed job's newest group prints no step, when the platform says why: its

@@ -1,9 +1,9 @@
 """One line at the top that every tab shares: platform, connection, the followed job's phase,
 restart attempt (warned once one is left), a hang or why the group is silent when that is no
-hang (waiting for a node, restarting), the latest step of all and the time left (the
-job's own trainerStatus report where its cluster has one, else at the mean step), the loss, the
-goodput so far (with the time lost to failures and saves when the line has room), and the step
-being run. Text plus colour, never colour alone."""
+hang (waiting for a node, restarting), else a straggler (a rank slower than the group), the latest
+step of all and the time left (the job's own trainerStatus report where its cluster has one, else
+at the mean step), the loss, the goodput so far (with the time lost to failures and saves when the
+line has room), and the step being run. Text plus colour, never colour alone."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from backend.goodput import GoodputReport
     from backend.hangs import Hang
     from backend.models import JobSummary
+    from backend.stragglers import Straggler
 
 PROGRESS_SECONDS = 0.5  # the step and loss are redrawn at most this often
 # What the job bar names of the goodput's parts, when they took any time (the timeline has all).
@@ -45,6 +46,8 @@ class JobBar(Widget):
     # Why the newest group prints no step when the platform says why (the failure timeline's
     # model: waiting for a node, restarting after a lost node): a silence that is no hang.
     silence: reactive[str | None] = reactive(None)
+    # The straggler detector's slowest rank of the newest window (asked with the hang).
+    straggler: reactive["Straggler | None"] = reactive(None)
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -120,6 +123,9 @@ class JobBar(Widget):
                 parts += [("hang", (f"  {where}", "bold $error")), ("silence", (silence, "bold $error"))]
             elif self.silence:
                 parts.append(("wait", (f"  {self.silence}", "bold $warning")))
+            elif self.straggler is not None:
+                who, cost = self.straggler.short()
+                parts += [("straggler", (f"  {who}", "bold $warning")), ("straggler-cost", (cost, "$warning"))]
             step, loss = self.progress
             total = self.total_steps
             if step is not None:
@@ -157,10 +163,11 @@ class JobBar(Widget):
 # table and the chart show it), the restart budget, the step; the goodput's share stays longer (a
 # room reads it at 80 columns too), the brand longer still, then a warning that one restart or
 # none is left, then how long a hang has been silent. The connection, the job and why it is not
-# there, which rank hangs where and the running step always stay.
-PRIORITY = {"badput": 10, "platform": 20, "eta": 30, "loss": 40, "attempt": 60, "step": 70, "goodput": 80,
-            "brand": 90, "restarts-left": 95, "silence": 97, "wait": 98, "hang": 100, "name": 100, "job": 100,
-            "connection": 100, "running": 1000}
+# there, which rank hangs where and the running step always stay. A straggler's rank and speed
+# stay longer than the step (the slowest rank is why the steps are slow), what it costs goes first.
+PRIORITY = {"badput": 10, "straggler-cost": 15, "platform": 20, "eta": 30, "loss": 40, "attempt": 60, "step": 70,
+            "straggler": 75, "goodput": 80, "brand": 90, "restarts-left": 95, "silence": 97, "wait": 98,
+            "hang": 100, "name": 100, "job": 100, "connection": 100, "running": 1000}
 
 
 NAME_MIN = 12  # the fewest cells a job's name is cut to (its middle goes: `lesso…a1b2c3`)

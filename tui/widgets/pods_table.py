@@ -44,6 +44,7 @@ from tui.widgets.throttle import Throttle
 if TYPE_CHECKING:
     from backend.hangs import Hang
     from backend.models import LogLine, Pod, PodEvent, PodUsage
+    from backend.stragglers import Straggler
 
 # (key, header, width), in the order shown.
 COLUMNS = (
@@ -127,6 +128,7 @@ class PodsTable(KeyedTable):
         self._rank_steps: dict[str, dict[int, tuple[int, float | None]]] = {}  # pod -> rank -> (step, loss)
         self.pinned: list[int] = []  # ranks a person went to, newest last
         self.hang: "Hang | None" = None  # the newest group's, from the hang detector
+        self.stragglers: dict[int, "Straggler"] = {}  # the newest group's, by rank
         self.group: RankGroup | None = None  # shown instead of a row per pod (None: rows)
         self.shown_ranks: tuple[int, ...] = ()
         self.shown_columns: tuple[str, ...] = ()
@@ -181,6 +183,14 @@ class PodsTable(KeyedTable):
             self.hang = hang
             self._redraw()
 
+    def show_stragglers(self, stragglers: "tuple[Straggler, ...]") -> None:
+        """The straggler detector's verdict on the newest group's newest window: each one's row
+        says so in place of its phase (Running), and its speed where REASON is shown."""
+        by_rank = {s.rank: s for s in stragglers}
+        if by_rank != self.stragglers:
+            self.stragglers = by_rank
+            self._redraw()
+
     @property
     def selected_pod(self) -> str | None:
         key = self.selected_key
@@ -204,6 +214,7 @@ class PodsTable(KeyedTable):
             self._rank_steps.clear()
             self.pinned.clear()
             self.hang = None
+            self.stragglers = {}
             self._sizes.clear()
             self._ended.clear()
         self._redraw.now()
@@ -320,7 +331,8 @@ class PodsTable(KeyedTable):
             ranks = sorted({p.rank for p in live}, key=lambda r: (r != 0, r))
             return None, list(self.pods), tuple(ranks)
         steps = {name: step for name, (step, _) in self.steps.items()}
-        group = summarize(self.pods, steps, self.latest_attempt, self.hang)
+        group = summarize(self.pods, steps, self.latest_attempt, self.hang,
+                          tuple(sorted(self.stragglers.values(), key=lambda s: s.speed)))
         wanted = ranks_to_show(group, self.pinned)
         if any(p.rank == DRIVER_RANK for p in live):
             wanted = [wanted[0], DRIVER_RANK, *wanted[1:]][:MAX_FOLLOWED]
@@ -368,13 +380,15 @@ class PodsTable(KeyedTable):
         now = self.clock()
         usage = self.usage.get(pod.name) if pod.phase.value == "Running" else None
         step, loss = progress or self.steps.get(pod.name, (pod.last_step, pod.last_loss))
+        slow = self._straggler(pod, ranks)
         cells = {
             "pod": self._styled(self.pod_label(pod.name), pod),
             "rank": self._styled(fmt.pod_ranks(ranks or pod.ranks), pod),
             "attempt": self._styled(str(pod.restart_attempt), pod, "bold" if pod.restart_attempt else ""),
-            "phase": self._styled(phase, pod, fmt.PHASE_STYLE.get(phase, "")),
+            "phase": self._styled("Straggler", pod, "bold $warning") if slow else
+            self._styled(phase, pod, fmt.PHASE_STYLE.get(phase, "")),
             "node": self._styled(fmt.node_name(pod.node), pod),
-            "reason": self._styled(fmt.pod_reason(pod), pod),
+            "reason": self._styled(f"speed {slow.speed:.2f}" if slow else fmt.pod_reason(pod), pod),
             "step": self._styled(fmt.step(step), pod),
             "loss": self._styled(fmt.loss(loss), pod),
             "cpu": self._styled(fmt.cpu(usage.cpu_cores if usage else None), pod),
@@ -384,6 +398,13 @@ class PodsTable(KeyedTable):
             "age": self._styled(fmt.age(now - pod.created), pod),
         }
         return {key: cell for key, cell in cells.items() if key in self.shown_columns}
+
+    def _straggler(self, pod: "Pod", ranks: tuple[int, ...] | None) -> "Straggler | None":
+        """The slowest straggler among a running pod's ranks (of the newest attempt), if any."""
+        if not self.stragglers or pod.phase.value != "Running" or pod.restart_attempt < self.latest_attempt:
+            return None
+        found = [self.stragglers[r] for r in (ranks or pod.ranks) if r in self.stragglers]
+        return min(found, key=lambda s: s.speed) if found else None
 
 
 RANK_ROW = "\x00rank"  # a row key's mark: the row of one more rank of the pod named before it

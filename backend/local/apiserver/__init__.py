@@ -9,6 +9,7 @@ controllers'.
     options.py     the query options (Create/Update/Patch/Delete/ListOptions) decoded and validated
     paging.py      lists in pages (limit, continue tokens); freshness.py reads from a future version
     streams.py     watches and pod logs (served by the pod's node, as kube-apiserver proxies them)
+    faults.py      what a test breaks in those streams, in-process (drop, silence, a bookmark now)
     wire.py        bodies (bounded), query flags, JSON answers, label/field matchers
     patch.py       JSON merge, JSON (RFC 6902) and strategic merge patches (none for custom resources)
     validation.py  strict / warn / ignore field validation against each kind's schema (schemas.py)

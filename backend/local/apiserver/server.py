@@ -10,7 +10,8 @@ replaces, PATCH patches, DELETE deletes one object or a collection. Every reques
 kubeconfig's bearer token (else 401). What an object means once stored is the controllers';
 anything not served is refused with a Status that names it. The verbs are
 verbs.py's (every write through the generic registry, registry/generic.py), watches and log
-follows streams.py's, bodies and answers on the wire wire.py's.
+follows streams.py's, bodies and answers on the wire wire.py's; faults.py what a test breaks in
+the streams (never reachable from the network).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from aiohttp import web
 
 from backend.local.apiserver.answers import http_refusal, status_errors
 from backend.local.apiserver import discovery, eviction, freshness, openapi, options
+from backend.local.apiserver.faults import Faults
 from backend.local.apiserver.paging import Pager
 from backend.local.apiserver.schemas import CoreSchemas
 from backend.local.registry.generic import Registry
@@ -55,6 +57,7 @@ class ApiServer(Verbs, Streams):
         self.pager = Pager(self.store)
         self.schemas = CoreSchemas()  # the core kinds', warmed by whoever runs the server (start)
         self.fresh_timeout = freshness.BLOCK_SECONDS  # how long a read waits for a future resourceVersion
+        self.faults = Faults()  # what a test breaks in the streams (faults.py); untouched in normal use
         self.app = web.Application(client_max_size=MAX_BODY,
                                    middlewares=[status_errors(log, self._refusal), self._authenticate])
         self.app.router.add_route("*", "/{tail:.*}", self._route)

@@ -2,7 +2,8 @@
 initial-events-end bookmark, periodic bookmarks, Table rows, batched events until the timeout)
 and pods/log follows, which the pod's node serves (`Nodes`, as kube-apiserver proxies a pod's
 log to its kubelet). Each open one counts in `open_streams`, which `streams_changed` hears: a
-client watching keeps the embedded cluster up.
+client watching keeps the embedded cluster up. Each registers with `faults` (faults.py), which a
+test may use to break it; in normal use nothing does.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, AsyncIterator, Callable, Protocol
 from aiohttp import web
 
 from backend.local.apiserver import freshness, options, tables
+from backend.local.apiserver.faults import BOOKMARK_NOW, Faults
 from backend.local.registry.status import ApiError
 from backend.local.registry.store import Store
 from backend.local.apiserver.wire import Target, matcher, resource_name, wants_table
@@ -37,6 +39,7 @@ class Streams:
 
     store: Store
     nodes: Nodes
+    faults: Faults
     fresh_timeout: float
     open_streams: int
     streams_changed: Callable[[int], None]
@@ -59,6 +62,8 @@ class Streams:
                                               "0" if initial else listing.resource_version)
         except ApiError as exc:
             failure = exc
+            if exc.code == 410 and self.faults.gone_as_http_status:
+                raise
         timeout = 1800 if not listing.timeout else max(0, listing.timeout)
         bookmarks = listing.bookmarks
         as_table = wants_table(request)
@@ -87,12 +92,18 @@ class Streams:
             return response
         deadline = time.monotonic() + timeout
         self._stream(+1)
+        fault = self.faults.opened(target.kind.kind, "", request.transport, watch.queue if bookmarks else None,
+                                   watch.close)
+
+        async def send(data: bytes) -> None:
+            if data and not fault.silent:
+                await response.write(data)
+
         try:
             chunk = b"".join(encode(e.type, e.object) for e in backlog)
             if initial:
                 chunk += bookmark({"k8s.io/initial-events-end": "true"})
-            if chunk:
-                await response.write(chunk)
+            await send(chunk)
             while not watch.closed:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -101,7 +112,7 @@ class Streams:
                     event = await asyncio.wait_for(watch.queue.get(), min(left, BOOKMARK_SECONDS))
                 except asyncio.TimeoutError:
                     if bookmarks:
-                        await response.write(bookmark())
+                        await send(bookmark())
                     continue
                 if event is None:
                     break
@@ -112,10 +123,13 @@ class Streams:
                         watch.closed = True
                         break
                     events.append(queued)
-                await response.write(b"".join(encode(e.type, e.object) for e in events))
+                await send(b"".join(bookmark() if e is BOOKMARK_NOW else encode(e.type, e.object) for e in events))
+                if BOOKMARK_NOW in events and not fault.silent:
+                    self.faults.bookmarked()
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
+            self.faults.closed(fault)
             self.store.unwatch(watch)
             self._stream(-1)
         return response
@@ -131,14 +145,18 @@ class Streams:
         response.enable_chunked_encoding()
         await response.prepare(request)
         self._stream(+1)
+        fault = self.faults.opened("log", f"{target.namespace}/{target.name}", request.transport)
         try:
             if first:
                 await response.write(first)
             async for chunk in lines:
+                if fault.ending:
+                    break
                 await response.write(chunk)
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
+            self.faults.closed(fault)
             await lines.aclose()
             self._stream(-1)
         return response

@@ -187,6 +187,12 @@ class Container:
             except ProcessLookupError:
                 pass
 
+    def processes(self) -> list[int]:
+        """The pids of the run: its first process and what it started, found by the pod's marker."""
+        if self.pid is None or self.exit.done():
+            return []
+        return sorted({self.pid, *marked_processes(self.marker)})
+
     def kill(self) -> list[int]:
         """SIGKILL the process group and whatever it started in sessions of its own, found by the
         pod's marker. Returns the pids found by their marker."""

@@ -49,7 +49,7 @@ from backend.local.node.inotify import FileWatcher
 from backend.local.node.limits import PodCgroups
 from backend.local.node.logs import FollowedLog, PodLog, follow, log_path, pod_directory
 from backend.local.node.network import ADDRESS, Network
-from backend.local.node.pod_worker import PodWorker, frozen_by
+from backend.local.node.pod_worker import PodWorker, frozen_by, slowed_by
 from backend.local.node.raypods import DRIVER_ANNOTATION, LOG_FORMAT_ENV, ROLE, WORKER_CONTAINER, RayDriver
 from backend.local.registry.client import Client
 from backend.local.registry.informer import DELETED, Informer
@@ -174,6 +174,7 @@ class Kubelet:
                 worker.terminate(float(meta.get("deletionGracePeriodSeconds") or 0))
             else:
                 worker.freeze(frozen_by(pod))
+                worker.slow(slowed_by(pod))
             return
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             if meta.get("deletionTimestamp"):

@@ -10,7 +10,10 @@ readers merge workers by time and resume from a byte offset, and `--previous` re
 before. The node reads the pipe when the kernel says it is readable (no polling), at most once
 per READ_INTERVAL: a fast worker prints hundreds of lines a second, and a wake-up per line would
 cost the node CPU the workers need; lines wait in the pipe meanwhile, nothing is lost. A chunk is
-stamped once and written with one write; followers are woken by it.
+stamped once and written with one write; followers are woken by it. A write the disk refuses
+(full) drops its lines, the container running on; the next write that holds first says how many
+were lost and why, as a line of the log (shim.LogFile, which the shim and the node both write
+with).
 
 `follow` is what `kubectl logs` gets (container, previous, since, tail, limitBytes, timestamps,
 follow): the file from the start, and with follow what is appended, until the container's run
@@ -21,15 +24,18 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import logging
 import os
 import time
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
 from backend.local.node.inotify import FileWatcher
-from backend.local.node.shim import READ_INTERVAL, stamped
+from backend.local.node.shim import READ_INTERVAL, LogFile
 from backend.local.registry.status import bad_request
 from backend.local.registry.filenames import file_name
+
+log = logging.getLogger("kfcockpit.kubelet")
 
 _READ_SIZE = 1 << 16
 _LAST_LINES = 5  # kept for a termination message (FallbackToLogsOnError)
@@ -43,8 +49,7 @@ class PodLog:
         output holds its workers' lines: the router hands each to its pod's log's `write`)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file = open(path, "ab", buffering=0)
-        self.size = self._file.tell()
+        self._file = LogFile(path, log.warning)
         self._deliver = router or self.write
         self._partial = b""
         self._fd: int | None = None
@@ -87,10 +92,10 @@ class PodLog:
 
     def write(self, raw_lines: list[bytes]) -> None:
         """Append whole lines (without their newline), stamped with the time now."""
-        if self._file.closed:
+        if self._file.file.closed:
             return  # the run's log is closed: nothing more belongs to it
-        self._file.write(stamped(raw_lines))
-        self.size = self._file.tell()
+        if not self._file.write(raw_lines):
+            return
         self.last_lines = (self.last_lines + [line.decode(errors="replace").rstrip("\r")
                                               for line in raw_lines[-_LAST_LINES:]])[-_LAST_LINES:]
         self.changed.set()
@@ -107,7 +112,7 @@ class PodLog:
         if self._partial:
             partial, self._partial = self._partial, b""
             self._deliver([partial])
-        if not self._file.closed:
+        if not self._file.file.closed:
             self._file.close()
         self.changed.set()
         if not self.closed.done():
@@ -129,8 +134,9 @@ class FollowedLog:
 
     def note(self, text: str) -> None:
         """A line from the node itself (why a container could not start: no shim writes then)."""
-        with open(self.path, "ab", buffering=0) as f:
-            f.write(stamped([text.encode()]))
+        writer = LogFile(self.path, log.warning)
+        writer.write([text.encode()])
+        writer.close()
         self.changed.set()
 
     def close(self) -> None:

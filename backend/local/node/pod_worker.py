@@ -22,6 +22,9 @@ status.
 - Freezing (this project's, no upstream kubelet has it): while the pod carries FREEZE_ANNOTATION
   "true", every process of its running container is stopped (SIGSTOP), as a frozen node or a
   stuck kernel leaves a rank: Running, silent, its peers blocked on it; `kfcockpit pod freeze`.
+- Slowing (this project's too): while the pod carries SLOW_ANNOTATION with a factor under 1, its
+  running container computes at that factor of its speed (throttle.py), a straggler its peers
+  wait for; `kfcockpit pod slow`.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ from backend.errors import InvalidResource
 from backend.local.node import podspec
 from backend.local.node.container import LOST_NOTE, START_ERROR_STATUS, Container
 from backend.local.node.logs import FollowedLog, PodLog
+from backend.local.node.throttle import Throttle
 from backend.local.registry.status import ApiError
-from backend.models import FREEZE_ANNOTATION
+from backend.models import FREEZE_ANNOTATION, SLOW_ANNOTATION
 from backend.processes import describe_exit
 
 log = logging.getLogger("kfcockpit.kubelet")
@@ -52,6 +56,15 @@ _Ending = tuple[str, Obj, "tuple[str, str] | None"]  # the pod's last phase, con
 def frozen_by(pod: Obj) -> bool:
     """Whether the pod asks for its processes to be stopped."""
     return ((pod.get("metadata") or {}).get("annotations") or {}).get(FREEZE_ANNOTATION) == "true"
+
+
+def slowed_by(pod: Obj) -> float:
+    """The factor of its speed the pod asks its processes to run at (1: unslowed)."""
+    try:
+        factor = float(((pod.get("metadata") or {}).get("annotations") or {}).get(SLOW_ANNOTATION, "1"))
+    except ValueError:
+        return 1.0
+    return factor if 0 < factor < 1 else 1.0
 
 
 class Node(Protocol):
@@ -99,6 +112,7 @@ class PodWorker:
         self._kill_timer: asyncio.TimerHandle | None = None
         self._deadline_hit = False
         self.frozen = False  # its running container's processes are stopped (FREEZE_ANNOTATION)
+        self.throttle: Throttle | None = None  # its running container slowed (SLOW_ANNOTATION)
         self._lost: Obj | None = None  # the run its node's previous kubelet left, if any
         self._unsent: tuple[Obj, dict[str, str] | None] | None = None  # a status the API refused
         self._resend: asyncio.TimerHandle | None = None
@@ -143,6 +157,7 @@ class PodWorker:
             return
         if first:
             self.node.record(self.pod, "Normal", "Killing", f"Stopping container {self.container_spec.get('name')}")
+            self.slow(1.0)
             run.terminate()
             if self.frozen:  # a stopped process keeps SIGTERM pending: let it act on it
                 self.frozen = False
@@ -169,10 +184,29 @@ class PodWorker:
                          f"Every process of container {name} {'stopped' if frozen else 'continued'} "
                          f"(annotation {FREEZE_ANNOTATION})")
 
+    def slow(self, factor: float) -> None:
+        """Run the container's processes at `factor` of their speed (1: at full speed again), as
+        the pod's SLOW_ANNOTATION asks: a straggler to practise on. Said once per change."""
+        run = self.run
+        now = self.throttle.factor if self.throttle is not None else 1.0
+        if factor == now or run is None or run.exit.done() or (factor < 1 and self.deleting):
+            return
+        if self.throttle is not None:
+            self.throttle.stop()
+            self.throttle = None
+        if factor < 1:
+            self.throttle = Throttle(factor, run.processes, lambda: self.frozen)
+            self.throttle.start()
+        name = self.container_spec.get("name")
+        self.node.record(self.pod, "Warning" if factor < 1 else "Normal", "Slowed" if factor < 1 else "Unslowed",
+                         f"Every process of container {name} computes at {factor:g}x its speed "
+                         f"(annotation {SLOW_ANNOTATION})")
+
     def kill(self) -> None:
         """The pod is gone from the API: its processes go now, nothing more is reported."""
         self.deleting = True
         self.wake.set()
+        self.slow(1.0)
         if self.run is not None:
             self.run.kill()
 
@@ -220,15 +254,19 @@ class PodWorker:
             self.restarts += 1
             backoff = _BACKOFF_START
         while not self.deleting or adopted is not None:
-            if adopted is not None:  # the run the previous kubelet left, frozen as the pod now says
+            if adopted is not None:  # the run the previous kubelet left, frozen and slowed as the pod now says
                 run, adopted = adopted, None
                 self.frozen = frozen_by(self.pod)
                 run.signal_all(signal.SIGSTOP if self.frozen else signal.SIGCONT)
+                self.slow(slowed_by(self.pod))
             else:
                 run = await self._start(last)
                 if run is None:  # waiting for what it refers to
                     continue
             status = await run.ended()
+            if self.throttle is not None:  # that run's processes are gone
+                self.throttle.stop()
+                self.throttle = None
             last = {"terminated": self._terminated(run, status)}
             code = last["terminated"]["exitCode"]
             self.node.ended(self.pod, run, code)
@@ -270,6 +308,7 @@ class PodWorker:
         await self.node.start(self.pod, run, spec, cgroups)
         self.frozen = False
         self.freeze(frozen_by(self.pod))  # annotated before it started (or restarted)
+        self.slow(slowed_by(self.pod))
         if self.deleting:  # deleted while it was starting
             run.kill()
         if run.start_error:

@@ -46,10 +46,44 @@ MAX_REQUEST = 1 << 20
 StartWorker = Callable[[int, list[int]], int]
 
 
-def stamped(raw_lines: list[bytes]) -> bytes:
-    """Whole lines (without their newline) as the log file holds them, stamped with the time now."""
-    stamp = f"{time.time():.6f} ".encode()
-    return b"".join(stamp + line.rstrip(b"\r") + b"\n" for line in raw_lines)
+class LogFile:
+    """A container run's log file, appended to in whole lines stamped with the time they came
+    (`<epoch seconds> <text>`). A write the disk refuses (full) drops its lines, the container
+    running on, as containerd's CRI log writer drops what it cannot write; nothing half-written
+    is read as a line, and the next write that holds first says how many were lost and why."""
+
+    def __init__(self, path: Path, warn: Callable[[str], None]):
+        """`warn`: told once per time the disk refuses, where the node says so."""
+        self.path, self._warn = path, warn
+        self.file = open(path, "ab", buffering=0)
+        self.size = self.file.tell()
+        self.lost, self.lost_why = 0, ""  # lines the disk refused since the last write that held
+
+    def write(self, raw_lines: list[bytes]) -> bool:
+        """Append whole lines (without their newline); whether the disk took them."""
+        stamp = f"{time.time():.6f} ".encode()
+        data = b"".join(stamp + line.rstrip(b"\r") + b"\n" for line in raw_lines)
+        if self.lost:  # lines the disk refused before: said where they were, once space is back
+            data = stamp + f"kfcockpit: {self.lost} lines of this log lost: {self.lost_why}\n".encode() + data
+        try:
+            self.file.write(data)
+        except OSError as exc:  # a full disk: the container runs on, its lines are dropped and counted
+            if not self.lost:
+                self._warn(f"log {self.path}: {exc.strerror or exc}; lines are dropped until there is space")
+            self.lost += len(raw_lines)
+            self.lost_why = exc.strerror or str(exc)
+            try:
+                self.file.seek(self.size)  # nothing of a part-written chunk is read as lines
+                self.file.truncate()
+            except OSError:
+                pass
+            return False
+        self.lost = 0
+        self.size = self.file.tell()
+        return True
+
+    def close(self) -> None:
+        self.file.close()
 
 
 def record_path(log: Path) -> Path:
@@ -138,7 +172,8 @@ def _serve(worker: int, read_fd: int, wake_r: int, log: Path, marker: dict[str, 
     status: int | None = None
     drained_by: float | None = None
     partial = b""
-    with open(log, "ab", buffering=0) as out:
+    out = LogFile(log, lambda message: os.write(2, f"kfcockpit shim {os.getpid()}: {message}\n".encode()))
+    try:
         while True:
             for pid, found in reap_exited():  # the worker, or an orphan of it (we are a subreaper)
                 if pid == worker:
@@ -164,10 +199,12 @@ def _serve(worker: int, read_fd: int, wake_r: int, log: Path, marker: dict[str, 
                     continue
                 *lines, partial = (partial + data).split(b"\n")
                 if lines:
-                    out.write(stamped(lines))
+                    out.write(lines)
                 time.sleep(READ_INTERVAL)  # lines wait in the pipe meanwhile, nothing is lost
         if partial:
-            out.write(stamped([partial]))
+            out.write([partial])
+    finally:
+        out.close()
     return status
 
 

@@ -270,6 +270,13 @@ class Store:
         self.watches.add(watch)
         return watch, backlog
 
+    def compact(self, before: int) -> None:
+        """Forget the history older than version `before` (etcd's compaction): a watch from an
+        older version is 410 Gone, and its client lists again."""
+        self.compacted = max(self.compacted, min(before, self.rv))
+        while self.history and self.history[0].rv <= self.compacted:
+            self.history.popleft()
+
     def unwatch(self, watch: Watch) -> None:
         self.watches.discard(watch)
 

@@ -9,7 +9,7 @@ from tui.screens.cockpit.part import Part
 
 class AnatomyView(Part):
     def show(self) -> None:
-        job, cluster = self.screen.following.followed, self.screen.session.cluster
+        job, cluster = self.screen.followed_job()[0], self.screen.session.cluster
         if job is None or cluster is None:
             self.notify("no job followed yet: run step 5 or pick one with j, then a", severity="warning")
             return

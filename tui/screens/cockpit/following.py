@@ -4,8 +4,8 @@ connection state those watches reveal (the job bar's connected / disconnected).
 
 The followed job's goodput (fed to the failure timeline's model with the rest) is shown in the
 job bar and the timeline at most `GOODPUT_SECONDS` apart: its time parts grow while the job runs
-even when no line arrives. Whether its group hangs (the same model's hang detector) is asked every
-`HANG_SECONDS`, for the pods panel.
+even when no line arrives. Whether its group hangs (the same model's hang detector), and which
+rank is a straggler, is asked every `HANG_SECONDS`, for the pods panel and the job bar.
 
 The logs read are those of the ranks the pods panel shows (its `RanksShown`: every rank of a small
 group, rank 0 and the telling ones of a large group), through the stream's `LogFocus`; every pod's
@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, AsyncIterator
 
 from backend.errors import NotFound, one_line
+from tui.screens.cockpit.messages import CheckpointsChanged
 from tui.screens.cockpit.part import Part
 from tui.model.live import keep_open, sample
 
@@ -102,7 +103,7 @@ class Following(Part):
             self.screen.job_bar.job = job
             self.screen.timeline.model.job_seen(job)
             if job.phase.finished and (before is None or not before.phase.finished):
-                self.screen.storage.refresh()
+                self.screen.post_message(CheckpointsChanged(soon=False))
         elif before is None:
             self._choose_job()
         self.changed("jobs")
@@ -312,7 +313,7 @@ class Following(Part):
                 pod = table.pods.get(line.pod)
                 if pod is None or pod.restart_attempt >= table.latest_attempt:
                     screen.job_bar.show_progress(line.step, line.loss)
-                    screen.storage.checkpoints_changed_soon()
+                    screen.post_message(CheckpointsChanged(soon=True))
                     if screen.job_bar.hang is not None or screen.job_bar.silence:
                         self.show_hang()  # the group steps again: HUNG goes with its first step line
                     break
@@ -333,6 +334,12 @@ class Following(Part):
             screen.job_bar.hang = hang
             screen.timeline.show_hang(hang)
             self.changed("hang")
+        stragglers = screen.timeline.model.stragglers()
+        slowest = stragglers[0] if stragglers else None
+        if slowest != screen.job_bar.straggler or stragglers != tuple(screen.pods_table.stragglers.values()):
+            screen.pods_table.show_stragglers(stragglers)
+            screen.job_bar.straggler = slowest
+            self.changed("straggler")
         if hang is not None and hang.unheard and self.followed and self._asked != (self.followed, hang.step):
             self._asked = (self.followed, hang.step)
             self.run(self._hear_from(self.followed, hang.unheard), group="last-lines", exclusive=True)

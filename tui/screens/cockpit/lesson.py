@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from backend.errors import USER_ERRORS, one_line
 from training.logfmt import step_and_loss
+from tui.screens.cockpit.messages import FollowJob
 from tui.screens.cockpit.part import Part
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ class LessonDriver(Part):
                     self._plot(step.label, update.text)
                 elif update.kind == "job" and update.job:
                     step_view.add_output(step_id, f"following job {update.job}")
-                    screen.following.follow(update.job)
+                    screen.post_message(FollowJob(update.job))
                 elif update.kind == "evidence" and update.evidence is not None:
                     self._announce(step.label, update.evidence)
         except USER_ERRORS as exc:

@@ -11,18 +11,69 @@ the screen's, as if the methods were still its own.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Awaitable, Callable, Coroutine, Protocol
 
 from backend.errors import USER_ERRORS, one_line
 
 if TYPE_CHECKING:
+    from textual.app import App
+    from textual.message import Message
+    from textual.signal import Signal
+    from textual.timer import Timer
     from textual.worker import Worker
 
-    from tui.screens.cockpit import CockpitScreen
+    from backend.models import JobSummary
+    from tui.model.session import Session
+    from tui.screens.panels import Panels
+    from tui.widgets.checklist import Checklist
+    from tui.widgets.checkpoints import CheckpointsPanel
+    from tui.widgets.job_bar import JobBar
+    from tui.widgets.log_view import LogView
+    from tui.widgets.loss_chart import LossChart
+    from tui.widgets.pods_table import PodsTable
+    from tui.widgets.step_view import StepView
+    from tui.widgets.timeline_view import TimelineView
+
+
+class Host(Protocol):
+    """What a part may use of the screen it works for: the session, the widgets it draws on, the
+    screen's workers, timers and signal, and `post_message` to ask another part for something
+    (tui/screens/cockpit/messages.py). Never another part, never the screen's class."""
+
+    session: "Session"
+    clock: Callable[[], float]
+    changed: "Signal[str]"
+
+    @property
+    def app(self) -> "App": ...
+    @property
+    def checklist(self) -> "Checklist": ...
+    @property
+    def step_view(self) -> "StepView": ...
+    @property
+    def pods_table(self) -> "PodsTable": ...
+    @property
+    def log_view(self) -> "LogView": ...
+    @property
+    def ckpt_panel(self) -> "CheckpointsPanel": ...
+    @property
+    def loss_chart(self) -> "LossChart": ...
+    @property
+    def job_bar(self) -> "JobBar": ...
+    @property
+    def timeline(self) -> "TimelineView": ...
+    @property
+    def panels(self) -> "Panels": ...
+
+    def followed_job(self) -> "tuple[str | None, JobSummary | None]": ...
+    def post_message(self, message: "Message") -> bool: ...
+    def run_worker(self, work, *, group: str, exclusive: bool, exit_on_error: bool) -> "Worker": ...
+    def notify(self, message: str, **kwargs) -> None: ...
+    def set_timer(self, delay: float, callback: Callable[[], object]) -> "Timer": ...
 
 
 class Part:
-    def __init__(self, screen: "CockpitScreen") -> None:
+    def __init__(self, screen: Host) -> None:
         self.screen = screen
 
     def run(self, work: Coroutine | Callable[[], Coroutine], group: str, exclusive: bool = False) -> "Worker":

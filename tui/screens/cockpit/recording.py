@@ -66,7 +66,7 @@ class Recording(Part):
             self._stop.set()
             return
         screen = self.screen
-        job, cluster = screen.following.followed, screen.session.cluster
+        job, cluster = screen.followed_job()[0], screen.session.cluster
         if job is None or cluster is None:
             self.notify("no job followed: follow one (j), then record it", severity="warning")
             return

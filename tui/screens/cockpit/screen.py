@@ -31,6 +31,7 @@ from tui import actions
 from tui.screens.cockpit.anatomy import AnatomyView
 from tui.screens.cockpit.following import GOODPUT_SECONDS, HANG_SECONDS, Following
 from tui.screens.cockpit.lesson import LessonDriver
+from tui.screens.cockpit.messages import CheckpointsChanged, FollowJob
 from tui.screens.cockpit.nodes import NodeActions
 from tui.screens.cockpit.pods import PodActions
 from tui.screens.cockpit.recording import Recording
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from textual.widgets import DataTable
+
+    from backend.models import JobSummary
 
     from tui.widgets.checkpoints import CheckpointsPanel
     from tui.widgets.log_view import LogView
@@ -222,6 +225,23 @@ class CockpitScreen(Screen):
         trace, not_logged = log_bug(self.errors_log, where, error)
         self.app.push_screen(ErrorScreen(where, trace, not_logged or f"logged to {self.errors_log}"))
         self.changed.publish("bug")
+
+    def followed_job(self) -> "tuple[str | None, JobSummary | None]":
+        """The job followed (its name, and its summary once listed): what the other parts ask of
+        the following part, through the screen."""
+        name = self.following.followed
+        return name, self.following.jobs.get(name) if name else None
+
+    # ------------------------------------------------------------------ the parts' messages
+
+    def on_follow_job(self, event: FollowJob) -> None:
+        self.following.follow(event.job)
+
+    def on_checkpoints_changed(self, event: CheckpointsChanged) -> None:
+        if event.soon:
+            self.storage.checkpoints_changed_soon()
+        else:
+            self.storage.refresh()
 
     # ------------------------------------------------------------------ the widgets' messages
     # Handlers by name rather than @on(..., "#id"): @on needs the message class when this module

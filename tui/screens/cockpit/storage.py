@@ -30,8 +30,7 @@ class Storage(Part):
             return
         volumes = await self.call("list volumes", cluster.volumes())
         if volumes is not None:
-            following = screen.following
-            job = following.jobs.get(following.followed) if following.followed else None
+            job = screen.followed_job()[1]
             from backend.lesson.jobs import VOLUME
 
             preferred = set(job.volumes) if job is not None else set()
@@ -85,7 +84,7 @@ class Storage(Part):
         confirms (s)."""
         screen = self.screen
         volume = screen.ckpt_panel.volume
-        job = screen.following.jobs.get(screen.following.followed or "")
+        job = screen.followed_job()[1]
         if volume is None and job is not None and job.volumes:
             volume = job.volumes[0]
         if volume is None:

@@ -1,11 +1,18 @@
-"""Objects as the platform makes them, for tests to put into the fake: a TrainJob's worker pods
-and their status, a JobSet, a TrainJob as the lesson declares it, conditions, PodMetrics."""
+"""Objects as the platform makes them, for tests to put into the API server (tests/kube/apiserver.py):
+a TrainJob's worker pods and their status, a JobSet, a TrainJob as the lesson declares it,
+conditions, PodMetrics; the kinds tests name most."""
 
 from __future__ import annotations
 
+import time
+from datetime import datetime, timezone
 from typing import Callable
 
-from tests.kube.fake_apiserver.served import now_rfc3339
+PODS, PODMETRICS, TRAINJOBS, JOBSETS = "Pod", "PodMetrics", "TrainJob", "JobSet"
+
+
+def now_rfc3339(offset: float = 0.0) -> str:
+    return datetime.fromtimestamp(time.time() + offset, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def worker_pod(job: str, rank: int, attempt: int = 0, phase: str = "Pending", name: str | None = None,
