@@ -9,19 +9,40 @@ and its parts per launcher and preset:
   trainer   the lesson's TrainJob (manifests/trainjob.yaml) on the embedded cluster, through the
             Cluster protocol (apply, stream_logs, kill_pod); the group is torn down (survivors
             save at SIGTERM) and recreated by the failure policy
-  torchrun  plain `torchrun --standalone --max-restarts N`; torch 2.13's restart can fail or hang
-            on the stale rendezvous store, so when it exits failed or shows no step for a while
-            the bench relaunches it with a fresh store (new port): the usual workaround
-  ray       the lesson's RayJob (manifests/rayjob.yaml) on the embedded cluster: training.ray_train
-            with FailureConfig(max_failures); a killed Ray worker's group is restarted by Ray
+  torchrun-standalone  `torchrun --standalone --max-restarts N`, torch's single-node example
+            (torch/distributed/run.py, "Single-node multi-worker"): a c10d store on a free port
+  torchrun-c10d  torchrun as its docs recommend for restarts ("Fault tolerant" in run.py's
+            docstring): `--nnodes 1 --max-restarts N --rdzv-id ID --rdzv-backend c10d
+            --rdzv-endpoint 127.0.0.1:PORT`, plus `--rdzv-conf join_timeout=30,close_timeout=5`
+            (create_handler's table in elastic/rendezvous/dynamic_rendezvous.py; defaults 600 and
+            30 s) and `--monitor-interval 0.1` (run.py; how often the agent polls its workers)
+            For both: torch 2.13's restart sometimes fails or hangs (one run of issue 49's: each
+            restart ~95 s) on the rendezvous and its TCP store, which the agent reuses for the
+            restarted group and which the workers' process group shares by default; the upstream
+            reports nearest to it: pytorch/pytorch#123678 (a restart shut the rendezvous down,
+            fixed by #124819) and #135712 (the shared store is not compatible with restarts;
+            TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 the reporters' workaround). What hangs here is not
+            taken apart; the embedded cluster gives each attempt a port of its own for the same
+            reason (backend/local/node/network.py). So when torchrun exits failed or prints no
+            line for STALL_LIMIT, the bench relaunches it on a fresh store (new port and id), the
+            usual workaround, and the NOTE column counts the relaunches of each run
+  ray       the lesson's RayJob (manifests/rayjob.yaml) on the embedded cluster, a Ray cluster per
+            job: training.ray_train with Ray Train's recommended fault tolerance ("Handling
+            Failures and Node Preemption", docs.ray.io/en/latest/train/user-guides/fault-tolerance.html):
+            FailureConfig(max_failures) and RunConfig(storage_path) on the shared checkpoint volume;
+            a killed Ray worker's group is restarted by Ray from the latest checkpoint
+
+Each configuration runs --runs times (default 1; --quick 3), run r of every configuration before
+run r + 1 of any, so what loads the machine falls on all of them alike; the table prints each
+figure's median and range, and the verdict compares medians (bench/goodput_runs.py).
 
 Presets: tiny (the lesson's model, paced with --step-delay 0.05 so a step lasts what a small
 real model's would; the pause counts as step time for every launcher alike) and 1gb (~1 GB of
 parameters + Adam state, no pacing). A throwaway state root is used and its cluster stopped.
 
-    .venv/bin/python bench/goodput.py --quick          # a few minutes
+    .venv/bin/python bench/goodput.py --quick          # three runs of each: a quarter of an hour
     .venv/bin/python bench/goodput.py                  # tiny and 1gb, five kills each: long
-    .venv/bin/python bench/goodput.py --presets 1gb --launchers trainer,torchrun
+    .venv/bin/python bench/goodput.py --presets 1gb --launchers trainer,torchrun-c10d --runs 3
 """
 
 from __future__ import annotations
@@ -58,12 +79,20 @@ from backend.raytrain.entrypoint import ray_train_argv  # noqa: E402
 from training.launch import ddp_command, with_python  # noqa: E402
 from training.logfmt import parse_line, step_and_loss  # noqa: E402
 from training.options import option_args  # noqa: E402
+from backend.local.node.network import ADDRESS as LOOPBACK, free_port  # noqa: E402
+from bench.goodput_runs import summary_cells, verdict  # noqa: E402
 
 MANIFESTS = REPO / "manifests"
 WORKERS = 2
 RUNTIME = "kfcockpit-goodput"  # the lesson's runtime with restarts enough for the schedule
 MARKER = "KFCOCKPIT_BENCH_RUN"
 STALL_LIMIT = 90.0  # torchrun: no step this long after a kill = its restart hung; relaunch
+LAUNCHERS = ("trainer", "torchrun-standalone", "torchrun-c10d", "ray")
+PRESETS = ("tiny", "1gb")
+# torchrun-c10d: a rendezvous that cannot complete fails in 30 s (not the 600 s default) and so
+# exits to the relaunch before STALL_LIMIT; a closed one is seen in 5 s (default 30).
+C10D_RDZV_CONF = "join_timeout=30,close_timeout=5"
+C10D_MONITOR_INTERVAL = "0.1"  # a dead worker is seen within it (torch 2.13's default, given explicitly)
 
 
 @dataclass(frozen=True)
@@ -214,16 +243,27 @@ async def on_cluster(cluster: Cluster, job, schedule: Schedule,
 # ---------------------------------------------------------------- plain torchrun
 
 
-async def on_torchrun(preset: Preset, schedule: Schedule, scratch: Path,
+def torchrun_options(launcher: str, schedule: Schedule) -> list[str]:
+    """torchrun's own options for one launch of `launcher` (a fresh call per launch: a relaunch
+    gets a new rendezvous port and id)."""
+    restarts = ["--nproc-per-node", str(WORKERS), "--max-restarts", str(schedule.kills + 2)]
+    if launcher == "torchrun-standalone":
+        return ["--standalone", *restarts]
+    # "Fault tolerant" in torch/distributed/run.py's docstring: --max-restarts, an explicit
+    # --rdzv-id, --rdzv-backend=c10d and --rdzv-endpoint; the timeouts are create_handler's
+    # (elastic/rendezvous/dynamic_rendezvous.py), the interval the agent's (run.py --monitor-interval).
+    return ["--nnodes", "1", *restarts, "--rdzv-backend", "c10d",
+            "--rdzv-endpoint", f"{LOOPBACK}:{free_port()}", "--rdzv-id", f"goodput-{uuid.uuid4().hex[:8]}",
+            "--rdzv-conf", C10D_RDZV_CONF, "--monitor-interval", C10D_MONITOR_INTERVAL]
+
+
+async def on_torchrun(launcher: str, preset: Preset, schedule: Schedule, ckpt_dir: Path,
                       record: TextIO | None = None) -> tuple[GoodputReport, int, int]:
     """(report, kills, relaunches): torchrun --max-restarts, relaunched on a fresh store when its
     own restart fails or hangs."""
     run = Run(schedule, record)
     pids: dict[int, int] = {}
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    argv = with_python(ddp_command(
-        "--standalone", f"--nproc-per-node={WORKERS}", "--max-restarts", str(schedule.kills + 2),
-        args=[*option_args(preset.options), "--ckpt-dir", str(scratch / f"torchrun-{preset.name}")]), sys.executable)
 
     async def kill(rank: int) -> bool:
         try:
@@ -237,6 +277,9 @@ async def on_torchrun(preset: Preset, schedule: Schedule, scratch: Path,
     try:
         while True:
             marker = uuid.uuid4().hex
+            argv = with_python(ddp_command(*torchrun_options(launcher, schedule),
+                                           args=[*option_args(preset.options), "--ckpt-dir", str(ckpt_dir)]),
+                               sys.executable)
             proc = await asyncio.create_subprocess_exec(
                 *argv, cwd=REPO, env=dict(env, **{MARKER: marker}), start_new_session=True,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, limit=1 << 20)
@@ -280,36 +323,54 @@ async def _read_torchrun(proc, run: Run, pids: dict[int, int]) -> bool:
 # ---------------------------------------------------------------- the table
 
 
-def row(launcher: str, preset: Preset, report: GoodputReport, kills: int, note: str = "") -> list[str]:
+def figures(report: GoodputReport, kills: int) -> dict[str, float]:
+    """One run's figures, by the names COLUMNS sums them up under."""
     stall_share = (report.save_stall / report.step_seconds) if report.step_seconds else 0.0
-    return [preset.name, launcher, f"{report.goodput:.3f}",
-            *(f"{getattr(report, part):.1f}" for part in PARTS), f"{report.total:.1f}",
-            str(kills), str(report.restarts), str(report.steps_lost),
-            f"{report.step_seconds * 1000:.0f}", f"{100 * stall_share:.1f}%", note]
+    return {"goodput": report.goodput, **{part: getattr(report, part) for part in PARTS}, "total": report.total,
+            "kills": kills, "restarts": report.restarts, "steps_lost": report.steps_lost,
+            "step_ms": report.step_seconds * 1000, "save_share": 100 * stall_share}
 
 
+COLUMNS = [("goodput", 3), *((part, 1) for part in PARTS), ("total", 1), ("kills", 0), ("restarts", 0),
+           ("steps_lost", 0), ("step_ms", 0), ("save_share", 1)]
 HEADERS = ["PRESET", "LAUNCHER", "GOODPUT", *(LABELS[p].upper() for p in PARTS), "WALL", "KILLS",
-           "RESTARTS", "LOST STEPS", "STEP MS", "SAVE/STEP", "NOTE"]
-RESTART_HEADERS = ["PRESET", "LAUNCHER", "RESTART", "FAILURE->STEP", "BEYOND A STEP",
+           "RESTARTS", "LOST STEPS", "STEP MS", "SAVE/STEP %", "NOTE"]
+RESTART_HEADERS = ["PRESET", "LAUNCHER", "RUN", "RESTART", "FAILURE->STEP", "BEYOND A STEP",
                    *(STAGE_LABELS[name].upper() for name in STAGE_LABELS)]
 
 
-def restart_rows(launcher: str, preset: Preset, report: GoodputReport) -> list[list[str]]:
+def restart_rows(launcher: str, preset: Preset, run: int, report: GoodputReport) -> list[list[str]]:
     """Each restart taken apart: the seconds between its points, and what it cost beyond the
     ordinary step it replaced (the goal: 2 s at most)."""
     rows = []
     for restart in report.restart_times:
         stages = dict(restart.stages())
         took = restart.seconds
-        rows.append([preset.name, launcher, str(restart.attempt), "?" if took is None else f"{took:.2f}",
+        rows.append([preset.name, launcher, str(run), str(restart.attempt), "?" if took is None else f"{took:.2f}",
                      "?" if took is None else f"{took - report.step_seconds:.2f}",
                      *(f"{stages[name]:.2f}" if name in stages else "-" for name in STAGE_LABELS)])
     return rows
 
 
+async def one_run(cluster: Cluster, launcher: str, preset: Preset, run: int, schedule: Schedule,
+                  scratch: Path, record: TextIO | None) -> tuple[GoodputReport, int, int]:
+    """(report, kills, relaunches) of one run of one configuration; every run has names of its own
+    (a TrainJob or Ray run that finds its checkpoints from before resumes them)."""
+    if launcher == "trainer":
+        report, kills = await on_cluster(cluster, trainer_job(f"gp-{preset.name}-{run}", preset), schedule, record)
+        return report, kills, 0
+    if launcher == "ray":
+        job = ray_job(f"gp-{preset.name}-ray-{run}", preset, schedule.kills + 2)
+        report, kills = await on_cluster(cluster, job, schedule, record)
+        return report, kills, 0
+    return await on_torchrun(launcher, preset, schedule, scratch / f"{launcher}-{preset.name}-{run}", record)
+
+
 async def measure(args: argparse.Namespace, schedule: Schedule, home: Path, scratch: Path,
-                  record: TextIO | None) -> tuple[list[list[str]], list[list[str]]]:
-    rows, restarts = [], []
+                  record: TextIO | None) -> tuple[list[list[str]], list[list[str]], list[str]]:
+    """(table rows, restart rows, verdicts): run r of every launcher before run r + 1 of any, so
+    what loads the machine meanwhile falls on all of them alike."""
+    rows, restarts, verdicts = [], [], []
     embedded = Embedded(home)
     cluster = None
     try:
@@ -319,37 +380,43 @@ async def measure(args: argparse.Namespace, schedule: Schedule, home: Path, scra
             await cluster.apply(resource)
         await cluster.apply(goodput_runtime())
         for preset in presets(schedule, args.presets):
+            runs: dict[str, list[dict[str, float]]] = {launcher: [] for launcher in args.launchers}
+            relaunched: dict[str, list[int]] = {launcher: [] for launcher in args.launchers}
+            for run in range(1, args.runs + 1):
+                for launcher in args.launchers:
+                    print(f"{preset.name} / {launcher} / run {run} of {args.runs}: {preset.options['steps']} steps, "
+                          f"{schedule.kills} kills every {schedule.every:g}s ...", flush=True)
+                    started = time.time()
+                    if record is not None:
+                        record.write(json.dumps({"run": f"{preset.name}/{launcher}/{run}"}) + "\n")
+                    report, kills, relaunches = await one_run(cluster, launcher, preset, run, schedule, scratch,
+                                                              record)
+                    runs[launcher].append(figures(report, kills))
+                    relaunched[launcher].append(relaunches)
+                    restarts += restart_rows(launcher, preset, run, report)
+                    print(f"  {report.one_line()}  [{time.time() - started:.0f}s]", flush=True)
             for launcher in args.launchers:
-                print(f"{preset.name} / {launcher}: {preset.options['steps']} steps, "
-                      f"{schedule.kills} kills every {schedule.every:g}s ...", flush=True)
-                started = time.time()
                 note = ""
-                if record is not None:
-                    record.write(json.dumps({"run": f"{preset.name}/{launcher}"}) + "\n")
-                if launcher == "trainer":
-                    job = trainer_job(f"gp-{preset.name}", preset)
-                    report, kills = await on_cluster(cluster, job, schedule, record)
-                elif launcher == "ray":
-                    job = ray_job(f"gp-{preset.name}-ray", preset, schedule.kills + 2)
-                    report, kills = await on_cluster(cluster, job, schedule, record)
-                else:
-                    report, kills, relaunches = await on_torchrun(preset, schedule, scratch, record)
-                    note = f"{relaunches} relaunch(es) on a fresh store" if relaunches else ""
-                rows.append(row(launcher, preset, report, kills, note))
-                restarts += restart_rows(launcher, preset, report)
-                print(f"  {report.one_line()}  [{time.time() - started:.0f}s]", flush=True)
+                if any(relaunched[launcher]):
+                    note = "relaunch(es) on a fresh store, per run: " + ",".join(map(str, relaunched[launcher]))
+                rows.append([preset.name, launcher, *summary_cells(runs[launcher], COLUMNS), note])
+            if "trainer" in runs:
+                verdicts.append(verdict(preset.name, {launcher: [run["goodput"] for run in measured]
+                                                      for launcher, measured in runs.items()}))
     finally:
         if cluster is not None:
             await cluster.close()
         await embedded.down()
-    return rows, restarts
+    return rows, restarts, verdicts
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="two kills 20 s apart, tiny state only")
     p.add_argument("--presets", help="comma-separated: tiny,1gb (default: both; --quick: tiny)")
-    p.add_argument("--launchers", default="trainer,torchrun,ray", help="comma-separated (default: all three)")
+    p.add_argument("--launchers", default=",".join(LAUNCHERS),
+                   help="comma-separated configurations (default: all: %(default)s)")
+    p.add_argument("--runs", type=int, help="runs of each configuration, interleaved (default 1; --quick 3)")
     p.add_argument("--kills", type=int, help="kills per run (default 5; --quick 2)")
     p.add_argument("--every", type=float, help="seconds between kills (default 60; --quick 20)")
     p.add_argument("--lines", type=Path, metavar="FILE",
@@ -357,13 +424,21 @@ def main() -> None:
     args = p.parse_args()
     args.presets = (args.presets or ("tiny" if args.quick else "tiny,1gb")).split(",")
     args.launchers = args.launchers.split(",")
+    args.runs = args.runs if args.runs is not None else (3 if args.quick else 1)
+    unknown = [name for name in args.launchers if name not in LAUNCHERS]
+    if unknown:
+        p.error(f"unknown launcher(s) {','.join(unknown)}; choose from {','.join(LAUNCHERS)}")
+    if bad := [name for name in args.presets if name not in PRESETS]:
+        p.error(f"unknown preset(s) {','.join(bad)}; choose from {','.join(PRESETS)}")
+    if args.runs < 1:
+        p.error("--runs must be at least 1")
     schedule = Schedule(kills=args.kills or (2 if args.quick else 5),
                         every=args.every or (20.0 if args.quick else 60.0))
     home = Path(tempfile.mkdtemp(prefix="kfg-", dir="/tmp"))  # short: Ray's socket paths
     scratch = Path(tempfile.mkdtemp(prefix="kfg-torchrun-", dir="/tmp"))
     record = args.lines.open("w") if args.lines else None
     try:
-        rows, restarts = asyncio.run(measure(args, schedule, home, scratch, record))
+        rows, restarts, verdicts = asyncio.run(measure(args, schedule, home, scratch, record))
     finally:
         if record is not None:
             record.close()
@@ -373,17 +448,14 @@ def main() -> None:
 
     print()
     print(f"kills: {schedule.kills} of a random worker (ranks {schedule.ranks()}), every {schedule.every:g}s "
-          f"from the first step; seconds unless noted; SAVE/STEP = a periodic save's hold on the loop / mean step")
+          f"from the first step; each figure the median of {args.runs} run(s), (min-max) where they differ; "
+          f"seconds unless noted; SAVE/STEP = a periodic save's hold on the loop / mean step")
     print_table(HEADERS, rows)
     print()
     print("each restart, from the failure seen to the new group's first step ('-': not seen by that launcher)")
     print_table(RESTART_HEADERS, restarts)
-    by = {(r[0], r[1]): float(r[2]) for r in rows}
-    for preset in args.presets:
-        if (preset, "trainer") in by:
-            others = ", ".join(f"{launcher} {by[(preset, launcher)]:.3f}" for launcher in args.launchers
-                               if launcher != "trainer" and (preset, launcher) in by)
-            print(f"{preset}: trainer goodput {by[(preset, 'trainer')]:.3f}" + (f" vs {others}" if others else ""))
+    for said in verdicts:
+        print(said)
 
 
 if __name__ == "__main__":
