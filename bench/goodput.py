@@ -1,10 +1,10 @@
-"""Goodput under one kill schedule, three launchers, measured in one invocation.
+"""Goodput under one kill schedule, three launchers in five configurations, measured in one invocation.
 
 Each launcher trains the same loop (training/) with two workers while a random worker is SIGKILLed
 on a schedule timed from the run's first step (one per minute for five minutes; `--quick`: two,
 20 s apart, tiny state only). Every line the workers print is fed to the goodput model
 (backend/goodput.py) as it arrives, with each kill's time as the failure; the table shows goodput
-and its parts per launcher and preset:
+and its parts per configuration and preset:
 
   trainer   the lesson's TrainJob (manifests/trainjob.yaml) on the embedded cluster, through the
             Cluster protocol (apply, stream_logs, kill_pod); the group is torn down (survivors
@@ -31,6 +31,14 @@ and its parts per launcher and preset:
             Failures and Node Preemption", docs.ray.io/en/latest/train/user-guides/fault-tolerance.html):
             FailureConfig(max_failures) and RunConfig(storage_path) on the shared checkpoint volume;
             a killed Ray worker's group is restarted by Ray from the latest checkpoint
+  ray-warm  the same entrypoint submitted to a Ray cluster that is already up, as KubeRay's RayJob
+            with spec.clusterSelector (ray.io/cluster: NAME) submits to an existing RayCluster
+            instead of creating one per job. The embedded cluster refuses clusterSelector (no
+            long-lived RayCluster: backend/local/registry/strategies/rayjobs.py), so the warm
+            cluster is `ray start --head` on this machine, started before any run is timed, and the
+            driver runs as Ray's job supervisor runs a submitted entrypoint: with RAY_ADDRESS set;
+            like the torchrun rows, its ranks are killed by the pids their start lines print.
+            Same FailureConfig and storage_path (a directory of this machine: one node)
 
 Each configuration runs --runs times (default 1; --quick 3), run r of every configuration before
 run r + 1 of any, so what loads the machine falls on all of them alike; the table prints each
@@ -40,7 +48,7 @@ Presets: tiny (the lesson's model, paced with --step-delay 0.05 so a step lasts 
 real model's would; the pause counts as step time for every launcher alike) and 1gb (~1 GB of
 parameters + Adam state, no pacing). A throwaway state root is used and its cluster stopped.
 
-    .venv/bin/python bench/goodput.py --quick          # three runs of each: a quarter of an hour
+    .venv/bin/python bench/goodput.py --quick          # three runs of five configurations: 20 min or more
     .venv/bin/python bench/goodput.py                  # tiny and 1gb, five kills each: long
     .venv/bin/python bench/goodput.py --presets 1gb --launchers trainer,torchrun-c10d --runs 3
 """
@@ -60,7 +68,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Callable, TextIO
 
 import yaml
 
@@ -81,13 +89,14 @@ from training.logfmt import parse_line, step_and_loss  # noqa: E402
 from training.options import option_args  # noqa: E402
 from backend.local.node.network import ADDRESS as LOOPBACK, free_port  # noqa: E402
 from bench.goodput_runs import summary_cells, verdict  # noqa: E402
+from training.ray_train import GROUP_HELPER_ACTORS, RAY_ENV  # noqa: E402
 
 MANIFESTS = REPO / "manifests"
 WORKERS = 2
 RUNTIME = "kfcockpit-goodput"  # the lesson's runtime with restarts enough for the schedule
 MARKER = "KFCOCKPIT_BENCH_RUN"
 STALL_LIMIT = 90.0  # torchrun: no step this long after a kill = its restart hung; relaunch
-LAUNCHERS = ("trainer", "torchrun-standalone", "torchrun-c10d", "ray")
+LAUNCHERS = ("trainer", "torchrun-standalone", "torchrun-c10d", "ray", "ray-warm")
 PRESETS = ("tiny", "1gb")
 # torchrun-c10d: a rendezvous that cannot complete fails in 30 s (not the 600 s default) and so
 # exits to the relaunch before STALL_LIMIT; a closed one is seen in 5 s (default 30).
@@ -261,9 +270,23 @@ async def on_torchrun(launcher: str, preset: Preset, schedule: Schedule, ckpt_di
                       record: TextIO | None = None) -> tuple[GoodputReport, int, int]:
     """(report, kills, relaunches): torchrun --max-restarts, relaunched on a fresh store when its
     own restart fails or hangs."""
+    def argv() -> list[str]:
+        return with_python(ddp_command(*torchrun_options(launcher, schedule),
+                                       args=[*option_args(preset.options), "--ckpt-dir", str(ckpt_dir)]),
+                           sys.executable)
+
+    return await on_this_machine(argv, {}, schedule, ckpt_dir, record, relaunches=schedule.kills + 2)
+
+
+async def on_this_machine(argv: Callable[[], list[str]], env: dict[str, str], schedule: Schedule, scratch: Path,
+                          record: TextIO | None, relaunches: int) -> tuple[GoodputReport, int, int]:
+    """(report, kills, relaunches): a launcher run here as a process (`argv()` afresh for each
+    launch), its ranks killed by the pids their start lines print; relaunched at most `relaunches`
+    times when it exits failed or prints nothing for STALL_LIMIT."""
     run = Run(schedule, record)
     pids: dict[int, int] = {}
-    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **env)
+    scratch.mkdir(parents=True, exist_ok=True)
 
     async def kill(rank: int) -> bool:
         try:
@@ -273,35 +296,78 @@ async def on_torchrun(launcher: str, preset: Preset, schedule: Schedule, ckpt_di
         return True
 
     killer = asyncio.create_task(run.kills_on_schedule(kill))
-    relaunches = 0
+    launched = 0
     try:
         while True:
             marker = uuid.uuid4().hex
-            argv = with_python(ddp_command(*torchrun_options(launcher, schedule),
-                                           args=[*option_args(preset.options), "--ckpt-dir", str(ckpt_dir)]),
-                               sys.executable)
-            proc = await asyncio.create_subprocess_exec(
-                *argv, cwd=REPO, env=dict(env, **{MARKER: marker}), start_new_session=True,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, limit=1 << 20)
-            done = await _read_torchrun(proc, run, pids)
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            sweep({MARKER: marker})
-            code = await proc.wait()
+            errors = scratch / f"stderr-{launched}.txt"
+            with errors.open("wb") as stderr:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv(), cwd=REPO, env=dict(env, **{MARKER: marker}), start_new_session=True,
+                    stdout=asyncio.subprocess.PIPE, stderr=stderr, limit=1 << 20)
+                done = await _read_ranks(proc, run, pids)
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                sweep({MARKER: marker})
+                code = await proc.wait()
             if done and code == 0:
                 break
-            relaunches += 1
-            if relaunches > schedule.kills + 2:
-                raise RuntimeError("torchrun did not finish after relaunches")
+            if launched >= relaunches:
+                said = errors.read_text(errors="replace").strip().splitlines()[-3:]
+                raise RuntimeError(f"{' '.join(argv()[:3])} ... ended {code} after {launched} relaunch(es), "
+                                   f"both ranks done: {done}; its stderr ended: {' | '.join(said)}")
+            launched += 1
     finally:
         killer.cancel()
     run.model.finish(time.time())
-    return run.model.report(), run.kills, relaunches
+    return run.model.report(), run.kills, launched
 
 
-async def _read_torchrun(proc, run: Run, pids: dict[int, int]) -> bool:
+class WarmRay:
+    """ray-warm's Ray cluster on this machine: started once per invocation, before any run is
+    timed, and left up between runs, as a RayCluster is for the jobs KubeRay submits to it."""
+
+    def __init__(self, temp_dir: Path):
+        self.address = f"{LOOPBACK}:{free_port()}"
+        self.temp_dir = temp_dir  # short: Ray's socket paths (training.ray_train.MAX_TEMP_DIR)
+        self.marker = uuid.uuid4().hex  # every process of the cluster inherits it: how it is stopped
+
+    async def up(self) -> None:
+        # The Ray settings training.ray_train gives its private Ray, here the head's: its raylet
+        # starts the workers and reads them, not the driver.
+        env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", **RAY_ENV, **{MARKER: self.marker},
+                   RAY_worker_maximum_startup_concurrency=str(WORKERS + GROUP_HELPER_ACTORS))
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--node-ip-address", LOOPBACK,
+            "--port", self.address.rsplit(":", 1)[1], "--num-cpus", str(WORKERS), "--include-dashboard", "false",
+            "--object-store-memory", str(80 * 1024 * 1024), "--temp-dir", str(self.temp_dir),
+            "--disable-usage-stats", cwd=REPO, env=env, start_new_session=True,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        said, _ = await proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"ray start --head failed ({proc.returncode}): {said.decode(errors='replace')[-500:]}")
+
+    def down(self) -> None:
+        # By its marker, not `ray stop`: that stops every Ray on the machine, other people's too.
+        sweep({MARKER: self.marker})
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+async def on_warm_ray(warm: WarmRay, preset: Preset, schedule: Schedule, run: int, scratch: Path,
+                      record: TextIO | None) -> tuple[GoodputReport, int, int]:
+    """The same entrypoint as the RayJob's, as the cluster's job supervisor runs a submitted job:
+    on the head, with RAY_ADDRESS naming the cluster (training.ray_train then joins it instead of
+    starting its own Ray). Ray restarts the group; a failed driver is not relaunched."""
+    name = f"gp-{preset.name}-ray-warm-{run}"
+    argv = ray_train_argv(sys.executable, num_workers=WORKERS, max_failures=schedule.kills + 2,
+                          storage=str(scratch / "ray-warm"), name=name, options=preset.options)
+    return await on_this_machine(lambda: argv, {"RAY_ADDRESS": warm.address}, schedule, scratch / name, record,
+                                 relaunches=0)
+
+
+async def _read_ranks(proc, run: Run, pids: dict[int, int]) -> bool:
     """Feed its lines until it exits (True if both ranks printed done) or its restart hangs."""
     done = set()
     while True:
@@ -352,8 +418,8 @@ def restart_rows(launcher: str, preset: Preset, run: int, report: GoodputReport)
     return rows
 
 
-async def one_run(cluster: Cluster, launcher: str, preset: Preset, run: int, schedule: Schedule,
-                  scratch: Path, record: TextIO | None) -> tuple[GoodputReport, int, int]:
+async def one_run(cluster: Cluster, warm: WarmRay | None, launcher: str, preset: Preset, run: int,
+                  schedule: Schedule, scratch: Path, record: TextIO | None) -> tuple[GoodputReport, int, int]:
     """(report, kills, relaunches) of one run of one configuration; every run has names of its own
     (a TrainJob or Ray run that finds its checkpoints from before resumes them)."""
     if launcher == "trainer":
@@ -363,6 +429,8 @@ async def one_run(cluster: Cluster, launcher: str, preset: Preset, run: int, sch
         job = ray_job(f"gp-{preset.name}-ray-{run}", preset, schedule.kills + 2)
         report, kills = await on_cluster(cluster, job, schedule, record)
         return report, kills, 0
+    if launcher == "ray-warm":
+        return await on_warm_ray(warm, preset, schedule, run, scratch, record)
     return await on_torchrun(launcher, preset, schedule, scratch / f"{launcher}-{preset.name}-{run}", record)
 
 
@@ -373,7 +441,10 @@ async def measure(args: argparse.Namespace, schedule: Schedule, home: Path, scra
     rows, restarts, verdicts = [], [], []
     embedded = Embedded(home)
     cluster = None
+    warm = WarmRay(Path(tempfile.mkdtemp(prefix="kfr-", dir="/tmp"))) if "ray-warm" in args.launchers else None
     try:
+        if warm is not None:
+            await warm.up()
         await embedded.up()
         cluster = await asyncio.to_thread(connect, Settings(home=home))  # the one client path
         for resource in parse_manifests((MANIFESTS / "volume.yaml").read_text()):
@@ -389,8 +460,8 @@ async def measure(args: argparse.Namespace, schedule: Schedule, home: Path, scra
                     started = time.time()
                     if record is not None:
                         record.write(json.dumps({"run": f"{preset.name}/{launcher}/{run}"}) + "\n")
-                    report, kills, relaunches = await one_run(cluster, launcher, preset, run, schedule, scratch,
-                                                              record)
+                    report, kills, relaunches = await one_run(cluster, warm, launcher, preset, run, schedule,
+                                                              scratch, record)
                     runs[launcher].append(figures(report, kills))
                     relaunched[launcher].append(relaunches)
                     restarts += restart_rows(launcher, preset, run, report)
@@ -407,6 +478,8 @@ async def measure(args: argparse.Namespace, schedule: Schedule, home: Path, scra
         if cluster is not None:
             await cluster.close()
         await embedded.down()
+        if warm is not None:
+            warm.down()
     return rows, restarts, verdicts
 
 
