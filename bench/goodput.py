@@ -472,7 +472,7 @@ async def measure(args: argparse.Namespace, schedule: Schedule, home: Path, scra
                     note = "relaunch(es) on a fresh store, per run: " + ",".join(map(str, relaunched[launcher]))
                 rows.append([preset.name, launcher, *summary_cells(runs[launcher], COLUMNS), note])
             if "trainer" in runs:
-                verdicts.append(verdict(preset.name, {launcher: [run["goodput"] for run in measured]
+                verdicts.append(verdict(preset.name, {launcher: [figure["goodput"] for figure in measured]
                                                       for launcher, measured in runs.items()}))
     finally:
         if cluster is not None:
