@@ -9,23 +9,28 @@ and its parts per configuration and preset:
   trainer   the lesson's TrainJob (manifests/trainjob.yaml) on the embedded cluster, through the
             Cluster protocol (apply, stream_logs, kill_pod); the group is torn down (survivors
             save at SIGTERM) and recreated by the failure policy
-  torchrun-standalone  `torchrun --standalone --max-restarts N`, torch's single-node example
-            (torch/distributed/run.py, "Single-node multi-worker"): a c10d store on a free port
-  torchrun-c10d  torchrun as its docs recommend for restarts ("Fault tolerant" in run.py's
-            docstring): `--nnodes 1 --max-restarts N --rdzv-id ID --rdzv-backend c10d
+  torchrun-c10d  torchrun at its best for restarts: as its docs recommend ("Fault tolerant" in
+            run.py's docstring) `--nnodes 1 --max-restarts N --rdzv-id ID --rdzv-backend c10d
             --rdzv-endpoint 127.0.0.1:PORT`, plus `--rdzv-conf join_timeout=30,close_timeout=5`
             (create_handler's table in elastic/rendezvous/dynamic_rendezvous.py; defaults 600 and
-            30 s) and `--monitor-interval 0.1` (run.py; how often the agent polls its workers)
-            For both: torch 2.13's restart sometimes fails or hangs (one run of issue 49's: each
-            restart ~95 s) on the rendezvous and its TCP store, which the agent reuses for the
-            restarted group and which the workers' process group shares by default; the upstream
-            reports nearest to it: pytorch/pytorch#123678 (a restart shut the rendezvous down,
-            fixed by #124819) and #135712 (the shared store is not compatible with restarts;
-            TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 the reporters' workaround). What hangs here is not
-            taken apart; the embedded cluster gives each attempt a port of its own for the same
-            reason (backend/local/node/network.py). So when torchrun exits failed or prints no
-            line for STALL_LIMIT, the bench relaunches it on a fresh store (new port and id), the
-            usual workaround, and the NOTE column counts the relaunches of each run
+            30 s) and `--monitor-interval 0.1` (run.py; how often the agent polls its workers),
+            and TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, the workaround of pytorch/pytorch#135712
+            ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE=0 is not compatible with torchelastic restarts").
+            By default the workers' process group shares the agent's rendezvous store, and torch
+            2.13 keeps that store across restarts (DynamicRendezvousHandler.next_rendezvous builds
+            its bootstrap info on the first round only): a restarted group's gloo then dialled a
+            peer address nobody listened on any more, by the look of it the previous group's
+            ("Gloo connectFullMesh failed ... Connection refused"), each such failure used up a
+            restart, and the agent hung after a few. Measured here with
+            four kills (loaded machine): shared store, restarts of 26, 94 and 98 s and two
+            relaunches; unshared, four restarts of 2.4-6.2 s and none
+  torchrun-standalone  `torchrun --standalone --max-restarts N`, torch's single-node example
+            (run.py, "Single-node multi-worker"), the default: the same c10d handler on a free
+            port, the store shared, so its restarts fail as above
+            For both, when torchrun exits failed or prints no line for STALL_LIMIT, the bench
+            relaunches it on a fresh store (new port and id), the usual workaround, and the NOTE
+            column counts the relaunches of each run (the embedded cluster gives each attempt a
+            port of its own for the same reason: backend/local/node/network.py)
   ray       the lesson's RayJob (manifests/rayjob.yaml) on the embedded cluster, a Ray cluster per
             job: training.ray_train with Ray Train's recommended fault tolerance ("Handling
             Failures and Node Preemption", docs.ray.io/en/latest/train/user-guides/fault-tolerance.html):
@@ -101,6 +106,7 @@ PRESETS = ("tiny", "1gb")
 # torchrun-c10d: a rendezvous that cannot complete fails in 30 s (not the 600 s default) and so
 # exits to the relaunch before STALL_LIMIT; a closed one is seen in 5 s (default 30).
 C10D_RDZV_CONF = "join_timeout=30,close_timeout=5"
+C10D_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}  # the workers' own store: see torchrun-c10d above
 C10D_MONITOR_INTERVAL = "0.1"  # a dead worker is seen within it (torch 2.13's default, given explicitly)
 
 
@@ -275,7 +281,8 @@ async def on_torchrun(launcher: str, preset: Preset, schedule: Schedule, ckpt_di
                                        args=[*option_args(preset.options), "--ckpt-dir", str(ckpt_dir)]),
                            sys.executable)
 
-    return await on_this_machine(argv, {}, schedule, ckpt_dir, record, relaunches=schedule.kills + 2)
+    env = C10D_ENV if launcher == "torchrun-c10d" else {}
+    return await on_this_machine(argv, env, schedule, ckpt_dir, record, relaunches=schedule.kills + 2)
 
 
 async def on_this_machine(argv: Callable[[], list[str]], env: dict[str, str], schedule: Schedule, scratch: Path,
