@@ -448,7 +448,7 @@ async def measure(args: argparse.Namespace, schedule: Schedule, home: Path, scra
     rows, restarts, verdicts = [], [], []
     embedded = Embedded(home)
     cluster = None
-    warm = WarmRay(Path(tempfile.mkdtemp(prefix="kfr-", dir="/tmp"))) if "ray-warm" in args.launchers else None
+    warm = WarmRay(Path(tempfile.mkdtemp(prefix="kfg-ray-", dir="/tmp"))) if "ray-warm" in args.launchers else None
     try:
         if warm is not None:
             await warm.up()
