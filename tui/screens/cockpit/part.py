@@ -3,7 +3,7 @@ guarded backend call.
 
 A part is one responsibility of the cockpit screen (following a job, driving the lesson, storage,
 pod actions) with the state that belongs to it. It is no widget: what it changes is spread over
-widgets in different places of the layout (the checklist on the left, the step card in the
+widgets in different places of the layout (the checklist and the step card on the left, the
 panels, the job bar on top), and the screen, which routes every message, calls it. Its workers run
 on the screen (`run_worker`), so worker groups, exclusivity and the one worker-error handler are
 the screen's, as if the methods were still its own.

@@ -1,6 +1,6 @@
-"""The cockpit screen: the checklist on the left, the panels on the right (step, pods, logs,
-timeline, loss, checkpoints: all at once on a large terminal, as tabs on a small one; see
-screens/panels.py), a job bar on top and the footer below.
+"""The cockpit screen: the checklist on the left with the step card under it, the panels on the
+right (pods, logs, timeline, loss, checkpoints: all at once on a large terminal, as tabs on a small
+one; see screens/panels.py), a job bar on top and the footer below.
 
 This is the composition root, where the backend meets the widgets: it lays them out, opens the
 session, routes every message and key to the part of the cockpit it concerns (this package:
@@ -59,6 +59,9 @@ if TYPE_CHECKING:
     from tui.model.session import Session
 
 
+CHECKLIST_MIN_ROWS = 5  # its border and three steps, however long the card's head
+
+
 class CockpitScreen(Screen):
     BINDINGS = actions.bindings()
 
@@ -85,7 +88,8 @@ class CockpitScreen(Screen):
     def compose(self) -> ComposeResult:
         yield JobBar(id="job-bar")
         with Horizontal(id="body"):
-            yield Checklist(id="checklist")
+            with Vertical(id="lesson-column"):
+                yield Checklist(id="checklist")  # the step card comes under it with the panels
             yield Vertical(id="panels")  # the tabs arrive right after the first paint
         yield KeyBar(compact=True)
 
@@ -134,7 +138,9 @@ class CockpitScreen(Screen):
         from tui.screens.panels import Panels
 
         config = await self.app.load_preferences()
-        await self.query_one("#panels").mount(Panels(config, self.clock, id="panels-inner"))
+        panels = Panels(config, self.clock, id="panels-inner")
+        await self.query_one("#lesson-column").mount(panels.card)
+        await self.query_one("#panels").mount(panels)
         self.step_view.keep_on_exit = self.lesson.keep_note_now
         self.panels_ready = True
         self.set_interval(1.0, self.lesson.tick)
@@ -188,6 +194,14 @@ class CockpitScreen(Screen):
             from tui.screens.panels import arrangement_for
 
             self.panels.arrangement = arrangement_for(*self.app.size)
+            self.call_after_refresh(self.fit_lesson_column)
+
+    def fit_lesson_column(self) -> None:
+        """The checklist keeps its rows unless the card under it would then lose its head (the
+        step's title, what is running, its done-when and its keys): then the checklist scrolls."""
+        column = self.query_one("#lesson-column").content_region.height
+        card = self.step_view.head_rows()
+        self.checklist.styles.max_height = max(CHECKLIST_MIN_ROWS, column - card)
 
     # ------------------------------------------------------------------ connection
 
@@ -275,6 +289,9 @@ class CockpitScreen(Screen):
     def on_step_view_leave_note(self, event: "StepView.LeaveNote") -> None:
         self.checklist.focus()
 
+    def on_step_view_head_changed(self, event: "StepView.HeadChanged") -> None:
+        self.call_after_refresh(self.fit_lesson_column)
+
     def on_data_table_row_selected(self, event: "DataTable.RowSelected") -> None:
         if event.control is self.pods_table:
             self.pod_actions.show_logs(event.row_key.value)
@@ -290,7 +307,7 @@ class CockpitScreen(Screen):
         self.storage.load_volume(event.volume)
 
     def on_panels_shown(self, event: "Panels.Shown") -> None:
-        self.set_class(self.panels.zoomed is not None, "-zoomed")
+        self._show_zoom()
         self.refresh_bindings()  # the nodes view's keys come and go with it
         if event.name == "checkpoints" and self.session.cluster is not None:
             self.storage.refresh()
@@ -417,7 +434,12 @@ class CockpitScreen(Screen):
     def action_zoom(self) -> None:
         """The focused panel fills the body (the checklist's focus zooms the step card)."""
         self.panels.toggle_zoom()
-        self.set_class(self.panels.zoomed is not None, "-zoomed")
+        self._show_zoom()
+
+    def _show_zoom(self) -> None:
+        zoomed = self.panels.zoomed
+        self.set_class(zoomed is not None, "-zoomed")
+        self.set_class(zoomed == "step", "-zoomed-card")  # the card's column fills the body
 
     def action_toggle_checklist(self) -> None:
         hidden = not self.has_class("-no-checklist")
