@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, AsyncIterator
 
 from backend.errors import NotFound, one_line
-from tui.screens.cockpit.messages import CheckpointsChanged
+from tui.screens.cockpit.messages import AttemptsChanged, CheckpointsChanged
 from tui.screens.cockpit.part import Part
 from tui.model.live import keep_open, sample
 
@@ -140,6 +140,7 @@ class Following(Part):
         self._uid, self._others = None, set()
         self._follows += 1
         screen.panels.follow(job)
+        screen.post_message(AttemptsChanged())  # the ledger shown is the followed job's
         summary = self.jobs.get(job)
         if summary is not None:
             screen.timeline.model.job_seen(summary)

@@ -83,6 +83,14 @@ class Part:
     def notify(self, message: str, **kwargs) -> None:
         self.screen.notify(message, **kwargs)
 
+    def job_to_show(self, missing: str) -> str | None:
+        """The followed job, once the cluster answers; else None, and `missing` tells the learner."""
+        job = self.screen.followed_job()[0]
+        if job is None or self.screen.session.cluster is None:
+            self.notify(missing, severity="warning")
+            return None
+        return job
+
     def changed(self, what: str) -> None:
         self.screen.changed.publish(what)
 

@@ -29,9 +29,10 @@ from textual.worker import Worker, WorkerState
 from backend.errors import USER_ERRORS, one_line
 from tui import actions
 from tui.screens.cockpit.anatomy import AnatomyView
+from tui.screens.cockpit.attempts import AttemptsView
 from tui.screens.cockpit.following import GOODPUT_SECONDS, HANG_SECONDS, Following
 from tui.screens.cockpit.lesson import LessonDriver
-from tui.screens.cockpit.messages import CheckpointsChanged, FollowJob
+from tui.screens.cockpit.messages import AttemptsChanged, CheckpointsChanged, FollowJob
 from tui.screens.cockpit.nodes import NodeActions
 from tui.screens.cockpit.pods import PodActions
 from tui.screens.cockpit.recording import Recording
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from textual.widgets import DataTable
 
     from backend.models import JobSummary
-
+    from tui.widgets.attempt_ledger import AttemptLedger
     from tui.widgets.checkpoints import CheckpointsPanel
     from tui.widgets.log_view import LogView
     from tui.widgets.loss_chart import LossChart
@@ -81,6 +82,7 @@ class CockpitScreen(Screen):
         self.pod_actions = PodActions(self)
         self.node_actions = NodeActions(self)
         self.anatomy = AnatomyView(self)
+        self.attempts = AttemptsView(self)
         self.recording = Recording(self)
 
     # ------------------------------------------------------------------ layout
@@ -251,6 +253,9 @@ class CockpitScreen(Screen):
     def on_follow_job(self, event: FollowJob) -> None:
         self.following.follow(event.job)
 
+    def on_attempts_changed(self, event: AttemptsChanged) -> None:
+        self.attempts.refresh()
+
     def on_checkpoints_changed(self, event: CheckpointsChanged) -> None:
         if event.soon:
             self.storage.checkpoints_changed_soon()
@@ -313,6 +318,9 @@ class CockpitScreen(Screen):
             self.storage.refresh()
         elif event.name == "loss":
             self.loss_chart.redraw()
+
+    def on_attempt_ledger_chosen(self, event: "AttemptLedger.Chosen") -> None:
+        self.attempts.choose(event.row)
 
     def on_log_view_flushed(self) -> None:
         self.changed.publish("logs-shown")
@@ -424,6 +432,7 @@ class CockpitScreen(Screen):
         self.following.pick()
 
     def action_refresh(self) -> None:
+        self.attempts.refresh()
         if self.session.lesson is not None:
             self.lesson.refresh_states()
             self.storage.refresh()
@@ -440,6 +449,7 @@ class CockpitScreen(Screen):
         zoomed = self.panels.zoomed
         self.set_class(zoomed is not None, "-zoomed")
         self.set_class(zoomed == "step", "-zoomed-card")  # the card's column fills the body
+        self.attempts.zoom_changed(zoomed == "timeline")
 
     def action_toggle_checklist(self) -> None:
         hidden = not self.has_class("-no-checklist")
