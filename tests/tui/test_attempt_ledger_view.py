@@ -110,6 +110,12 @@ async def test_the_timelines_zoom_lists_the_attempts_and_shows_a_chosen_attempts
         await pilot.press("escape")
         await wait_until(screen, lambda: app.screen is screen, "the cockpit again", QUICK)
 
+        # the group restarts while the ledger is shown: read again, the new attempt at the end
+        cluster.job = cluster.job.model_copy(update={"restart_attempt": 4})
+        cluster.jobs.put_nowait(cluster.job)
+        await wait_until(screen, lambda: len(ledger.ledger.rows) == 5, "the ledger after a restart", QUICK)
+        assert rows_of(attempts)[4].endswith("running") and not rows_of(attempts)[3].endswith("running")
+
         await pilot.press("z")  # back from the zoom: the ledger goes, the keys stay in the timeline
         await pilot.pause()
         assert not ledger.display and screen.panels.panel_of(app.focused) == "timeline"
