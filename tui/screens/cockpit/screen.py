@@ -292,6 +292,9 @@ class CockpitScreen(Screen):
         self.lesson.note_saved(event.step_id, event.text)
 
     def on_step_view_leave_note(self, event: "StepView.LeaveNote") -> None:
+        if self.panels.zoomed == "step":  # the note was written in the card made whole: back beside the list
+            self.panels.zoomed = None
+            self._show_zoom()
         self.checklist.focus()
 
     def on_step_view_head_changed(self, event: "StepView.HeadChanged") -> None:
