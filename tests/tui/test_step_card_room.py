@@ -46,3 +46,23 @@ async def test_the_card_takes_the_rows_under_the_checklist(home, size):
             await pilot.pause()
             assert screen.panels.zoomed == "step" and screen.step_view.region.width == 80
             assert not screen.checklist.display
+
+
+async def test_a_run_starting_at_80x24_leaves_the_card_at_its_head_with_the_call_to_action(home):
+    """The card scrolled to its run-output box when a run began: in the few rows under the
+    checklist that hid the heading and the line asking the learner to act."""
+    app, _cluster, _now = scripted_app(home)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = app.screen
+        await wait_until(screen, lambda: screen.panels_ready and bool(screen.checklist.steps), "the checklist")
+        screen.checklist.select_step("6")
+        await pilot.pause()
+        screen.lesson._begin("6", "kill a worker now: ctrl+k on a pod in the pods panel")
+        for _ in range(3):
+            await pilot.pause()
+        view = screen.step_view
+        latest = view.query_one("#step-latest")
+        assert view.scroll_y == 0 and latest.display
+        assert view.region.y < latest.region.y and latest.region.bottom <= view.region.bottom - 1
+        assert "kill a worker now" in str(latest.render())
+        screen.lesson._end()

@@ -254,10 +254,6 @@ class StepView(VerticalScroll):
         """What the step's run printed (the output box shows these, wrapped)."""
         return list(self._outputs.get(step_id, ()))
 
-    def show_output_box(self) -> None:
-        """Bring the run output into view (a run just started)."""
-        self.query_one("#step-output", RichLog).scroll_visible(animate=False)
-
     def clear_output(self, step_id: str) -> None:
         self._outputs.pop(step_id, None)
         if self.step is not None and self.step.id == step_id:
