@@ -134,10 +134,11 @@ class Panels(Container):
         give it the keys."""
         if self.zoomed is not None and self.zoomed != name:
             self.zoomed = None
-        if name in ZOOMED_ONLY or (name == CARD and self.arrangement == "tabs"):
-            self.zoomed = name  # beside the tabs the card shows only its head: whole, it is zoomed
-        elif name == CARD:
-            pass
+        if name == CARD:
+            if self.arrangement == "tabs":
+                self.zoomed = name  # beside the tabs the card shows only its head: whole, it is zoomed
+        elif name in ZOOMED_ONLY:
+            self.zoomed = name
         elif self.arrangement == "tabs":
             self.active = name
         elif name not in GRID:
