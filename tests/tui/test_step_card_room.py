@@ -41,6 +41,15 @@ async def test_the_card_takes_the_rows_under_the_checklist(home, size):
                 # room for every step: the checklist keeps all its rows, the card has the rest
                 assert checklist.height == screen.checklist.option_count + 2
                 assert card.height == 45 - 2 - checklist.height
+        if size == (160, 45):  # another step chosen while the pods fill the screen: the same rows after
+            await pilot.press("2", "z")
+            screen.checklist.select_step("12")
+            for _ in range(3):
+                await pilot.pause()
+            await pilot.press("z")
+            for _ in range(3):
+                await pilot.pause()
+            assert screen.checklist.region.height == screen.checklist.option_count + 2
         if size == (80, 24):
             await pilot.press("1")  # the card whole, in the body
             await pilot.pause()

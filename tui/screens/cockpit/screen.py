@@ -202,6 +202,8 @@ class CockpitScreen(Screen):
         """The checklist keeps its rows unless the card under it would then lose its head (the
         step's title, what is running, its done-when and its keys): then the checklist scrolls."""
         column = self.query_one("#lesson-column").content_region.height
+        if not column or not self.step_view.region.height:
+            return  # out of sight (another panel zoomed): fitted when it is back
         card = self.step_view.head_rows()
         self.checklist.styles.max_height = max(CHECKLIST_MIN_ROWS, column - card)
 
@@ -453,6 +455,7 @@ class CockpitScreen(Screen):
         self.set_class(zoomed is not None, "-zoomed")
         self.set_class(zoomed == "step", "-zoomed-card")  # the card's column fills the body
         self.attempts.zoom_changed(zoomed == "timeline")
+        self.call_after_refresh(self.fit_lesson_column)  # the column may be back in sight
 
     def action_toggle_checklist(self) -> None:
         hidden = not self.has_class("-no-checklist")
