@@ -178,6 +178,13 @@ class Cluster(Protocol):
         open until the caller stops reading (backend/models/focus.py)."""
         ...
 
+    async def pod_log(self, pod: str, previous: bool = False) -> list[LogLine]:
+        """One pod's whole log, read once, not followed (`kubectl logs POD`): its trainer
+        container's, or with `previous` the one that ran before the container restarted in place
+        (`kubectl logs -p`: pods/log `previous=true`). NotFound when the pod is gone (its log with
+        it) or, with `previous`, when its container never restarted."""
+        ...
+
     async def last_lines(self, job: str, ranks: Collection[int], count: int = 2) -> list[LogLine]:
         """The last `count` lines each of these ranks printed (its newest pod's), read once: what
         ranks whose logs are not followed said last (which rank of a hung group stopped)."""

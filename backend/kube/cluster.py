@@ -138,6 +138,9 @@ class KubeCluster:
                     focus: LogFocus | None = None) -> AsyncIterator[list[LogLine]]:
         return stream_logs(self._jobs, self._pods, job, follow, focus)
 
+    async def pod_log(self, pod: str, previous: bool = False) -> list[LogLine]:
+        return await self._pods.log(pod, previous)
+
     async def last_lines(self, job: str, ranks: Collection[int], count: int = 2) -> list[LogLine]:
         return await last_lines(self._pods, job, ranks, count)
 

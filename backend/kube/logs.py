@@ -65,7 +65,7 @@ class PodLog:
     def __init__(self, conn: Connection, pod: str, rank: int, follow: bool = True,
                  read_timeout: float = DEFAULT_LOG_READ_TIMEOUT, restart_count: int = 0,
                  container: str = TRAINER_CONTAINER, tail: int | None = None,
-                 cursor: Cursor | None = None) -> None:
+                 cursor: Cursor | None = None, previous: bool = False) -> None:
         from kubernetes import client
 
         self.conn = conn
@@ -75,6 +75,7 @@ class PodLog:
         self.follow = follow
         self.container = container
         self.read_timeout = read_timeout
+        self.previous = previous  # the container's run before its restart in place (never followed)
         self.tail = tail  # the next open reads only the last `tail` lines (then: since the cursor)
         self.cursor = Cursor(cursor.stamp, cursor.count) if cursor is not None else Cursor()
         # A container restarted in place (restartPolicy OnFailure) starts a new, empty log.
@@ -101,7 +102,7 @@ class PodLog:
             except ApiException as exc:
                 if exc.status == 404:
                     return  # the pod is gone, and its log with it
-                if exc.status != 400:  # 400: the container is not running yet
+                if exc.status != 400 or self.previous:  # 400: the container is not running yet
                     raise self.conn.translate(exc, f"log of pod {self.pod}") from None
             except (HTTPError, OSError) as exc:
                 if halt.is_set():
@@ -115,6 +116,8 @@ class PodLog:
     def _where(self) -> dict:
         """Where the next request starts: the last `tail` lines, the cursor's second (a little
         before), or the first line."""
+        if self.previous:
+            return {"previous": True}
         if self.tail is not None:
             return {"tail_lines": self.tail}
         if self.cursor.stamp is not None:

@@ -12,13 +12,14 @@ from contextlib import aclosing
 from typing import AsyncIterator
 
 from backend.cluster import ClusterError, NotFound
-from backend.kube.logs import LogFollowers
-from backend.kube.pods import pod_from
+from backend.kube.logs import LogFollowers, PodLog
+from backend.kube.pods import has_started, log_container, pod_from
+from backend.kube.threads import iterate_in_thread
 from backend.kube.rayjobs import cluster_name, pod_selectors, summarize_rayjob
 from backend.kube.resources import Resources
 from backend.kube.watcher import object_key
 from backend.kube.watches import Watches
-from backend.models import FREEZE_ANNOTATION, LABEL_JOB, SLOW_ANNOTATION, Pod, PodEvent, PodEventType
+from backend.models import FREEZE_ANNOTATION, LABEL_JOB, SLOW_ANNOTATION, LogLine, Pod, PodEvent, PodEventType
 
 
 def _job_selector(job: str | None) -> str:
@@ -104,3 +105,20 @@ class PodOps:
             await self.resources.delete("Pod", name, grace_period=0)
         except NotFound:
             raise NotFound(f"pod {name} not found in namespace {self.resources.namespace}") from None
+
+    async def log(self, name: str, previous: bool = False) -> list[LogLine]:
+        """The pod's whole log, read once (Cluster.pod_log): its log container's, or the run
+        before the container's restart in place."""
+        try:
+            raw = await self.resources.get("Pod", name)
+        except NotFound:
+            raise NotFound(f"pod {name} is gone from namespace {self.resources.namespace}, "
+                           "and its log with it") from None
+        pod = pod_from(raw)
+        if previous and not pod.restarts:
+            raise NotFound(f"pod {name}'s container never restarted: it has no previous log")
+        if not previous and not has_started(raw):
+            return []  # nothing printed yet (the API answers 400)
+        producer = PodLog(self.resources.conn, name, pod.rank, follow=False, container=log_container(raw),
+                          previous=previous)
+        return [line async for batch in iterate_in_thread(producer, f"log-{name}") for line in batch]

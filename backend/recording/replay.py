@@ -157,6 +157,14 @@ class ReplayCluster:
 
         return logs()
 
+    async def pod_log(self, pod: str, previous: bool = False) -> list[m.LogLine]:
+        """What the recording holds of the pod's lines (the ranks the cockpit read); a previous
+        container's log was never watched."""
+        if previous:
+            raise Unavailable(f"pod {pod}'s previous log: a replay holds what the cockpit watched; "
+                              "kubectl logs -p needs the live cluster")
+        return [line for batch in self._until_now("stream_logs") for line in batch if line.pod == pod]
+
     async def last_lines(self, job: str, ranks: Collection[int], count: int = 2) -> list[m.LogLine]:
         said: dict[int, list[m.LogLine]] = {rank: [] for rank in ranks}
         for batch in self._until_now("stream_logs"):

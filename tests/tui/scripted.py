@@ -34,6 +34,9 @@ class ScriptedCluster:
         self.streams = 0  # log streams opened
         self.listed: list = []  # the Pods list_pods answers (what the platform still lists)
         self.records: list[tuple[float, str]] = []  # what run_records answers (the run's record)
+        self.listed_events: list = []  # the ClusterEvents list_events answers
+        self.pod_logs: dict[tuple[str, bool], list] = {}  # (pod, previous) -> what pod_log answers
+        self.logs_read: list[tuple[str, bool]] = []  # what pod_log was asked
         self.capabilities = Capabilities(description="the scripted cluster", record="scripted", freezes_pods=True)
 
     async def list_jobs(self):
@@ -72,6 +75,17 @@ class ScriptedCluster:
 
     async def run_records(self, volume: str, run: str):
         return list(self.records)
+
+    async def list_events(self):
+        return list(self.listed_events)
+
+    async def pod_log(self, pod: str, previous: bool = False):
+        from backend.errors import NotFound
+
+        self.logs_read.append((pod, previous))
+        if (pod, previous) not in self.pod_logs:
+            raise NotFound(f"pod {pod} is gone from namespace default, and its log with it")
+        return list(self.pod_logs[(pod, previous)])
 
     async def last_lines(self, job: str, ranks, count: int = 2):
         self.asked = tuple(ranks)

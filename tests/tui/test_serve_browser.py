@@ -338,7 +338,7 @@ async def test_an_audience_page_shows_the_presenters_cockpit_and_its_keys_change
             # text under it is painted again) and presses the theme key, then help again.
             shown = await viewer.evaluate("__test.text.length")
             await presenter.socket.send_json(["stdin", "\x1b"])
-            await viewer.evaluate(f"__test.waitFor('Kubeflow is many projects', {shown})")
+            await viewer.evaluate(f"__test.waitFor('Done when', {shown})")  # the step card's head
             shown = await viewer.evaluate("__test.text.length")
             await presenter.socket.send_json(["stdin", "t?"])
             await viewer.evaluate(f"__test.waitFor('escape closes', {shown})")

@@ -65,9 +65,11 @@ async def test_a_typed_note_is_kept_without_saving_and_escape_gives_the_keys_bac
         assert app.focused is note
         note.load_text("")
         await pilot.press(*"pods np")  # n and p are letters here, not step keys
+        assert screen.panels.zoomed == "step"  # below 120x36 the note is written in the card made whole
         await pilot.press("escape")
         await pilot.pause()
         assert app.focused is screen.checklist
+        assert screen.panels.zoomed is None and screen.checklist.display  # the list in sight, not only focused
         assert lesson.note("2") == "pods np"  # kept, though ctrl+s was never pressed
         assert lesson.state("2").evidence is None  # kept, not checked
         await pilot.press("n")  # the keys move through the steps again

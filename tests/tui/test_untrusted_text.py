@@ -45,7 +45,9 @@ def subtitle(widget) -> str:
 class Host(App):
     def compose(self) -> ComposeResult:
         yield JobBar(id="job-bar")
-        yield Panels(CockpitConfig(), lambda: NOW, id="panels-inner")
+        panels = Panels(CockpitConfig(), lambda: NOW, id="panels-inner")
+        yield panels.card  # under the checklist in the cockpit
+        yield panels
 
 
 async def test_the_panels_show_log_lines_names_reasons_and_notes_as_they_are():

@@ -15,8 +15,8 @@ from tests.tui.scripted import JOB, T0, scripted_app
 
 CALL = ("kill a worker now: ctrl+k on a pod in the pods panel, or from another terminal `kubectl delete "
         "pod gp-job-node-0-1-abcde`; the job trains for about 60 s, then this step checks it")
-CARD_TEXTS = ("#step-heading", "#step-latest", "#step-why", "#step-done-when", "#step-doc", "#step-evidence",
-              "#step-note-prompt")
+CARD_TEXTS = ("#step-heading", "#step-latest", "#step-done-when", "#step-keys", "#step-why", "#step-doc",
+              "#step-evidence", "#step-note-prompt")
 
 
 def drawn(widget) -> str:
@@ -50,8 +50,7 @@ async def test_every_steps_card_and_the_top_bar_read_whole(home, size):
         bar.running_step, bar.running_for = "step 6", 72.0
         view = screen.step_view
         for step in screen.session.lesson.steps:
-            screen.checklist.select_step(step.id)
-            screen.panels.show("step", focus=False)
+            screen.checklist.select_step(step.id)  # its card is under the checklist, at every size
             await pilot.pause()
             view.show(step, None, "", running=True)
             view.add_output(step.id, CALL)

@@ -8,13 +8,7 @@ import argparse
 import time
 
 from tui.cli.common import cluster_from, print_json, print_table
-
-
-def _clock(at: float | None, origin: float | None) -> str:
-    """A time as seconds after the job's first attempt began ('+12.3s'), '-' when unknown."""
-    if at is None or origin is None:
-        return "-"
-    return f"+{at - origin:.1f}s"
+from tui.model.format import since as _clock
 
 
 async def show_attempts(args: argparse.Namespace) -> int:

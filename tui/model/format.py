@@ -158,6 +158,13 @@ def step(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
+def since(at: float | None, origin: float | None) -> str:
+    """A time as seconds after `origin` (a job's first attempt's start): '+12.3s', '-' when unknown."""
+    if at is None or origin is None:
+        return "-"
+    return f"+{at - origin:.1f}s"
+
+
 def seconds(value: float | None) -> str:
     if value is None:
         return "-"

@@ -20,6 +20,11 @@ if TYPE_CHECKING:
 _UNPRINTABLE = {c: "?" for c in range(32) if c != 9}
 
 
+def printable(text: str) -> str:
+    """A worker's line, its control characters shown as `?`."""
+    return text if text.isprintable() else text.translate(_UNPRINTABLE)
+
+
 MARK_LEAD = "────"
 
 

@@ -14,10 +14,12 @@ PANELS = """\
 ## Panels
 
 - **lesson** (left; `h` hides it): one line per step. ○ todo · ◐ running · ✔ done (with evidence) · ✘ failed.
-- From 120x36 up the panels share one screen (pods, step, logs, timeline, loss); smaller, they are
-  tabs (1-6). `z` zooms the focused panel; the focused panel's border is drawn in the accent colour
+- **step** (under the lesson, in the rows it leaves): from 120x36 up the whole card; smaller, its
+  title, *done when* and keys, and `1` or `z` shows it whole.
+- From 120x36 up the panels share one screen (pods, logs, timeline, loss); smaller, they are
+  tabs (2-6). `z` zooms the focused panel; the focused panel's border is drawn in the accent colour
   and the keys act on it only (enter and v act on the lesson from the checklist or the step card).
-- **step**: why the step matters, its *done when*, the doc to read, the evidence of the last check,
+- **step card**: why the step matters, its *done when*, the doc to read, the evidence of the last check,
   and for reading steps your note (ctrl+s saves it; the note is the evidence). Its border shows the
   run's newest line; the top bar counts a running step's seconds.
 - **pods**: the followed job's worker pods, live: rank, restart attempt, phase, how it ended, last
@@ -29,7 +31,9 @@ PANELS = """\
 - **timeline**: each restart from the failure to the first step trained again, every moment with
   its seconds after the failure, the steps lost and the recovery time. Above them, the followed
   job's goodput (the share of its wall time that became progress it kept) and where the rest went:
-  lost work, recovery, checkpoint stall, start-up; the top bar shows it too.
+  lost work, recovery, checkpoint stall, start-up; the top bar shows it too. Zoomed (`z`), the
+  attempt ledger: each attempt's start, first step, end and why it ended, and the restarts left of
+  the JobSet's budget; enter on one shows its pods' logs (a restarted container's previous one too).
 - **checkpoints**: files on the volume (step, loss, world size, size, valid) and its snapshots;
   space marks two snapshots, `c` compares them.
 - **loss**: one curve per run, the followed job live.

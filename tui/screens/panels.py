@@ -1,12 +1,15 @@
-"""The right-hand panels (step, pods, logs, timeline, loss, checkpoints, nodes) and how they share
+"""The panels (the step card, pods, logs, timeline, loss, checkpoints, nodes) and how they share
 the screen. Imported and mounted just after the first paint: their widgets (DataTable, TextArea, Log,
 Select, plotext) are most of what the cockpit would otherwise import and lay out first.
 
-Two arrangements of the same widgets, never two copies of them:
-- "grid" (120x36 and larger): pods, step, logs, failure timeline and loss at once, so a kill, the
+The step card is not among them on the right: it sits under the checklist and takes the rows
+the checklist leaves (`Panels.card`, mounted there by the screen), so a short checklist leaves no
+empty column and a long step reads whole. Two arrangements of the others, never two copies:
+- "grid" (120x36 and larger): pods, logs, failure timeline and loss at once, so a kill, the
   restart, the resumed line and the recovery are seen together without a key. Checkpoints, which
   nobody watches live, show zoomed on request (4).
-- "tabs" (smaller, 80x24 over SSH): one panel at a time under a tab bar.
+- "tabs" (smaller, 80x24 over SSH): one panel at a time under a tab bar; the step card beside them
+  shows its heading, done-when and keys, and shows whole zoomed (1 or z).
 A zoomed panel (z) fills the body in either arrangement. The nodes view is only ever shown zoomed
 (N opens and closes it): it is about the cluster, not the followed job, and its table wants the
 whole width. Whatever is hidden loses the focus, so a key never acts on a panel the learner
@@ -46,7 +49,8 @@ PANELS: dict[str, tuple[str, str]] = {
     "nodes": ("nodes-panel", "Nodes"),
 }
 ZOOMED_ONLY = ("nodes",)  # never a tab nor in the grid: shown zoomed
-GRID = ("pods", "step", "logs", "timeline", "loss")  # in grid order; the logs span two rows
+CARD = "step"  # under the checklist, never a tab nor in the grid
+GRID = ("pods", "timeline", "logs", "loss")  # in grid order; the timeline and the logs span two rows
 GRID_MIN = (120, 36)  # the terminal size from which everything fits on one screen
 
 
@@ -61,15 +65,15 @@ class Panels(Container):
         layout: grid;
         grid-size: 2 3;
         grid-columns: 3fr 2fr;
-        grid-rows: 3fr 2fr 2fr;  /* the step card, above the timeline and the loss, the tallest */
+        grid-rows: 1fr 1fr 1fr;
     }
-    Panels.-grid > #log-view { row-span: 2; }
+    Panels.-grid > #log-view, Panels.-grid > #timeline { row-span: 2; }
     Panels > .panel { height: 1fr; }
     #panel-tabs { height: 2; }
     """
 
     arrangement: reactive[str] = reactive("tabs", init=False)
-    active: reactive[str] = reactive("step", init=False)  # the tab shown in the tabs arrangement
+    active: reactive[str] = reactive("pods", init=False)  # the tab shown in the tabs arrangement
     zoomed: reactive[str | None] = reactive(None, init=False)
 
     class Shown(WidgetMessage):
@@ -83,20 +87,21 @@ class Panels(Container):
         super().__init__(**kwargs)
         self.config = config
         self.clock = clock
+        # Mounted by the screen under the checklist; shown, focused and zoomed as a panel.
+        self.card = StepView(clock=clock, id="step-view", classes="panel")
 
     def compose(self) -> ComposeResult:
-        yield Tabs(*(Tab(label, id=name) for name, (_, label) in PANELS.items() if name not in ZOOMED_ONLY),
-                   id="panel-tabs")
+        yield Tabs(*(Tab(label, id=name) for name, (_, label) in PANELS.items()
+                     if name not in ZOOMED_ONLY and name != CARD), id="panel-tabs")
         # In grid order (the grid places them as they come): pods and, below them, the logs in
-        # the wide column; the step card, the timeline and the loss in the narrow one.
+        # the wide column; the timeline and, below it, the loss in the narrow one.
         with Vertical(id="pods-panel", classes="panel") as pods:
             pods.border_title = "pods"
             pods.border_subtitle = "ctrl+k kill · enter logs"
             yield RankSummary(id="rank-summary")
             yield PodsTable(clock=self.clock, id="pods-table")
-        yield StepView(clock=self.clock, id="step-view", classes="panel")
-        yield LogView(capacity=self.config.log_lines, id="log-view", classes="panel")
         yield TimelineView(id="timeline", classes="panel")
+        yield LogView(capacity=self.config.log_lines, id="log-view", classes="panel")
         yield LossChart(id="loss-chart", classes="panel")
         yield CheckpointsPanel(clock=self.clock, id="ckpt-panel", classes="panel")
         with NodesPanel(id="nodes-panel", classes="panel") as nodes:
@@ -110,11 +115,13 @@ class Panels(Container):
     # ------------------------------------------------------------------ asked by the screen
 
     def panel(self, name: str) -> Widget:
-        return self.query_one(f"#{PANELS[name][0]}")
+        return self.card if name == CARD else self.query_one(f"#{PANELS[name][0]}")
 
     def is_shown(self, name: str) -> bool:
         if self.zoomed is not None:
             return name == self.zoomed
+        if name == CARD:
+            return True
         if self.arrangement == "grid":
             return name in GRID
         return name == self.active
@@ -127,7 +134,10 @@ class Panels(Container):
         give it the keys."""
         if self.zoomed is not None and self.zoomed != name:
             self.zoomed = None
-        if name in ZOOMED_ONLY:
+        if name == CARD:
+            if self.arrangement == "tabs":
+                self.zoomed = name  # beside the tabs the card shows only its head: whole, it is zoomed
+        elif name in ZOOMED_ONLY:
             self.zoomed = name
         elif self.arrangement == "tabs":
             self.active = name
@@ -139,8 +149,7 @@ class Panels(Container):
     def toggle_zoom(self, name: str | None = None) -> None:
         """Zoom `name`, else the focused panel (the checklist's focus zooms the step card), or
         put the zoomed one back."""
-        name = name or self.panel_of(self.app.focused) or self.zoomed or (
-            self.active if self.arrangement == "tabs" else "step")
+        name = name or self.panel_of(self.app.focused) or self.zoomed or CARD
         self.zoomed = None if self.zoomed == name else name
         self.focus_panel(name)
 
@@ -166,7 +175,7 @@ class Panels(Container):
     def panel_of(self, widget: Widget | None) -> str | None:
         """The panel a widget (the focused one) sits in, or None outside the panels."""
         ids = {wid: name for name, (wid, _) in PANELS.items()}
-        while widget is not None and widget is not self:
+        while widget is not None and widget is not self.screen:
             if widget.id in ids:
                 return ids[widget.id]
             widget = widget.parent
@@ -197,9 +206,11 @@ class Panels(Container):
                 panel.display = shown
                 if shown:
                     self.post_message(self.Shown(self, name))
+            elif name == self.zoomed == CARD:
+                self.post_message(self.Shown(self, name))  # in view already, beside: now whole
         focused = self.app.focused
         if focused is not None and self.panel_of(focused) is not None and _hidden(focused):
-            self.focus_panel(self.zoomed or (self.active if self.arrangement == "tabs" else "step"))
+            self.focus_panel(self.zoomed or (self.active if self.arrangement == "tabs" else CARD))
 
     def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
         event.stop()

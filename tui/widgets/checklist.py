@@ -102,7 +102,7 @@ class Checklist(OptionList):
         glyph, _word, style = STATUS_LOOK.get(self.status.get(step.id, "todo"), STATUS_LOOK["todo"])
         # The number alone: the section heading above says whether it is "setup 2" or "step 2".
         # The short title: a cut title (`Pick how to install Kubeflo…`) said less than a whole short one.
-        return Content.assemble((glyph, style), " ", (f"{step.number:>3}", "bold"), " ", step.checklist_title)
+        return Content.assemble((glyph, style), " ", (f"{step.number:>2}", "bold"), " ", step.checklist_title)
 
     def action_run_highlighted(self) -> None:
         if self.step_id is not None:

@@ -1,8 +1,10 @@
-"""The selected step: why, done-when, the doc link, the evidence of its last check, its actions,
-its run output and, for steps done with a note (reading steps, step 7), the learner's note (saved
-through the lesson engine). While the step runs, its newest output line is under the heading,
-wrapped: a line that asks the learner to act ("kill a worker now: ctrl+k on a pod…") is read
-whole, never cut in a border; the run output wraps too.
+"""The selected step: its head (title, what is running, done-when, the keys that act on it) first,
+so a card in few rows (80x24, under the checklist) still says what to do; then why, the doc link,
+the evidence of its last check, its actions, its run output and, for steps done with a note
+(reading steps, step 7), the learner's note (saved through the lesson engine). While the step
+runs, its newest output line is under the heading, wrapped: a line that asks the learner to act
+("kill a worker now: ctrl+k on a pod…") is read whole, never cut in a border; the run output
+wraps too.
 
 Everything shown here that the cockpit did not write (run output, evidence, notes) is plain text,
 never markup: a Ray line starts with `[ray-train]`."""
@@ -48,6 +50,17 @@ def evidence_content(evidence: "Evidence | None", now: float) -> Content:
     for detail in evidence.details:
         parts += ["\n  · ", respelled(detail)]
     return Content.assemble(*parts)
+
+
+def keys_content(step: "Step") -> Content:
+    """The keys that act on the step, for a card too small for its buttons to be seen."""
+    keys = ([] if step.kind == "reading" else [("⏎", "run")]) + [("v", "verify")]
+    keys += [("e", "note")] if step.takes_note else []
+    keys += [("m", "measure")] if step.measure is not None else []
+    parts: list = []
+    for key, what in [*keys, ("z", "zoom")]:
+        parts += [(key, "bold $accent"), f" {what}  "]
+    return Content.assemble(*parts).rstrip()
 
 
 def note_prompt_content(prompt: str | None) -> Content:
@@ -99,6 +112,7 @@ class StepView(VerticalScroll):
     #step-output-title { margin-bottom: 0; }
     #step-output { height: 8; border: round $secondary; overflow-y: auto; scrollbar-size: 1 1; }
     #step-latest { color: $warning; text-style: bold; display: none; }
+    #step-keys { color: $text-muted; }
     #step-doc { text-overflow: fold; }
     """
     BORDER_TITLE = "step"
@@ -126,6 +140,13 @@ class StepView(VerticalScroll):
     class LeaveNote(StepMessage):
         """escape in the note: the learner wants the keys back."""
 
+    @dataclass
+    class HeadChanged(WidgetMessage):
+        """The card's head may take another number of rows (another step, a running line)."""
+
+        def can_replace(self, message: object) -> bool:
+            return isinstance(message, StepView.HeadChanged)
+
     def __init__(self, clock: Callable[[], float] = time.time, **kwargs) -> None:
         super().__init__(**kwargs)
         self.clock = clock
@@ -141,8 +162,9 @@ class StepView(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static(id="step-heading")
         yield Static(id="step-latest")
-        yield Static(id="step-why")
         yield Static(id="step-done-when")
+        yield Static(id="step-keys")
+        yield Static(id="step-why")
         yield Static(id="step-doc")
         yield Static(id="step-evidence")
         with Horizontal(id="step-actions"):
@@ -167,6 +189,7 @@ class StepView(VerticalScroll):
         self.query_one("#step-why", Static).update(with_code(step.why))
         self.query_one("#step-done-when", Static).update(
             Content.assemble(("Done when ", "bold $accent"), step.done_when))
+        self.query_one("#step-keys", Static).update(keys_content(step))
         self.query_one("#step-doc", Static).update(doc_content(step.doc_title, step.doc_url, step.doc_page))
         self.show_evidence(state.evidence if state else None)
         reading, noted = step.kind == "reading", step.takes_note
@@ -194,6 +217,12 @@ class StepView(VerticalScroll):
         if changed:
             self._show_output(step.id)
             self.scroll_home(animate=False)
+        self.post_message(self.HeadChanged(self))
+
+    def head_rows(self) -> int:
+        """The rows the card needs to show its head whole at its width (borders included)."""
+        keys = self.query_one("#step-keys")
+        return keys.virtual_region_with_margin.bottom + self.gutter.height
 
     def offer_draft(self, step_id: str, text: str) -> None:
         """Fill the note box with a draft, unless the learner moved on or has typed already."""
@@ -216,6 +245,7 @@ class StepView(VerticalScroll):
     def _show_latest(self, text: str | None) -> None:
         """The running step's newest line, under the heading, whole (plain text: a run's output)."""
         latest = self.query_one("#step-latest", Static)
+        self.post_message(self.HeadChanged(self))
         latest.display = text is not None
         if text is not None:
             latest.update(Content(f"▸ {text}"))
@@ -223,10 +253,6 @@ class StepView(VerticalScroll):
     def output_lines(self, step_id: str) -> list[str]:
         """What the step's run printed (the output box shows these, wrapped)."""
         return list(self._outputs.get(step_id, ()))
-
-    def show_output_box(self) -> None:
-        """Bring the run output into view (a run just started)."""
-        self.query_one("#step-output", RichLog).scroll_visible(animate=False)
 
     def clear_output(self, step_id: str) -> None:
         self._outputs.pop(step_id, None)

@@ -18,6 +18,7 @@ from textual.widgets import Static
 from backend.goodput import LABELS
 from backend.words import count
 from tui.model.timeline import FailureTimeline
+from tui.widgets.attempt_ledger import AttemptLedger
 
 if TYPE_CHECKING:
     from textual.app import ComposeResult
@@ -157,6 +158,7 @@ class TimelineView(VerticalScroll, can_focus=True):
         self._drawn = -1
 
     def compose(self) -> "ComposeResult":
+        yield AttemptLedger(id="attempt-ledger")  # shown in the timeline's zoom (screens/cockpit/attempts.py)
         yield GoodputSummary(id="goodput")
         yield Static(id="timeline-hang")
         yield Static(id="timeline-nodes")

@@ -9,11 +9,9 @@ from tui.screens.cockpit.part import Part
 
 class AnatomyView(Part):
     def show(self) -> None:
-        job, cluster = self.screen.followed_job()[0], self.screen.session.cluster
-        if job is None or cluster is None:
-            self.notify("no job followed yet: run step 5 or pick one with j, then a", severity="warning")
-            return
-        self.run(self._show(job), group="anatomy", exclusive=True)
+        job = self.job_to_show("no job followed yet: run step 5 or pick one with j, then a")
+        if job is not None:
+            self.run(self._show(job), group="anatomy", exclusive=True)
 
     async def _show(self, job: str) -> None:
         anatomy = await self.call(f"explain {job}", self.screen.session.cluster.explain(job))

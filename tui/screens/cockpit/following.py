@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, AsyncIterator
 
 from backend.errors import NotFound, one_line
-from tui.screens.cockpit.messages import CheckpointsChanged
+from tui.screens.cockpit.messages import AttemptsChanged, CheckpointsChanged
 from tui.screens.cockpit.part import Part
 from tui.model.live import keep_open, sample
 
@@ -104,6 +104,8 @@ class Following(Part):
             self.screen.timeline.model.job_seen(job)
             if job.phase.finished and (before is None or not before.phase.finished):
                 self.screen.post_message(CheckpointsChanged(soon=False))
+            if before is not None and (job.restart_attempt, job.phase) != (before.restart_attempt, before.phase):
+                self.screen.post_message(AttemptsChanged())  # an attempt ended: the ledger shown says why
         elif before is None:
             self._choose_job()
         self.changed("jobs")
@@ -140,6 +142,7 @@ class Following(Part):
         self._uid, self._others = None, set()
         self._follows += 1
         screen.panels.follow(job)
+        screen.post_message(AttemptsChanged())  # the ledger shown is the followed job's
         summary = self.jobs.get(job)
         if summary is not None:
             screen.timeline.model.job_seen(summary)
@@ -164,6 +167,7 @@ class Following(Part):
             if follow == self._follows:  # else followed again since: that follow reads its own
                 model.history_read(history)
                 self.show_goodput()
+                self.screen.post_message(AttemptsChanged())  # the earlier groups' first steps are known now
                 self.changed("history")
 
     def pick(self) -> None:

@@ -169,8 +169,9 @@ class LessonDriver(Part):
         screen.step_view.clear_output(step_id)
         screen.step_view.add_output(step_id, first_line)
         if screen.checklist.step_id == step_id:
+            # the card stays at its head, whose newest line is the run's: scrolled to the output
+            # box below, a card in few rows lost the call to action
             self.show_step(step_id)
-            screen.step_view.show_output_box()
 
     def _end(self) -> None:
         self.running_step = None

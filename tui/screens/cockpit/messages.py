@@ -22,3 +22,8 @@ class CheckpointsChanged(Message):
     def __init__(self, soon: bool) -> None:
         super().__init__()
         self.soon = soon
+
+
+class AttemptsChanged(Message):
+    """The followed job changed, or one of its attempts ended: the attempt ledger, where it is
+    shown, is read again (the attempts part)."""

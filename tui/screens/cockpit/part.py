@@ -3,7 +3,7 @@ guarded backend call.
 
 A part is one responsibility of the cockpit screen (following a job, driving the lesson, storage,
 pod actions) with the state that belongs to it. It is no widget: what it changes is spread over
-widgets in different places of the layout (the checklist on the left, the step card in the
+widgets in different places of the layout (the checklist and the step card on the left, the
 panels, the job bar on top), and the screen, which routes every message, calls it. Its workers run
 on the screen (`run_worker`), so worker groups, exclusivity and the one worker-error handler are
 the screen's, as if the methods were still its own.
@@ -82,6 +82,14 @@ class Part:
 
     def notify(self, message: str, **kwargs) -> None:
         self.screen.notify(message, **kwargs)
+
+    def job_to_show(self, missing: str) -> str | None:
+        """The followed job, once the cluster answers; else None, and `missing` tells the learner."""
+        job = self.screen.followed_job()[0]
+        if job is None or self.screen.session.cluster is None:
+            self.notify(missing, severity="warning")
+            return None
+        return job
 
     def changed(self, what: str) -> None:
         self.screen.changed.publish(what)

@@ -1,6 +1,6 @@
-"""The cockpit screen: the checklist on the left, the panels on the right (step, pods, logs,
-timeline, loss, checkpoints: all at once on a large terminal, as tabs on a small one; see
-screens/panels.py), a job bar on top and the footer below.
+"""The cockpit screen: the checklist on the left with the step card under it, the panels on the
+right (pods, logs, timeline, loss, checkpoints: all at once on a large terminal, as tabs on a small
+one; see screens/panels.py), a job bar on top and the footer below.
 
 This is the composition root, where the backend meets the widgets: it lays them out, opens the
 session, routes every message and key to the part of the cockpit it concerns (this package:
@@ -29,9 +29,10 @@ from textual.worker import Worker, WorkerState
 from backend.errors import USER_ERRORS, one_line
 from tui import actions
 from tui.screens.cockpit.anatomy import AnatomyView
+from tui.screens.cockpit.attempts import AttemptsView
 from tui.screens.cockpit.following import GOODPUT_SECONDS, HANG_SECONDS, Following
 from tui.screens.cockpit.lesson import LessonDriver
-from tui.screens.cockpit.messages import CheckpointsChanged, FollowJob
+from tui.screens.cockpit.messages import AttemptsChanged, CheckpointsChanged, FollowJob
 from tui.screens.cockpit.nodes import NodeActions
 from tui.screens.cockpit.pods import PodActions
 from tui.screens.cockpit.recording import Recording
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from textual.widgets import DataTable
 
     from backend.models import JobSummary
-
+    from tui.widgets.attempt_ledger import AttemptLedger
     from tui.widgets.checkpoints import CheckpointsPanel
     from tui.widgets.log_view import LogView
     from tui.widgets.loss_chart import LossChart
@@ -57,6 +58,9 @@ if TYPE_CHECKING:
     from tui.widgets.step_view import StepView
     from tui.widgets.timeline_view import TimelineView
     from tui.model.session import Session
+
+
+CHECKLIST_MIN_ROWS = 5  # its border and three steps, however long the card's head
 
 
 class CockpitScreen(Screen):
@@ -78,6 +82,7 @@ class CockpitScreen(Screen):
         self.pod_actions = PodActions(self)
         self.node_actions = NodeActions(self)
         self.anatomy = AnatomyView(self)
+        self.attempts = AttemptsView(self)
         self.recording = Recording(self)
 
     # ------------------------------------------------------------------ layout
@@ -85,7 +90,8 @@ class CockpitScreen(Screen):
     def compose(self) -> ComposeResult:
         yield JobBar(id="job-bar")
         with Horizontal(id="body"):
-            yield Checklist(id="checklist")
+            with Vertical(id="lesson-column"):
+                yield Checklist(id="checklist")  # the step card comes under it with the panels
             yield Vertical(id="panels")  # the tabs arrive right after the first paint
         yield KeyBar(compact=True)
 
@@ -134,7 +140,9 @@ class CockpitScreen(Screen):
         from tui.screens.panels import Panels
 
         config = await self.app.load_preferences()
-        await self.query_one("#panels").mount(Panels(config, self.clock, id="panels-inner"))
+        panels = Panels(config, self.clock, id="panels-inner")
+        await self.query_one("#lesson-column").mount(panels.card)
+        await self.query_one("#panels").mount(panels)
         self.step_view.keep_on_exit = self.lesson.keep_note_now
         self.panels_ready = True
         self.set_interval(1.0, self.lesson.tick)
@@ -188,6 +196,16 @@ class CockpitScreen(Screen):
             from tui.screens.panels import arrangement_for
 
             self.panels.arrangement = arrangement_for(*self.app.size)
+            self.call_after_refresh(self.fit_lesson_column)
+
+    def fit_lesson_column(self) -> None:
+        """The checklist keeps its rows unless the card under it would then lose its head (the
+        step's title, what is running, its done-when and its keys): then the checklist scrolls."""
+        column = self.query_one("#lesson-column").content_region.height
+        if not column or not self.step_view.region.height:
+            return  # out of sight (another panel zoomed): fitted when it is back
+        card = self.step_view.head_rows()
+        self.checklist.styles.max_height = max(CHECKLIST_MIN_ROWS, column - card)
 
     # ------------------------------------------------------------------ connection
 
@@ -237,6 +255,9 @@ class CockpitScreen(Screen):
     def on_follow_job(self, event: FollowJob) -> None:
         self.following.follow(event.job)
 
+    def on_attempts_changed(self, event: AttemptsChanged) -> None:
+        self.attempts.refresh()
+
     def on_checkpoints_changed(self, event: CheckpointsChanged) -> None:
         if event.soon:
             self.storage.checkpoints_changed_soon()
@@ -273,7 +294,13 @@ class CockpitScreen(Screen):
         self.lesson.note_saved(event.step_id, event.text)
 
     def on_step_view_leave_note(self, event: "StepView.LeaveNote") -> None:
+        if self.panels.zoomed == "step":  # the note was written in the card made whole: back beside the list
+            self.panels.zoomed = None
+            self._show_zoom()
         self.checklist.focus()
+
+    def on_step_view_head_changed(self, event: "StepView.HeadChanged") -> None:
+        self.call_after_refresh(self.fit_lesson_column)
 
     def on_data_table_row_selected(self, event: "DataTable.RowSelected") -> None:
         if event.control is self.pods_table:
@@ -290,12 +317,15 @@ class CockpitScreen(Screen):
         self.storage.load_volume(event.volume)
 
     def on_panels_shown(self, event: "Panels.Shown") -> None:
-        self.set_class(self.panels.zoomed is not None, "-zoomed")
+        self._show_zoom()
         self.refresh_bindings()  # the nodes view's keys come and go with it
         if event.name == "checkpoints" and self.session.cluster is not None:
             self.storage.refresh()
         elif event.name == "loss":
             self.loss_chart.redraw()
+
+    def on_attempt_ledger_chosen(self, event: "AttemptLedger.Chosen") -> None:
+        self.attempts.choose(event.row)
 
     def on_log_view_flushed(self) -> None:
         self.changed.publish("logs-shown")
@@ -407,6 +437,7 @@ class CockpitScreen(Screen):
         self.following.pick()
 
     def action_refresh(self) -> None:
+        self.attempts.refresh()
         if self.session.lesson is not None:
             self.lesson.refresh_states()
             self.storage.refresh()
@@ -417,7 +448,14 @@ class CockpitScreen(Screen):
     def action_zoom(self) -> None:
         """The focused panel fills the body (the checklist's focus zooms the step card)."""
         self.panels.toggle_zoom()
-        self.set_class(self.panels.zoomed is not None, "-zoomed")
+        self._show_zoom()
+
+    def _show_zoom(self) -> None:
+        zoomed = self.panels.zoomed
+        self.set_class(zoomed is not None, "-zoomed")
+        self.set_class(zoomed == "step", "-zoomed-card")  # the card's column fills the body
+        self.attempts.zoom_changed(zoomed == "timeline")
+        self.call_after_refresh(self.fit_lesson_column)  # the column may be back in sight
 
     def action_toggle_checklist(self) -> None:
         hidden = not self.has_class("-no-checklist")
