@@ -133,9 +133,10 @@ def write_files(directory: Path, state: dict, reason: str, rank: int, durable: b
                 reuse: Path | None = None, on_commit: Callable[[], None] | None = None,
                 superseded: threading.Event | None = None) -> Path:
     """torch.save to a temp file (`reuse`'s file, written over, when it can be taken: see
-    `_take_for_reuse`), rename, the sidecar that commits it, `on_commit()`, then (if `durable`)
-    the fsync. Once `superseded` is set the write stops (Superseded), leaving its temp file, named
-    by step and pid, for the save that superseded it to write over.
+    `_take_for_reuse`), rename, the sidecar that commits it, its `checkpoint_saved` line,
+    `on_commit()`, then (if `durable`) the fsync. Once `superseded` is set the write stops
+    (Superseded), leaving its temp file, named by step and pid, for the save that superseded it
+    to write over.
 
     Committed before it is durable: a survivor's save waits for a periodic save in flight to be
     committed, never for its fsync (at 1 GB, seconds on a restart's path). If the machine goes
@@ -158,12 +159,14 @@ def write_files(directory: Path, state: dict, reason: str, rank: int, durable: b
     os.replace(tmp, final)
     fmt.write_sidecar(final, dict(sidecar_meta(state, reason, rank), bytes=summed.size,
                                   **{summed.checksum.name: digest}))
+    # Said once committed (the sidecar is what a resume takes), before anyone waiting on the commit
+    # is told: a survivor that exits right after would otherwise leave a save with no line.
+    emit(event="checkpoint_saved", step=step, reason=reason, file=final.name, bytes=summed.size,
+         seconds=time.perf_counter() - started, rank=rank)
     if on_commit is not None:
         on_commit()
     if durable:
         _fsync_path(final)
-    emit(event="checkpoint_saved", step=step, reason=reason, file=final.name, bytes=summed.size,
-         seconds=time.perf_counter() - started, rank=rank)
     return final
 
 

@@ -11,7 +11,7 @@ import torch
 
 from tests.training.conftest import REPO, env, run, torchrun_cmd
 from training import checkpoint_format as fmt
-from training.checkpoint import FileCheckpoints, newest_valid
+from training.checkpoint import FileCheckpoints, newest_valid, write_files
 from training.loop import Training
 from training.options import TrainConfig
 
@@ -63,6 +63,20 @@ def test_survivors_racing_for_one_step_write_it_once(tmp_path, capsys):
     saved = [line for line in capsys.readouterr().out.splitlines() if "event=checkpoint_saved" in line]
     assert [line.split()[1:3] for line in saved] == [["step=4", "reason=peer_failure"]]
     assert fmt.verify_file(tmp_path / fmt.file_name(4))["rank"] == 1
+
+
+def test_a_save_is_said_before_a_survivor_waiting_on_its_commit_goes_on(tmp_path, capsys):
+    """A survivor waits for a periodic save in flight to commit, not for its fsync, and may exit
+    at once: its line must be out by then, or the run's record misses a save it kept."""
+    training = _training()
+    said_at_commit = []
+
+    def committed() -> None:
+        said_at_commit.extend(line for line in capsys.readouterr().out.splitlines()
+                              if "event=checkpoint_saved" in line)
+
+    write_files(tmp_path, training.state(), "periodic", rank=0, on_commit=committed)
+    assert [line.split()[1:3] for line in said_at_commit] == [["step=3", "reason=periodic"]]
 
 
 # A rank that claims step 3 for its writer, then holds the claim until its stdin closes and exits
