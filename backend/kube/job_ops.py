@@ -94,7 +94,7 @@ class JobOps:
                         summary = summarize(objects["TrainJob"][key], objects["JobSet"].get(key))
                     else:
                         summary = summarize_rayjob(objects["RayJob"][key])
-                    state = (summary.phase, summary.restart_attempt, summary.progress)
+                    state = (summary.phase, summary.restart_attempt, summary.progress, summary.group_uid)
                     if shown.get(key) != state:
                         shown[key] = state
                         yield summary

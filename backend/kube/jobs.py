@@ -47,6 +47,8 @@ def _volumes(trainjob: dict) -> tuple[list[str], list[tuple[str, str]]]:
 
 def summarize(trainjob: dict, jobset: dict | None) -> JobSummary:
     meta = trainjob.get("metadata") or {}
+    if jobset is not None and not _made_by(jobset, meta.get("uid")):
+        jobset = None  # the JobSet of a job of this name deleted before, not collected yet
     job_conditions = _conditions(trainjob)
     set_conditions = _conditions(jobset)
     set_status = (jobset or {}).get("status") or {}
@@ -87,6 +89,8 @@ def summarize(trainjob: dict, jobset: dict | None) -> JobSummary:
         restart_attempt=restarts,
         max_restarts=max_restarts,
         restarts_counted=_int_or_none(set_status.get("restartsCountTowardsMax")),
+        uid=str(meta.get("uid") or ""),
+        group_uid=str(((jobset or {}).get("metadata") or {}).get("uid") or ""),
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
         finished=parse_time(done.get("lastTransitionTime")) if done else None,
         reason=decisive.get("reason", "") or "",
@@ -101,3 +105,10 @@ def summarize(trainjob: dict, jobset: dict | None) -> JobSummary:
 
 def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _made_by(jobset: dict, trainjob_uid: str | None) -> bool:
+    """Whether the JobSet is this TrainJob's: its owner reference names the TrainJob's uid (one
+    without owner references, or a TrainJob without a uid, is taken as it is)."""
+    owners = (jobset.get("metadata") or {}).get("ownerReferences") or []
+    return not trainjob_uid or not owners or any(o.get("uid") == trainjob_uid for o in owners)

@@ -113,6 +113,7 @@ def summarize_rayjob(raw: dict) -> JobSummary:
         num_nodes=num_nodes or 1,
         restart_attempt=restart_attempt(status),
         max_restarts=max_restarts,
+        uid=str(meta.get("uid") or ""),
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
         finished=parse_time(status.get("endTime")) if phase.finished else None,
         reason=str(status.get("reason") or ""),

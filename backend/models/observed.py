@@ -131,6 +131,8 @@ class JobSummary(BaseModel):
     name: str
     phase: JobPhase
     num_nodes: int
+    uid: str = ""  # metadata.uid: a job deleted and applied again under its name is another job
+    group_uid: str = ""  # its JobSet's uid, once there is one: what its pods carry (Pod.job_uid)
     restart_attempt: int = 0
     max_restarts: int = 0
     # JobSet's status.restartsCountTowardsMax: the restarts its budget counts (not those of a
@@ -148,6 +150,14 @@ class JobSummary(BaseModel):
     # status.trainerStatus (Trainer v2.3's TrainJobStatus gate): what the job's rank 0 reported
     progress: int | None = None  # progressPercentage
     remaining: int | None = None  # estimatedRemainingSeconds
+
+    def same_job(self, other: "JobSummary") -> bool:
+        """Whether `other` (of the same name) is this very job, not one applied again after it was
+        deleted: their uids (creation times, to the second, where a source has no uid: two
+        applied within one second would pass for one)."""
+        if self.uid and other.uid:
+            return self.uid == other.uid
+        return self.created == other.created
 
 
 class VolumeInfo(BaseModel):

@@ -138,7 +138,7 @@ class Recorder:
     def _job_seen(self, summary: JobSummary) -> bool:
         if summary.name != self.job:
             return False
-        if summary.created != self._summary.created:  # deleted and applied again: another job
+        if not summary.same_job(self._summary):  # deleted and applied again: another job
             return False
         self._summary = summary
         if summary.phase.finished:

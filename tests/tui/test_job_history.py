@@ -172,3 +172,48 @@ async def test_a_lost_node_is_a_wait_and_a_restart_in_the_job_bar_never_a_hang(h
         screen.changed.unsubscribe(bar)
         now[0] = T0 + 120.0  # every pod runs and none prints: that is a hang
         await wait_until(screen, lambda: bar.hang is not None, "a hang of the running group")
+
+
+async def test_a_job_applied_again_within_the_same_second_is_another_job(home):
+    """Its creationTimestamp (whole seconds) equals the deleted one's: its uid tells them apart,
+    and the cockpit follows the new one afresh (once seen in CI: the old job's last steps shown
+    beside the new one's Complete)."""
+    app, cluster, now = scripted_app(home)
+    cluster.job = cluster.job.model_copy(update={"uid": "uid-first"})
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = app.screen
+        await wait_until(screen, lambda: screen.following.followed == JOB, "the cockpit to follow the job")
+        await wait_until(screen, lambda: cluster.streams == 1, "its log stream")
+        cluster.jobs.put_nowait(cluster.job.model_copy(update={"uid": "uid-again", "phase": JobPhase.CREATED}))
+        await wait_until(screen, lambda: cluster.streams == 2, "a log stream for the job applied again")
+        await pilot.pause()
+        assert screen.following.jobs[JOB].uid == "uid-again" and screen.following.followed == JOB
+
+
+def test_a_job_is_its_uid_and_its_creation_time_only_where_no_uid_is_known():
+    from backend.models import JobSummary
+
+    first = JobSummary(name="j", phase=JobPhase.RUNNING, num_nodes=2, created=100.0, uid="a")
+    assert first.same_job(first.model_copy(update={"phase": JobPhase.COMPLETE}))
+    assert not first.same_job(first.model_copy(update={"uid": "b"}))
+    assert first.same_job(first.model_copy(update={"uid": ""}))  # a recording made before uids
+    assert not first.same_job(first.model_copy(update={"uid": "", "created": 101.0}))
+
+
+async def test_the_old_jobs_pods_made_in_the_same_second_are_told_apart_by_the_jobsets_uid(home):
+    """Pods of the job deleted before, made within the second the new job was (creation times are
+    whole seconds), still Terminating and listed first: the new job's JobSet uid, in its summary,
+    says they are not its own (once seen in CI: the old pods' last steps shown, the new job's never)."""
+    app, cluster, now = scripted_app(home)
+    cluster.job = cluster.job.model_copy(update={"uid": "trainjob-2", "group_uid": "uid-1"})
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = app.screen
+        await wait_until(screen, lambda: screen.following.followed == JOB, "the cockpit to follow the job")
+        for rank in (0, 1):
+            old = pod(rank, 0, uid="uid-0", created=T0, reason="Terminating")
+            cluster.pods.put_nowait(PodEvent(type=PodEventType.ADDED, pod=old))
+        for rank in (0, 1):
+            cluster.pods.put_nowait(PodEvent(type=PodEventType.ADDED, pod=pod(rank, 0, started=T0 + 1)))
+        await wait_until(screen, lambda: len(screen.pods_table.pods) == 2, "the new job's pods")
+        await pilot.pause()
+        assert set(screen.pods_table.pods) == {pod(0, 0).name, pod(1, 0).name}

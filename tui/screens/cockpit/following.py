@@ -93,7 +93,7 @@ class Following(Part):
         self.connected()
         before = self.jobs.get(job.name)
         self.jobs[job.name] = job
-        if job.name == self.followed and before is not None and job.created != before.created:
+        if job.name == self.followed and before is not None and not job.same_job(before):
             # Deleted and applied again: another job of the same name, whose pods and logs the
             # old job's watches (ended with it) would never show.
             self.followed = None
@@ -212,18 +212,21 @@ class Following(Part):
 
     def _is_followed(self, pod: "Pod") -> bool:
         """A job is its uid: pods of a job deleted and applied again under the same name (still
-        Terminating, say) are another job's. The followed one's JobSet uid is its first pod's
-        made since the job was."""
+        Terminating, say) are another job's. The followed one's JobSet uid is its summary's, else
+        that of its first pod made since the job was."""
         if not pod.job_uid:
             return True  # no JobSet made it (a RayJob's pods on KubeRay): its name tells
         if self._uid is None:
             job = self.jobs.get(pod.job)
             if job is None:
                 return True  # not listed yet (a step named it first): nothing tells them apart yet
-            if pod.created < job.created:
+            if job.group_uid:  # its JobSet is known: its pods are the ones it made
+                self._uid = job.group_uid
+            elif pod.created < job.created:  # (whole seconds: an old pod of the same second passes)
                 self._others.add(pod.name)
                 return False
-            self._uid = pod.job_uid
+            else:
+                self._uid = pod.job_uid
         if pod.job_uid != self._uid:
             self._others.add(pod.name)
             return False
