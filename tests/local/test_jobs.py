@@ -132,6 +132,12 @@ async def _a_pod_that_ended(cluster, job: str, exit_code: int, reason: str, list
             pod = pod_from(event.object, deleted=event.type == "DELETED", job=job)
             if pod.exit_code == exit_code and pod.reason == reason:
                 return pod
+            # or its container's previous run, restarted in place (restartPolicy OnFailure) and
+            # killed with its failed Job before it could fail alike: kubectl's "Last State"
+            statuses = (event.object.get("status") or {}).get("containerStatuses") or [{}]
+            last = (statuses[0].get("lastState") or {}).get("terminated") or {}
+            if last.get("exitCode") == exit_code and last.get("reason") == reason:
+                return pod
 
 
 async def _apply_watched(cluster, resource, exit_code: int, reason: str) -> asyncio.Task:
