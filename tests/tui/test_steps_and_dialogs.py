@@ -271,8 +271,11 @@ async def test_every_footer_key_is_whole_beside_the_palette_wherever_the_focus_i
             for panel in (None, "logs", "pods", "checkpoints", "step"):
                 if panel is not None:
                     screen.panels.show(panel)
-                await pilot.pause()
                 footer = screen.query_one(Footer)
+                for _ in range(100):  # the footer recomposes for the new focus over a few message rounds
+                    await pilot.pause()
+                    if any("-command-palette" in k.classes for k in footer.query(FooterKey)):
+                        break
                 keys = [k for k in footer.query(FooterKey) if "-command-palette" not in k.classes]
                 palette = next(k for k in footer.query(FooterKey) if "-command-palette" in k.classes)
                 assert keys and all(k.region.right <= palette.region.x for k in keys), (size, panel, [
