@@ -40,10 +40,13 @@ class Cursor:
 
     stamp: float | None = None
     count: int = 0
+    # False when the lines of the newest stamp were read from the log's last lines (a tail), which
+    # may begin in the middle of that stamp's burst: `count` then says nothing of its first ones.
+    exact: bool = True
 
-    def passed(self, when: float) -> None:
+    def passed(self, when: float, exact: bool = True) -> None:
         if self.stamp is None or when > self.stamp:
-            self.stamp, self.count = when, 1
+            self.stamp, self.count, self.exact = when, 1, exact
         elif when == self.stamp:
             self.count += 1
 
@@ -77,7 +80,7 @@ class PodLog:
         self.read_timeout = read_timeout
         self.previous = previous  # the container's run before its restart in place (never followed)
         self.tail = tail  # the next open reads only the last `tail` lines (then: since the cursor)
-        self.cursor = Cursor(cursor.stamp, cursor.count) if cursor is not None else Cursor()
+        self.cursor = Cursor(cursor.stamp, cursor.count, cursor.exact) if cursor is not None else Cursor()
         # A container restarted in place (restartPolicy OnFailure) starts a new, empty log.
         self.restart_count = restart_count
 
@@ -126,20 +129,22 @@ class PodLog:
 
     def _read(self, emit: Callable[[list[LogLine]], None], halt: Halt) -> LogLine | None:
         """One request; emits the complete lines past the cursor, returns an unfinished last one."""
+        where = self._where()
+        tailed: list[float] = [] if "tail_lines" in where else [float("nan")]  # the tail's first stamp
         response = self.core.read_namespaced_pod_log(
             self.pod, self.conn.namespace, container=self.container, follow=self.follow,
-            timestamps=True, _preload_content=False, **self._where(),
+            timestamps=True, _preload_content=False, **where,
             _request_timeout=(CONNECT_TIMEOUT, self.read_timeout if self.follow else 60.0),
         )
         self.tail = None  # read from here on: a reopen continues from the cursor
-        start = Cursor(self.cursor.stamp, self.cursor.count)
+        start = Cursor(self.cursor.stamp, self.cursor.count, self.cursor.exact)
         same = 0  # lines stamped as the cursor's newest, seen in this read
 
         def fresh(line: LogLine, stamped: bool) -> bool:
             nonlocal same
             if not stamped or start.stamp is None or line.time > start.stamp:
                 return True
-            if line.time < start.stamp:
+            if line.time < start.stamp or not start.exact:  # after a tail: that stamp's lines were all read
                 return False
             same += 1
             return same > start.count
@@ -154,7 +159,9 @@ class PodLog:
                     line, stamped = parse_line(self.pod, self.rank, raw.decode(errors="replace"))
                     if fresh(line, stamped):
                         if stamped:
-                            self.cursor.passed(line.time)
+                            if not tailed:
+                                tailed.append(line.time)
+                            self.cursor.passed(line.time, exact=line.time != tailed[0])
                         batch.append(line)
                 if batch:
                     emit(batch)
