@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import errno
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ from backend.local.embedded import Embedded
 from backend.local.node.podspec import cluster_marker
 from backend.models import JobPhase
 from backend.processes import marked_processes, wait_gone_async
+from tests.tmpfs import mounted_tmpfs
 from tests.local.conftest import WAIT, apply_all, embedded_cluster, lesson_job, lesson_resources, run_until_step
 
 COMPLETE = frozenset({JobPhase.COMPLETE})
@@ -34,16 +33,9 @@ FULL_AT = 8  # the step after which the disk fills (checkpoints every 5: the nex
 
 @pytest.fixture
 def disk(tmp_path: Path):
-    """A 64 MiB tmpfs, where this machine lets us mount one (root with mount privileges)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if shutil.which("mount") is None or subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True).returncode != 0:
-        pytest.skip("mounting a tmpfs needs mount privileges (root in a namespace that allows it)")
-    try:
+    """A 64 MiB tmpfs."""
+    with mounted_tmpfs(tmp_path / "disk", "64m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def fill(path: Path) -> None:

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import errno
 import json
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from backend.local.registry import store as store_module
+from tests.tmpfs import mounted_tmpfs
 from backend.local.registry.kinds import Kinds
 from backend.local.registry.status import ApiError
 from backend.local.registry.store import Store
@@ -195,16 +194,9 @@ def test_names_of_any_valid_length_are_stored(registry, tmp_path):
 
 @pytest.fixture
 def small_tmpfs(tmp_path):
-    """A 1 MiB tmpfs, where this machine lets us mount one (root with mount privileges)."""
-    mount = tmp_path / "state"
-    mount.mkdir()
-    if shutil.which("mount") is None or subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True).returncode != 0:
-        pytest.skip("mounting a tmpfs needs mount privileges (root in a namespace that allows it)")
-    try:
+    """A 1 MiB tmpfs."""
+    with mounted_tmpfs(tmp_path / "state", "1m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_a_full_tmpfs_refuses_the_write_and_keeps_nothing_of_it(registry, small_tmpfs):
