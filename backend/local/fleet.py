@@ -30,7 +30,7 @@ from backend.errors import InvalidResource, NotFound
 from backend.local import shape as shapes
 from backend.local.node import confine, devices, metrics
 from backend.local.node.kubelet import Kubelet
-from backend.local.node.limits import DEFAULT_POD_PIDS, PodCgroups
+from backend.local.node.limits import PodCgroups
 from backend.local.node.network import Network
 from backend.local.registry.client import Client
 from backend.local.registry.events import Record
@@ -83,7 +83,7 @@ class Fleet:
                                                                 memory_max=int(quantity(allocatable["memory"])))
             self.cgroups[name] = cgroups
             return Kubelet(client, name, root, claim_dir, capacity, children, network, cgroups, record,
-                           DEFAULT_POD_PIDS, api_port=api_port, ray_temp=ray_temp, allocatable=allocatable,
+                           shape.pod_max_pids, api_port=api_port, ray_temp=ray_temp, allocatable=allocatable,
                            labels=devices.labels(self.gpus[name]),
                            devices=devices.Devices(self.gpus[name], self.machine_has_gpus),
                            lease_renew=shape.lease_renew_seconds, confined=not unconfined)

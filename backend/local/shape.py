@@ -6,6 +6,8 @@ lifecycle's timings, each under the flag of the real component that has one:
     --gpus-per-node G|auto                       (what the NVIDIA device plugin advertises per node)
     --cpus, --memory                             (a node's allocatable, the kubelet's --system-reserved)
     --max-pods                                   (kubelet --max-pods, 110)
+    --pod-max-pids                               (kubelet --pod-max-pids: processes and threads
+                                                  per pod; upstream unlimited, here 1024)
     --node-monitor-grace-period                  (kube-controller-manager, 50s since v1.32,
                                                   kubernetes/kubernetes#126287)
     --default-not-ready-toleration-seconds,
@@ -44,6 +46,7 @@ class Shape:
     cpus: str | None = None  # a node's allocatable CPUs (a quantity); None: this machine's
     memory: str | None = None  # a node's allocatable memory; None: this machine's less what it keeps
     max_pods: int = 110
+    pod_max_pids: int = 1024  # upstream's -1 (unlimited) would let one pod fork the machine away
     node_monitor_grace_period: float = 50.0
     default_not_ready_toleration_seconds: int = 300
     default_unreachable_toleration_seconds: int = 300
@@ -64,6 +67,8 @@ class Shape:
                 _positive_quantity(flag, value)
         if not isinstance(self.max_pods, int) or self.max_pods < 1:
             raise InvalidResource(f"--max-pods {self.max_pods}: a node holds at least one pod")
+        if not isinstance(self.pod_max_pids, int) or self.pod_max_pids < 1:
+            raise InvalidResource(f"--pod-max-pids {self.pod_max_pids}: a pod runs at least one process")
         if self.node_monitor_grace_period <= 0:
             raise InvalidResource(f"--node-monitor-grace-period {self.node_monitor_grace_period:g}s: must be more "
                                   "than 0")

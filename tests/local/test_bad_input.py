@@ -35,6 +35,7 @@ def _cases(tmp_path):
         (["get", "pods"], "use kubectl get"),
         (["cluster", "up", "--cpus", "0"], "argument --cpus: '0' must be more than 0"),
         (["cluster", "up", "--max-pods", "0"], "'0' is not a whole number above 0"),
+        (["cluster", "up", "--pod-max-pids", "0"], "'0' is not a whole number above 0"),
         (["cluster", "up", "--nodes", "0"], "--nodes 0: a cluster needs at least one node"),
         (["cluster", "up", "--gpus-per-node", "-1"], "--gpus-per-node -1: a node has 0 or more GPUs"),
         (["cluster", "up", "--gpus-per-node", "many"], "--gpus-per-node 'many': a number of GPUs, or auto"),

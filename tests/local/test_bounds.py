@@ -1,7 +1,8 @@
 """A pod cannot take the machine: a TrainJob asking for 100,000 processes per node ends Failed,
 the node's cgroups bounding it (the pod's pids limit, the node's allocatable memory: limits.py),
-the controller untouched. On a small node of its own (cluster up --memory), so the test's own
-footprint stays small too."""
+the controller untouched. On a small node of its own (cluster up --memory, and --pod-max-pids 64
+rather than the default 1024: the bound is the same code, and the processes torchrun starts before
+it meets the bound each import torch, so the test's own footprint stays small too)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from backend.local.node.limits import PodCgroups
 from tests.local.conftest import MANIFESTS, WAIT, cli, kubectl
 
 NODE_MEMORY = 2 << 30
+POD_MAX_PIDS = 64
 JOB = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "many-procs"},
        "spec": {"runtimeRef": {"name": "one-shot", "kind": "TrainingRuntime"},
                 "trainer": {"numNodes": 1, "numProcPerNode": 100000, "command": ["torchrun", "-m", "training.ddp"],
@@ -52,7 +54,7 @@ async def test_a_pod_asking_for_100000_processes_ends_failed_within_the_nodes_bo
     probe.close()
     if probe.pids is None or probe.memory is None:
         pytest.skip(f"the node cannot bound its pods here: {probe.problem}")
-    up = cli(home, "cluster", "up", "--memory", f"{NODE_MEMORY >> 30}Gi")
+    up = cli(home, "cluster", "up", "--memory", f"{NODE_MEMORY >> 30}Gi", "--pod-max-pids", str(POD_MAX_PIDS))
     assert up.returncode == 0, up.stderr
     embedded = Embedded(home)
     controller = (await embedded.status())["pid"]

@@ -60,6 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "(default: this machine's, less a quarter (at least 1Gi) kept for the rest of it)")
     up.add_argument("--max-pods", type=_positive_int, metavar="N",
                     help="the pods a node holds, as the kubelet's --max-pods (default 110); kept for later starts")
+    up.add_argument("--pod-max-pids", type=_positive_int, metavar="N",
+                    help="processes and threads a pod may run, as the kubelet's --pod-max-pids (default 1024); "
+                         "kept for later starts")
     up.add_argument("--node-monitor-grace-period", metavar="DURATION",
                     help="kube-controller-manager's: a node silent this long is Ready Unknown (upstream 50s; "
                          "the lesson's cluster 4s)")
@@ -174,6 +177,7 @@ def _shape_changes(args: argparse.Namespace) -> dict:
     from backend.local import shape
 
     changes = {"nodes": args.nodes, "cpus": args.cpus, "memory": args.memory, "max_pods": args.max_pods,
+               "pod_max_pids": args.pod_max_pids,
                "default_unreachable_toleration_seconds": args.default_unreachable_toleration_seconds,
                "default_not_ready_toleration_seconds": args.default_not_ready_toleration_seconds}
     if args.gpus_per_node is not None:

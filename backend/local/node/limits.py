@@ -29,7 +29,6 @@ from typing import Callable
 
 log = logging.getLogger("kfcockpit.kubelet")
 
-DEFAULT_POD_PIDS = 1024  # processes and threads per pod (upstream's default is unlimited: -1)
 STALE_SECONDS = 60.0
 
 
