@@ -17,7 +17,8 @@ for, no forwarding. The pause only reaps the orphans the namespace's processes l
 orphan goes to its namespace's PID 1), and it is what holds the namespace: when the worker has
 exited the shim SIGKILLs it and the kernel ends whatever is left inside, whatever its
 environment says. It dies with the shim (PR_SET_PDEATHSIG), so a shim killed takes its run along
-at once.
+at once. A run pays an unshare and a fork for it: a start's median grew by ~1 ms cold and by
+none measurable warm (2 loaded cores, 30 starts each).
 
 The pause was forked before the pod's mounts and chroot (confine.py), so its root is the
 machine's: it makes itself non-dumpable, and /proc/1/root, cwd, environ and fd then need

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from backend.local.node import pidns
+from backend.local.node import confine, pidns
 from backend.processes import (SpawnError, become_subreaper, kill_group, reap_exited, spawn, start_time, sweep,
                                wait_gone)
 from training.atomic import write_atomic
@@ -237,8 +237,6 @@ def _exec_worker(request: dict) -> StartWorker:
         plan = request.get("confine")
         before_exec = None
         if plan:
-            from backend.local.node import confine
-
             def before_exec() -> None:
                 confine.enter(plan)
         # torchrun forwards SIGTERM to its workers, a Ray driver shuts its Ray down; a plain
