@@ -69,8 +69,8 @@ def start_pause() -> int:
 
 
 def end(pause: int) -> None:
-    """SIGKILL the pause (from outside the namespace, the only signal its PID 1 cannot refuse):
-    the kernel kills every process left in the namespace."""
+    """SIGKILL the pause (sent from outside the namespace, it ends a PID 1 whatever its
+    handlers): the kernel kills every process left in the namespace."""
     try:
         os.kill(pause, signal.SIGKILL)
     except ProcessLookupError:
@@ -85,6 +85,8 @@ def _pause(shim: int) -> None:
         return  # a PID 1 whose root could be looked into: none, and the run ends with it
     os.closerange(3, 1 << 16)  # nothing of the run's (its log pipe, the kubelet's socket) held here
     os.chdir("/")
+    # Python's SIGINT handler would end the pause, and its pod with it; with none, a PID 1 ignores it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
     while True:  # as Kubernetes' pause (build/pause/linux/pause.c): reap, nothing else
         signal.sigwait({signal.SIGCHLD})
