@@ -17,8 +17,10 @@ for, no forwarding. The pause only reaps the orphans the namespace's processes l
 orphan goes to its namespace's PID 1), and it is what holds the namespace: when the worker has
 exited the shim SIGKILLs it and the kernel ends whatever is left inside, whatever its
 environment says. It dies with the shim (PR_SET_PDEATHSIG), so a shim killed takes its run along
-at once. A run pays an unshare and a fork for it: a start's median grew by ~1 ms cold and by
-none measurable warm (2 loaded cores, 30 starts each).
+at once. A run pays an unshare and a fork for it: ~1 ms on a cold start (the shim is small), and
+on a warm one a fork of a shim with torch imported, 5 to 20 ms by the machine's load (medians of
+40 starts on 2 cores at a load of 5: warm 49 -> 72 ms, cold within noise). A pause spawned as a
+small interpreter of its own instead cost more there (its start competes for the same cores).
 
 The pause was forked before the pod's mounts and chroot (confine.py), so its root is the
 machine's: it makes itself non-dumpable, and /proc/1/root, cwd, environ and fd then need
