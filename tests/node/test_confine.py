@@ -125,7 +125,7 @@ def _in_own_pids(state: Path, uid: int | None) -> dict:
 
     def shim() -> dict:
         pidns.enter()
-        pause = pidns.start_pause()
+        pause, held = pidns.start_pause()
         try:
             return _forked(None, worker)
         finally:

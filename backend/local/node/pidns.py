@@ -16,15 +16,19 @@ is not PID 1, so a SIGTERM ends a `sleep` at once: no PID 1 that ignores what it
 for, no forwarding. The pause only reaps the orphans the namespace's processes leave (each
 orphan goes to its namespace's PID 1), and it is what holds the namespace: when the worker has
 exited the shim SIGKILLs it and the kernel ends whatever is left inside, whatever its
-environment says. It dies with the shim (PR_SET_PDEATHSIG), so a shim killed takes its run along
-at once. A run pays an unshare and a fork for it: ~1 ms on a cold start (the shim is small), and
-on a warm one a fork of a shim with torch imported, 5 to 20 ms by the machine's load (medians of
-40 starts on 2 cores at a load of 5: warm 49 -> 72 ms, cold within noise). A pause spawned as a
-small interpreter of its own instead cost more there (its start competes for the same cores).
+environment says; it ends with the shim, so a shim killed takes its run along at once.
 
-The pause was forked before the pod's mounts and chroot (confine.py), so its root is the
-machine's: it makes itself non-dumpable, and /proc/1/root, cwd, environ and fd then need
-CAP_SYS_PTRACE, which no pod keeps.
+The pause starts before the pod's mounts and chroot (confine.py), so its root is the machine's,
+and a pod must not look into it through /proc/1/root, cwd or fd:
+- as root it is `cat` reading a pipe only the shim writes to (it ends at the shim's end),
+  spawned (vfork and exec) with SIGCHLD ignored, which an exec keeps, so the kernel reaps the
+  orphans for it; a pod's capabilities are fewer than its pause's, which shuts /proc/1 to it;
+- as anyone else pod and pause have the same uid and no capabilities, so the pause is a fork of
+  the shim that makes itself non-dumpable (then /proc/1 needs CAP_SYS_PTRACE) before the shim
+  forks the worker, dies with it (PR_SET_PDEATHSIG), and reaps.
+A run pays an unshare and a spawn: medians of 40 starts on 2 shared cores (load 5 to 11), ~1 ms
+cold, +7 to +15 ms warm (57 -> 69-73 ms). Forked instead, the pause cost +22 ms warm (a page-table
+copy of a shim with torch imported); a small interpreter spawned as the pause, more.
 
 The worker mounts a fresh procfs at the pod's /proc (confine.enter), which shows the namespace
 it was mounted from. As root the shim unshares the PID namespace alone; as anyone else it
@@ -42,6 +46,7 @@ from __future__ import annotations
 import ctypes
 import os
 import select
+import shutil
 import signal
 
 from backend.local.node import confine
@@ -57,8 +62,11 @@ def enter() -> None:
     confine.unshare(confine.CLONE_NEWPID)
 
 
-def start_pause() -> int:
-    """Fork the namespace's PID 1 (right after `enter`); its pid on this machine."""
+def start_pause() -> tuple[int, int | None]:
+    """Start the namespace's PID 1 (right after `enter`): its pid on this machine, and an fd the
+    shim holds while it runs, which the worker must not keep (None: none)."""
+    if os.geteuid() == 0:
+        return _spawn_pause()
     shim = os.pidfd_open(os.getpid())
     pid = os.fork()
     if pid == 0:
@@ -67,7 +75,26 @@ def start_pause() -> int:
         finally:
             os._exit(0)
     os.close(shim)
-    return pid
+    return pid, None
+
+
+def _spawn_pause() -> tuple[int, int]:
+    """Root's pause: `cat` reading a pipe that only the shim writes to, so it ends at the shim's
+    end (EOF), spawned (vfork and exec: a fork of a warm shim, torch imported, costs 5-20 ms).
+    SIGCHLD ignored, which an exec keeps, has the kernel reap the namespace's orphans for it. A
+    pod cannot look into it: its capabilities are fewer than its pause's."""
+    read_fd, write_fd = os.pipe()  # close-on-exec: the exec'd worker drops the write end
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        pid = os.posix_spawnp("cat", ["cat"], {}, file_actions=[
+            (os.POSIX_SPAWN_DUP2, read_fd, 0), (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
+    except OSError:
+        os.close(write_fd)
+        raise
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+        os.close(read_fd)
+    return pid, write_fd
 
 
 def end(pause: int) -> None:
@@ -102,6 +129,8 @@ def _pause(shim: int) -> None:
 def available() -> str | None:
     """None when this machine lets a pod have a PID namespace of its own with its own /proc, else
     why not (one line). Asked in a forked child, so this process stays as it is."""
+    if os.geteuid() == 0 and shutil.which("cat") is None:
+        return "no `cat` on PATH for a pod's pause"
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:

@@ -13,9 +13,9 @@ its run along). It:
 - is a subreaper, so what the worker starts stays below it; when the worker exits it kills what
   is left of the pod (its marker), drains the pipe, then records the wait status in `.exit`
   beside the log, and exits: the status comes after the run's last line;
-- where the pod has a PID namespace of its own (pidns.py), forks its PID 1 (a pause) before the
-  worker, which is then its PID 2 and still the shim's child; the pause reaps the namespace's
-  orphans, and its SIGKILL at the worker's exit ends whatever is left inside;
+- where the pod has a PID namespace of its own (pidns.py), starts its PID 1 (a pause) before
+  the worker, which is then its PID 2 and still the shim's child; the pause reaps the
+  namespace's orphans, and its SIGKILL at the worker's exit ends whatever is left inside;
 - records itself in `.shim` beside the log (its pid and start time, the worker's pid, the run's
   start, its GPUs), from which a new kubelet adopts the run (`find`), the start time checked
   against /proc so that a reused pid is not taken for it.
@@ -137,17 +137,19 @@ def become(request: dict, report_fd: int, start_worker: StartWorker) -> None:
         pass  # exec'd by processes.spawn, it is a session leader already
     become_subreaper()
     log = Path(request["log"])
-    pause = None
+    os.set_inheritable(report_fd, False)  # the starter's alone: held by nothing else the shim starts
+    pause, held = None, []
     if (request.get("confine") or {}).get("pid_namespace"):
         try:
             pidns.enter()
-            pause = pidns.start_pause()
+            pause, fd = pidns.start_pause()
+            held = [fd] if fd is not None else []
         except OSError as exc:
             _report(report_fd, {"error": f"cannot give the pod a PID namespace: {exc}"})
             os._exit(0)
     read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
     try:
-        worker = start_worker(write_fd, [read_fd, report_fd])
+        worker = start_worker(write_fd, [read_fd, report_fd, *held])
     except (SpawnError, OSError) as exc:
         _report(report_fd, {"error": str(exc)})
         os._exit(0)
