@@ -128,3 +128,27 @@ def _environ_has(pid: int, pod: str) -> bool:
         return f"KFCOCKPIT_POD={pod}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return False
+
+
+async def test_the_pause_reaps_the_namespaces_orphans(runs):
+    """An orphan goes to its namespace's PID 1, the pause: reaped there, its pid is gone at once
+    (a zombie nobody reaps would stay in /proc, and in the pod's pids limit, until the pod ends;
+    then this run would not end, and wait_for says so)."""
+    script = ("import os\n"
+              "read_end, write_end = os.pipe()\n"
+              "child = os.fork()\n"
+              "if child == 0:\n"
+              "    grandchild = os.fork()\n"
+              "    if grandchild == 0:\n"
+              "        os._exit(0)\n"
+              "    os.write(write_end, f'{grandchild}\\n'.encode())\n"
+              "    os._exit(0)\n"
+              "os.close(write_end)\n"
+              "orphan = int(os.read(read_end, 32))\n"
+              "os.waitpid(child, 0)\n"
+              "while os.path.exists(f'/proc/{orphan}'):  # ends once PID 1 reaped it\n"
+              "    pass\n"
+              "print('reaped', orphan)\n")
+    run = await runs("orphans", [PY, "-c", script])
+    status = await asyncio.wait_for(run.ended(), 60)
+    assert os.waitstatus_to_exitcode(status) == 0 and _printed(run)[-1].startswith("reaped ")
