@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Iterable, Protocol
 
-from backend.raytrain.groups import WorkerGroups
+from backend.raytrain.groups import WorkerGroups, process_of
 from training.logfmt import parse_line
 
 DEFAULT_MULTIPLE = 10.0
@@ -139,7 +139,7 @@ class HangWatch:
             fields = parse_line(line.text)
             event = fields.get("event")
             if event == "start":
-                if self._groups.started(line.rank, _int(fields.get("pid"))):
+                if self._groups.started(line.rank, process_of(fields)):
                     self._ranks, self._steps = {}, []
                 self._heard(line.rank, line.time)
             elif event == "waiting":
@@ -215,13 +215,6 @@ class HangWatch:
         if not self._steps or step > self._steps[-1][0]:
             self._steps.append((step, at))
             del self._steps[:-(self.window + 1)]
-
-
-def _int(text: str | None) -> int:
-    try:
-        return int(text or 0)
-    except ValueError:
-        return 0
 
 
 def _seconds(value: float) -> str:

@@ -51,7 +51,9 @@ def enter_pod_session(parent: int, death_signal: int, stdout_fd: int) -> None:
     os.setsid()
     if death_signal:
         set_parent_death_signal(death_signal)
-    if os.getppid() != parent:  # the parent died before the line above took effect
+    # The parent died before the line above took effect; 0: it lives, outside the PID namespace
+    # this child was forked into (a pod's: node/pidns.py).
+    if os.getppid() not in (parent, 0):
         os._exit(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)

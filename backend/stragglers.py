@@ -26,7 +26,7 @@ from statistics import median
 from typing import Iterable
 
 from backend.hangs import Line
-from backend.raytrain.groups import WorkerGroups
+from backend.raytrain.groups import WorkerGroups, process_of
 from training.logfmt import parse_line
 
 DEFAULT_THRESHOLD = 0.7  # nvidia-resiliency-ext's gpu_relative_perf_threshold
@@ -115,7 +115,7 @@ class StragglerWatch:
     def _event(self, line: Line) -> None:
         fields = parse_line(line.text)
         if fields.get("event") == "start":
-            if self._groups.started(line.rank, _int(fields.get("pid"))):
+            if self._groups.started(line.rank, process_of(fields)):
                 self._reset()
         elif self._first is None:  # training_started: where this group's steps begin
             self._begin(_int(fields.get("step")))

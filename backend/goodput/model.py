@@ -31,7 +31,7 @@ from typing import Iterable, Protocol, Sequence
 
 from backend.goodput.attempts import Attempt
 from backend.goodput.report import PARTS, GoodputReport, RestartTimes
-from backend.raytrain.groups import WorkerGroups
+from backend.raytrain.groups import WorkerGroups, process_of
 from training.logfmt import parse_line
 
 SURVIVOR_SAVES = ("peer_failure", "sigterm")
@@ -93,10 +93,10 @@ class Goodput:
         self._seen(at)
         if event == "start" and "rank" in fields:
             try:
-                rank, pid = int(fields["rank"]), int(fields.get("pid", "0"))
+                rank = int(fields["rank"])
             except ValueError:
                 return
-            if self._groups.started(rank, pid) or not self.attempts:
+            if self._groups.started(rank, process_of(fields)) or not self.attempts:
                 self.attempts.append(Attempt(started=at))
             began = _number(fields.get("process_started"))
             if began:  # the kernel's start of this rank's process: the group's is its last rank's

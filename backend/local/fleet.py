@@ -28,7 +28,7 @@ from typing import AsyncIterator, Callable
 
 from backend.errors import InvalidResource, NotFound
 from backend.local import shape as shapes
-from backend.local.node import confine, devices, metrics
+from backend.local.node import confine, devices, metrics, pidns
 from backend.local.node.kubelet import Kubelet
 from backend.local.node.limits import PodCgroups
 from backend.local.node.network import Network
@@ -76,6 +76,10 @@ class Fleet:
         if unconfined:  # said once: every pod of every node runs so
             log.warning("pods are not confined (%s): each sees this machine's files, its volumes only "
                         "where a path in its command or env names them", unconfined)
+        shared_pids = unconfined or pidns.available()
+        if shared_pids and not unconfined:
+            log.warning("pods share this machine's PID namespace (%s): a pod can reach another's files "
+                        "through /proc/PID/root", shared_pids)
 
         def kubelet(name: str, index: int) -> Kubelet:
             capacity, allocatable = node_resources(shape, len(self.gpus[name]))
@@ -86,7 +90,8 @@ class Fleet:
                            shape.pod_max_pids, api_port=api_port, ray_temp=ray_temp, allocatable=allocatable,
                            labels=devices.labels(self.gpus[name]),
                            devices=devices.Devices(self.gpus[name], self.machine_has_gpus),
-                           lease_renew=shape.lease_renew_seconds, confined=not unconfined)
+                           lease_renew=shape.lease_renew_seconds, confined=not unconfined,
+                           own_pids=not shared_pids)
 
         self.cgroups: dict[str, PodCgroups] = {}
         self._make = {name: (lambda n=name, i=i: kubelet(n, i)) for i, name in enumerate(names)}

@@ -413,3 +413,18 @@ def test_a_failed_pod_is_a_failure_at_its_end_once_however_often_it_is_seen():
     live.feed_lines(t.lines)
     assert live._failures == [5.5]
     assert live.report(now=8.0).infrastructure_recovery == approx(3.0)
+
+
+def test_a_restarted_group_is_a_new_attempt_though_its_workers_have_the_same_pids():
+    """A pod's pid is its own PID namespace's (node/pidns.py, as on any cluster): every attempt's
+    warm worker is PID 2. What tells the attempts apart is when each process started."""
+    t = Timeline()
+    for attempt, at in enumerate((0.0, 25.0)):
+        for rank in range(t.world):
+            t.add(at, f"event=start rank={rank} world=2 pid=2 steps=100 restart={attempt} "
+                      f"process_started={at - 1:.3f}", rank)
+        t.training(at + 5.0)
+        t.steps(1, 4 if attempt == 0 else 2, at=at + 8.0, every=3.0)
+    model = Goodput(started=0.0)
+    model.feed_lines(t.lines)
+    assert len(model.attempts) == 2

@@ -74,18 +74,29 @@ def test_what_the_kubelet_cannot_run_is_refused(kubectl):
 def test_a_pod_cannot_open_the_clusters_secrets_or_another_namespaces_volume(kubectl, embedded):
     """Found (issue 44): a pod of ns-b read the admin token and the service-account signing key,
     and listed every namespace's volumes; a script opening /checkpoints/x from a config file got
-    ENOENT. Each pod now has its own mount namespace (node/confine.py), where the kernel allows."""
+    ENOENT. Each pod now has its own mount namespace (node/confine.py), where the kernel allows,
+    and its own PID namespace (node/pidns.py): a running pod of default, its volume mounted, is
+    not reachable through /proc/PID/root."""
     from backend.local.layout import Layout
-    from backend.local.node import confine
+    from backend.local.node import confine, pidns
 
-    if why := confine.available():
+    if why := confine.available() or pidns.available():
         pytest.skip(f"pods are not confined on this machine: {why}")
     root = Layout(embedded[0]).root
     kubectl("apply", "-f", str(REPO / "manifests" / "volume.yaml"))  # default's checkpoints volume
     kubectl("wait", "--for=jsonpath={.status.phase}=Bound", "pvc/checkpoints", "--timeout=300s")
     default_volume = Layout(embedded[0]).claim_dir("default", "checkpoints")
     (default_volume / "other-namespace.txt").write_text("default's")
-    forbidden = [root / "pki" / "token", root / "pki" / "service-account.key", default_volume / "other-namespace.txt"]
+    holder = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pd-holder"},
+              "spec": {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "checkpoints"}}],
+                       "containers": [{"name": "main", "image": "kfcockpit-base:0.1.0", "command": ["sleep", "600"],
+                                       "volumeMounts": [{"name": "data", "mountPath": "/checkpoints"}]}]}}
+    kubectl("apply", "-f", "-", input=yaml.safe_dump(holder))
+    kubectl("wait", "--for=condition=Ready", "pod/pd-holder", "--timeout=300s")
+    holder_pid = kubectl("get", "pod", "pd-holder", "-o",
+                         "jsonpath={.status.containerStatuses[0].containerID}").removeprefix("process://")
+    forbidden = [root / "pki" / "token", root / "pki" / "service-account.key", default_volume / "other-namespace.txt",
+                 f"/proc/{holder_pid}/root/checkpoints/other-namespace.txt"]
     kubectl("create", "namespace", "pd-ns-b")
     volume = yaml.safe_load((REPO / "manifests" / "volume.yaml").read_text())
     volume["metadata"]["namespace"] = "pd-ns-b"
@@ -115,3 +126,4 @@ def test_a_pod_cannot_open_the_clusters_secrets_or_another_namespaces_volume(kub
     ns_b_volume = Layout(embedded[0]).claim_dir("pd-ns-b", "checkpoints")
     assert (ns_b_volume / "run-1" / "x").read_text() == "from ns-b"  # in its subPath
     kubectl("delete", "namespace", "pd-ns-b")
+    kubectl("delete", "pod", "pd-holder")

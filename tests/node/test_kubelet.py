@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from backend.local.node import confine, pidns
 from backend.local.node.kubelet import Kubelet
 from backend.local.node.limits import PodCgroups
 from backend.local.node.network import Network
@@ -35,7 +36,8 @@ async def kubelet(tmp_path: Path, client, pids_limit: int = 256, network: Networ
     cgroups = PodCgroups.find(f"test-{name}", memory_max)
     node = Kubelet(client, "node-1", tmp_path / "cluster", lambda ns, claim: tmp_path / "volumes" / ns / claim,
                    {"cpu": "2", "memory": "4Gi", "pods": "110"}, children, network or Network(), cgroups,
-                   Events(client, host="test").recorder("kubelet"), pids_limit, confined=confined)
+                   Events(client, host="test").recorder("kubelet"), pids_limit, confined=confined,
+                   own_pids=confined and pidns.available() is None)
     task = asyncio.create_task(node.run())
     try:
         await eventually(client, lambda: client.get("Node", None, "node-1"))
@@ -352,8 +354,6 @@ async def test_a_confined_pod_sees_its_mounts_and_not_the_cluster(tmp_path):
     """Found: a pod of ns-b read the admin token and the signing key, and listed ns-a's volumes;
     a script opening /checkpoints/x from a config file got ENOENT (issue 44). Confined, the pod's
     mounts are at their mountPaths and the state root is empty; nothing is made on the machine."""
-    from backend.local.node import confine
-
     if why := confine.available():
         pytest.skip(f"no mount namespace for a pod here: {why}")
     client = plane()
@@ -461,11 +461,15 @@ async def test_the_nodes_pods_together_hold_no_more_than_its_allocatable_memory(
         assert held and max(held) <= 128
 
 
-async def test_a_pod_over_its_memory_limit_ends_oomkilled_and_the_others_run_on(tmp_path):
+@pytest.mark.parametrize("confined", [False, True])
+async def test_a_pod_over_its_memory_limit_ends_oomkilled_and_the_others_run_on(tmp_path, confined):
     """resources.limits.memory is the pod's own cgroup limit: the kernel kills it there, the
-    kubelet reports OOMKilled (exit 137) as upstream's does, and a pod beside it is untouched."""
+    kubelet reports OOMKilled (exit 137) as upstream's does, and a pod beside it is untouched;
+    the same for pods with mount and PID namespaces of their own (confine.py, pidns.py)."""
+    if confined and (why := confine.available() or pidns.available()):
+        pytest.skip(f"no mount and PID namespace for a pod here: {why}")
     client = plane()
-    async with kubelet(tmp_path, client, memory_max=2 << 30) as node:
+    async with kubelet(tmp_path, client, memory_max=2 << 30, confined=confined) as node:
         if node.cgroups.memory is None:
             pytest.skip("no writable memory cgroup on this machine")
         _pod(client, "small", [PY, "-c", "import time; print('up', flush=True); time.sleep(600)"],

@@ -20,8 +20,11 @@ unprivileged ones, and an exec'd command then has no capability left to undo the
 path rewrite (podspec.rewrite_mounts). A root pod keeps only the capabilities a container
 runtime's default set gives (containerd's and Docker's): without CAP_SYS_ADMIN it cannot undo its
 mounts, without CAP_DAC_READ_SEARCH it cannot open the state by file handle, and it cannot look
-into the controller's root through /proc. Another pod's root through /proc/PID/root stays
-reachable to a pod that sets out to: that would take a PID namespace per pod.
+into the controller's root through /proc. Another pod's root through /proc/PID/root is closed by
+a PID namespace per pod (pidns.py, where the kernel allows): the pod's /proc is then a procfs of
+its own namespace, not a bind of the machine's, so no other pod's pid is there to name. A Ray
+driver's pod has none (its workers are known by their pids on this machine: raypods.py), and
+keeps the machine's /proc.
 
 Runs in a forked child: the libc functions are looked up at import, never after a fork.
 """
@@ -34,7 +37,8 @@ import os
 _libc = ctypes.CDLL(None, use_errno=True)
 _unshare, _mount, _prctl, _capget, _capset = _libc.unshare, _libc.mount, _libc.prctl, _libc.capget, _libc.capset
 _CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV = 1, 2, 4
+CLONE_NEWPID = 0x20000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC = 32, 4096, 16384
 _MS_UNBINDABLE, _MS_PRIVATE = 1 << 17, 1 << 18
 _PR_CAPBSET_DROP = 24
@@ -89,18 +93,28 @@ def _copy_entry(host: str, inner: str) -> None:
         _bind(host, inner)
 
 
+def mount_proc(target: str) -> None:
+    """A fresh procfs at `target`: the processes of this process's PID namespace (pidns.py)."""
+    _call(_mount(b"proc", target.encode(), b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None), f"proc on {target}")
+
+
 class _Root:
     """The pod's root being built at `top` (a tmpfs). A path P in it is the machine's P until a
-    mountPath is made inside it; `ours` holds the directories that are the pod's own tmpfs."""
+    mountPath is made inside it; `ours` holds the directories that are the pod's own tmpfs.
+    `own_proc`: a procfs of the pod's own PID namespace at /proc, not the machine's."""
 
-    def __init__(self, top: str):
+    def __init__(self, top: str, own_proc: bool):
         self.top = top
         _tmpfs(top)
         # Not copied by the binds below, though it sits inside one of them (the state root).
         _call(_mount(None, top.encode(), None, _MS_UNBINDABLE, None), "unbindable root")
         self.ours = {"/"}
         for entry in os.listdir("/"):
-            _copy_entry(f"/{entry}", f"{top}/{entry}")
+            if entry == "proc" and own_proc:
+                os.mkdir(f"{top}/proc")
+                mount_proc(f"{top}/proc")
+            else:
+                _copy_entry(f"/{entry}", f"{top}/{entry}")
 
     def inner(self, path: str) -> str:
         return self.top + path
@@ -141,29 +155,40 @@ class _Root:
         return self.inner(current)
 
 
-def _own_namespace() -> None:
-    """A mount namespace of this process's own, private from the machine's; not root, inside a
-    user namespace of its own that maps its uid and gid to themselves."""
+def unshare(flags: int) -> None:
+    """unshare(2) `flags`; not root, with a user namespace of its own too (created first, so it
+    owns the others) that maps its uid and gid to themselves."""
     if os.geteuid() == 0:
+        _call(_unshare(flags), f"unshare({flags:#x})")
+        return
+    uid, gid = os.geteuid(), os.getegid()
+    _call(_unshare(_CLONE_NEWUSER | flags), f"unshare(CLONE_NEWUSER|{flags:#x})")
+    for name, line in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+
+def own_mount_namespace(user_namespace_made: bool = False) -> None:
+    """A mount namespace of this process's own, private from the machine's; not root, inside a
+    user namespace of its own, unless `user_namespace_made` (its PID namespace's: pidns.enter)."""
+    if user_namespace_made:
         _call(_unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     else:
-        uid, gid = os.geteuid(), os.getegid()
-        _call(_unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare(CLONE_NEWUSER|CLONE_NEWNS)")
-        for name, line in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
-            fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
-            try:
-                os.write(fd, line.encode())
-            finally:
-                os.close(fd)
+        unshare(_CLONE_NEWNS)
     _call(_mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "private /")
 
 
 def enter(plan: dict) -> None:
     """In a pod's forked, single-threaded process, before it runs anything of the pod: its own
     mount namespace and root. `plan`: {"root": an empty directory to build the root on,
-    "mounts": [[mountPath, source, read_only], ...], "hide": [paths], "cwd": the pod's cwd}."""
-    _own_namespace()
-    root = _Root(plan["root"])
+    "mounts": [[mountPath, source, read_only], ...], "hide": [paths], "cwd": the pod's cwd,
+    "pid_namespace": whether this process is in its pod's own PID namespace (pidns.py)}."""
+    own_pids = bool(plan.get("pid_namespace"))
+    own_mount_namespace(user_namespace_made=own_pids)
+    root = _Root(plan["root"], own_proc=own_pids)
     for target, source, read_only in sorted(plan["mounts"], key=lambda m: m[0].count("/")):
         _bind(source, root.mount_point(target, os.path.isdir(source)), read_only)
     for path in plan["hide"]:
@@ -205,7 +230,7 @@ def available() -> str | None:
     if pid == 0:
         os.close(read_fd)
         try:
-            _own_namespace()
+            own_mount_namespace()
             _tmpfs("/tmp")
             code = 0
         except OSError as exc:

@@ -154,8 +154,9 @@ class Container:
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
         self.log.attach(read_fd)
         try:
-            # a Ray driver shuts its Ray down on SIGTERM
-            plan = spec.confine
+            # a Ray driver shuts its Ray down on SIGTERM. No PID namespace (it needs a shim to hold
+            # it): its workers are known by the pids they print (raypods.py).
+            plan = spec.confine and {**spec.confine, "pid_namespace": False}
             self.pid = spawn(spec.argv, spec.env, spec.cwd, write_fd, death_signal=signal.SIGTERM,
                              cgroups=cgroups, before_exec=(lambda: confine.enter(plan)) if plan else None)
             exit_of(self.pid).add_done_callback(lambda f: self.exited(f.result()))

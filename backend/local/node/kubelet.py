@@ -106,9 +106,10 @@ class Kubelet:
                  record: Record, pids_limit: int, api_port: Callable[[], int] = lambda: 0, zygotes=None,
                  ray_temp: Callable[[], Path] | None = None, allocatable: dict[str, str] | None = None,
                  labels: dict[str, str] | None = None, devices: Devices | None = None, lease_renew: float = 10.0,
-                 confined: bool = False):
+                 confined: bool = False, own_pids: bool = False):
         self.client, self.name, self.root = client, name, root
         self.confined = confined  # each pod in a mount namespace of its own (confine.py), else paths rewritten
+        self.own_pids = confined and own_pids  # and a PID namespace of its own (pidns.py)
         self.cluster_id = podspec.cluster_id(root)
         self.volume_dir, self.capacity, self.children = volume_dir, capacity, children
         self.allocatable = allocatable or capacity
@@ -351,7 +352,8 @@ class Kubelet:
         top = self.root / "projected" / meta["namespace"] / meta["uid"] / ".root"
         top.mkdir(parents=True, exist_ok=True)
         return {"root": str(top), "mounts": [[path, source, path in read_only] for path, source in mounts.items()],
-                "hide": [str(self.root), str(self.root.parent / "kubeconfig")], "cwd": cwd}
+                "hide": [str(self.root), str(self.root.parent / "kubeconfig")], "cwd": cwd,
+                "pid_namespace": self.own_pids}
 
     def _ray_env(self) -> dict[str, str]:
         """A Ray driver's: its Ray's files under the state root (finished sessions pruned), its

@@ -13,6 +13,9 @@ its run along). It:
 - is a subreaper, so what the worker starts stays below it; when the worker exits it kills what
   is left of the pod (its marker), drains the pipe, then records the wait status in `.exit`
   beside the log, and exits: the status comes after the run's last line;
+- where the pod has a PID namespace of its own (pidns.py), starts its PID 1 (a pause) before
+  the worker, which is then its PID 2 and still the shim's child; the pause reaps the
+  namespace's orphans, and its SIGKILL at the worker's exit ends whatever is left inside;
 - records itself in `.shim` beside the log (its pid and start time, the worker's pid, the run's
   start, its GPUs), from which a new kubelet adopts the run (`find`), the start time checked
   against /proc so that a reused pid is not taken for it.
@@ -32,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from backend.local.node import confine, pidns
 from backend.processes import (SpawnError, become_subreaper, kill_group, reap_exited, spawn, start_time, sweep,
                                wait_gone)
 from training.atomic import write_atomic
@@ -133,9 +137,19 @@ def become(request: dict, report_fd: int, start_worker: StartWorker) -> None:
         pass  # exec'd by processes.spawn, it is a session leader already
     become_subreaper()
     log = Path(request["log"])
+    os.set_inheritable(report_fd, False)  # the starter's alone: held by nothing else the shim starts
+    pause, held = None, []
+    if (request.get("confine") or {}).get("pid_namespace"):
+        try:
+            pidns.enter()
+            pause, fd = pidns.start_pause()
+            held = [fd] if fd is not None else []
+        except OSError as exc:
+            _report(report_fd, {"error": f"cannot give the pod a PID namespace: {exc}"})
+            os._exit(0)
     read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
     try:
-        worker = start_worker(write_fd, [read_fd, report_fd])
+        worker = start_worker(write_fd, [read_fd, report_fd, *held])
     except (SpawnError, OSError) as exc:
         _report(report_fd, {"error": str(exc)})
         os._exit(0)
@@ -149,7 +163,7 @@ def become(request: dict, report_fd: int, start_worker: StartWorker) -> None:
               "devices": request.get("devices") or ""}
     write_atomic(record_path(log), json.dumps(record), durable=False)
     _report(report_fd, record)
-    status = _serve(worker, read_fd, wake_r, log, request["marker"])
+    status = _serve(worker, read_fd, wake_r, log, request["marker"], pause)
     write_atomic(status_path(log), str(status), durable=False)
     os._exit(0)
 
@@ -162,9 +176,9 @@ def _report(fd: int, message: dict) -> None:
     os.close(fd)
 
 
-def _serve(worker: int, read_fd: int, wake_r: int, log: Path, marker: dict[str, str]) -> int:
+def _serve(worker: int, read_fd: int, wake_r: int, log: Path, marker: dict[str, str], pause: int | None) -> int:
     """Copy the pipe to the log until the worker exited, its leftovers are gone and the pipe is
-    drained; the worker's wait status."""
+    drained; the worker's wait status. `pause`: the PID 1 of the run's PID namespace, if it has one."""
     os.set_blocking(read_fd, False)
     selector = selectors.DefaultSelector()
     selector.register(read_fd, selectors.EVENT_READ)
@@ -179,6 +193,8 @@ def _serve(worker: int, read_fd: int, wake_r: int, log: Path, marker: dict[str, 
                 if pid == worker:
                     status = found
             if status is not None and drained_by is None:
+                if pause is not None:  # what is left in the namespace, marked or not
+                    pidns.end(pause)
                 wait_gone(sweep(marker), _SWEPT_GONE_SECONDS)
                 drained_by = time.monotonic() + _DRAIN_SECONDS
             if status is not None and (read_fd < 0 or time.monotonic() >= drained_by):
@@ -223,8 +239,6 @@ def _exec_worker(request: dict) -> StartWorker:
         plan = request.get("confine")
         before_exec = None
         if plan:
-            from backend.local.node import confine
-
             def before_exec() -> None:
                 confine.enter(plan)
         # torchrun forwards SIGTERM to its workers, a Ray driver shuts its Ray down; a plain
