@@ -52,6 +52,17 @@ IN_PROCESS = (
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--in-process", action="store_true",
                      help="only the tests that start no real process (IN_PROCESS): make check")
+    parser.addoption("--cpu-time", action="store_true",
+                     help="measure each test's CPU seconds, its processes included, and print the costliest "
+                          "groups (tests/cpu_time.py)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--cpu-time"):
+        from tests.cpu_time import CpuTime
+
+        config.pluginmanager.register(CpuTime(lambda nodeid: xdist_group(TESTS.parent / nodeid.split("::")[0])),
+                                      "cpu-time")
 
 
 def in_process(path: Path) -> bool:

@@ -13,15 +13,20 @@ import time
 from pathlib import Path
 
 
+_PF_EXITING = 0x4  # include/linux/sched.h
+
+
 def start_ticks(pid: int) -> str | None:
-    """Process `pid`'s start, clock ticks since boot (as /proc gives it), None if it is gone or a
-    zombie: with the pid, it names one process (a reused pid starts later)."""
+    """Process `pid`'s start, clock ticks since boot (as /proc gives it), None if it is gone, a
+    zombie or exiting: with the pid, it names one process (a reused pid starts later). Exiting
+    (PF_EXITING) counts as gone: a killed process closes its sockets before it is a zombie, so a
+    peer that heard them close may look it up in between."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3
-    return None if fields[0] in ("Z", "X") else fields[19]
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3, flags 9
+    return None if fields[0] in ("Z", "X") or int(fields[6]) & _PF_EXITING else fields[19]
 
 
 def started_at() -> float | None:

@@ -355,3 +355,15 @@ def test_a_file_this_boot_wrote_is_trusted_by_its_size_another_is_hashed(tmp_pat
     fmt.write_sidecar(path, dict(meta, boot="an-earlier-boot"))
     with pytest.raises(fmt.InvalidCheckpoint, match="checksum"):
         fmt.verify_file(path, trust_this_boot=True)
+
+
+def test_a_claim_holder_that_is_exiting_counts_as_dead(monkeypatch):
+    """A SIGKILLed rank closes its sockets (the peer watch hears it) before it is a zombie: in
+    between, /proc/PID/stat says PF_EXITING, and the survivor must not wait on a dead holder."""
+    from training import process_start
+
+    stat = "42 (python) R 1 42 42 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0"
+    for flags, expected in ((0x400000, "12345"), (0x400004, None)):
+        line = stat.format(flags=flags)
+        monkeypatch.setattr(process_start.Path, "read_text", lambda self, line=line: line)
+        assert process_start.start_ticks(42) == expected

@@ -158,13 +158,19 @@ class PodWorker:
         if first:
             self.node.record(self.pod, "Normal", "Killing", f"Stopping container {self.container_spec.get('name')}")
             self.slow(1.0)
+        if grace <= 0:
+            # A kill (the cockpit's, `kubectl delete --grace-period=0 --force`): SIGKILL alone. A
+            # SIGTERM sent just before it would let the process begin its exit save, claim the
+            # step and die holding the claim, which keeps its surviving peer from saving it.
+            # Upstream's kubelet gives even a forced deletion 2 s of grace
+            # (kuberuntime_container.go, minimumGracePeriodInSeconds); here 0 means a crash.
+            run.kill()
+            return
+        if first:
             run.terminate()
             if self.frozen:  # a stopped process keeps SIGTERM pending: let it act on it
                 self.frozen = False
                 run.signal_all(signal.SIGCONT)
-        if grace <= 0:
-            run.kill()
-            return
         if self._kill_timer is None or self._kill_timer.when() > asyncio.get_running_loop().time() + grace:
             if self._kill_timer is not None:
                 self._kill_timer.cancel()
