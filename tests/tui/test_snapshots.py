@@ -73,15 +73,19 @@ def prepare(home: Path) -> None:
         "launcher": "torchrun", "loss_history": [round(0.5 / (s + 1), 6) for s in range(15)]})
 
 
-@pytest.fixture
-def prepared_home(tmp_path: Path, monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")  # evidence shows clock times: the same on every machine
-    time.tzset()
-    home = tmp_path / "home"
-    prepare(home)
-    yield home
-    asyncio.run(Embedded(home).down())
-    monkeypatch.undo()
+@pytest.fixture(scope="module")
+def prepared_home(tmp_path_factory):
+    """One state root and cluster for the module: every snapshot only reads them (the theme comes
+    in the app's config, never saved), and each would otherwise pay a cluster's start for a frame."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TZ", "UTC")  # evidence shows clock times: the same on every machine
+        time.tzset()
+        home = tmp_path_factory.mktemp("snapshots") / "home"
+        prepare(home)
+        try:
+            yield home
+        finally:
+            asyncio.run(Embedded(home).down())
     time.tzset()
 
 
