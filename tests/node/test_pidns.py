@@ -17,7 +17,7 @@ import pytest
 
 from backend.local.node import confine, pidns
 from backend.local.node.container import Container
-from backend.local.node.inotify import FileWatcher
+from backend.inotify import FileWatcher
 from backend.local.node.logs import FollowedLog, read_lines
 from backend.local.node.podspec import ENV_CLUSTER, ENV_POD, LaunchSpec, base_env
 from backend.processes import Children

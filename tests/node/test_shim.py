@@ -13,7 +13,7 @@ import sys
 
 from backend.local.node import shim
 from backend.local.node.container import LOST_NOTE, Container
-from backend.local.node.inotify import FileWatcher
+from backend.inotify import FileWatcher
 from backend.local.node.logs import FollowedLog, read_lines
 from backend.local.node.podspec import LaunchSpec, base_env
 from backend.processes import Children, start_time

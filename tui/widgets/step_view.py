@@ -181,11 +181,8 @@ class StepView(VerticalScroll):
     def show(self, step: "Step", state: "StepState | None", note: str, running: bool = False) -> None:
         changed = self.step is None or self.step.id != step.id
         self.step = step
-        status = "running" if running else status_of(state)
-        glyph, word, style = STATUS_LOOK.get(status, STATUS_LOOK["todo"])
         self.border_title = step.label
-        self.query_one("#step-heading", Static).update(Content.assemble(
-            (f"{glyph} {word}", style), "  ", (step.title, "bold")))
+        self._show_status("running" if running else status_of(state))
         self.query_one("#step-why", Static).update(with_code(step.why))
         self.query_one("#step-done-when", Static).update(
             Content.assemble(("Done when ", "bold $accent"), step.done_when))
@@ -208,7 +205,9 @@ class StepView(VerticalScroll):
             # The prompt above the box, wrapped: as the box's border title it was cut at every width.
             self.query_one("#step-note-prompt", Static).update(note_prompt_content(step.note_prompt))
             note_area.border_title = "your note · e writes · ctrl+s saves and checks"
-            if changed or note_area.text != note:
+            # the same step shown again (a refresh, the cluster connecting): what the learner
+            # typed since the last load stays; an untouched box takes the note as saved now
+            if changed or (note != self._note_loaded and note_area.text == self._note_loaded):
                 self._note_loaded = note
                 note_area.load_text(note)
         self.running = running
@@ -218,6 +217,18 @@ class StepView(VerticalScroll):
             self._show_output(step.id)
             self.scroll_home(animate=False)
         self.post_message(self.HeadChanged(self))
+
+    def show_state(self, state: "StepState | None") -> None:
+        """The shown step's status and evidence as saved elsewhere (another `kfcockpit lesson`),
+        the note being written left as it is."""
+        if self.step is not None and not self.running:
+            self._show_status(status_of(state))
+            self.show_evidence(state.evidence if state else None)
+
+    def _show_status(self, status: str) -> None:
+        glyph, word, style = STATUS_LOOK.get(status, STATUS_LOOK["todo"])
+        self.query_one("#step-heading", Static).update(Content.assemble(
+            (f"{glyph} {word}", style), "  ", (self.step.title, "bold")))
 
     def head_rows(self) -> int:
         """The rows the card needs to show its head whole at its width (borders included)."""

@@ -45,7 +45,7 @@ from backend.local.node import shim
 from backend.local.node.container import Container
 from backend.local.node.devices import RESOURCE as GPU, Devices
 from backend.local.node.heartbeat import Heartbeat
-from backend.local.node.inotify import FileWatcher
+from backend.inotify import FileWatcher
 from backend.local.node.limits import PodCgroups
 from backend.local.node.logs import FollowedLog, PodLog, follow, log_path, pod_directory
 from backend.local.node.network import ADDRESS, Network

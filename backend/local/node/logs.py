@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
-from backend.local.node.inotify import FileWatcher
+from backend.inotify import FileWatcher
 from backend.local.node.shim import READ_INTERVAL, LogFile
 from backend.local.registry.status import bad_request
 from backend.local.registry.filenames import file_name

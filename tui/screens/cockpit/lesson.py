@@ -8,6 +8,7 @@ connecting" and nothing is saved (see ARCHITECTURE.md, "The cockpit").
 
 from __future__ import annotations
 
+import asyncio
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,7 @@ class LessonDriver(Part):
             self.refresh_states()
             return
         checklist.set_steps(lesson.steps, lesson.states())
+        self.run(self._follow_progress, group="progress")
         self.changed("steps")
 
     def show_step(self, step_id: str) -> None:
@@ -64,14 +66,47 @@ class LessonDriver(Part):
         self.screen.step_view.offer_draft(step_id, text)
         self.changed("draft")
 
-    def refresh_states(self) -> None:
+    def _saved_states(self) -> dict:
         states = self.screen.session.lesson.states()
         if self.running_step is not None:  # our own run is live whatever the file says
             states.pop(self.running_step, None)
+        return states
+
+    def refresh_states(self) -> None:
         checklist = self.screen.checklist
-        checklist.set_states(states)
+        checklist.set_states(self._saved_states())
         if checklist.step_id is not None:
             self.show_step(checklist.step_id)
+        self.changed("steps")
+
+    async def _follow_progress(self) -> None:
+        """A `kfcockpit lesson` in another terminal shares the workspace: the steps it saves show
+        here as the store replaces the progress file, not at the next ctrl+r. Where the kernel has
+        no inotify, ctrl+r it is."""
+        from backend.inotify import FileWatcher
+
+        path = self.screen.session.lesson.store.path
+        replaced = asyncio.Event()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            files = FileWatcher()
+        except OSError:
+            return
+        try:
+            files.watch_replaced(path, replaced.set)
+            while True:
+                await replaced.wait()
+                replaced.clear()
+                self._progress_replaced()
+        finally:
+            files.close()
+
+    def _progress_replaced(self) -> None:
+        states = self._saved_states()
+        checklist = self.screen.checklist
+        checklist.set_states(states)
+        if checklist.step_id is not None and checklist.step_id != self.running_step:
+            self.screen.step_view.show_state(states.get(checklist.step_id))
         self.changed("steps")
 
     def tick(self) -> None:
