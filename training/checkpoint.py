@@ -369,13 +369,15 @@ class FileCheckpoints:
         copy, self._memory_copy = self._memory_copy, None
         if copy is None:
             copy = memory_tier.MemoryCopy(self.memory, self.rank)
-        step, holder = memory_tier.choose(copy.wait(), volume_step)
-        if holder < 0:
+        step, holder = memory_tier.choose(copy.step, volume_step)
+        if self.rank != holder:
+            copy.release()
+        began = time.perf_counter()
+        state = memory_tier.share(copy if self.rank == holder else None, holder) if holder >= 0 else None
+        if state is None:  # none newer than the volume's, or the holder's was broken: the volume's
             if copy.path is not None or fmt.list_files(self.memory):
                 memory_tier.drop(self.memory)
             return None
-        began = time.perf_counter()
-        state = memory_tier.share(copy.take() if self.rank == holder else None, holder)
         emit(event="checkpoint_memory_loaded", step=step, holder=holder, seconds=time.perf_counter() - began,
              rank=self.rank)
         self._prefetch = None

@@ -41,58 +41,87 @@ _READ_CHUNK = 64 << 20
 
 
 class MemoryCopy:
-    """The newest committed copy in a memory directory, read whole and checked against its sidecar
-    on a thread (start it before the group forms); `bytes()` gives the verified bytes or None."""
+    """The newest committed copy in a memory directory (its sidecar read at once: `step`), read
+    into memory and checked against the sidecar's checksum on a thread started before the group
+    forms. The bytes are sent to the other ranks as they are read (`chunks`); whether they were
+    whole is known at the end (`verified`)."""
 
     def __init__(self, directory: Path, rank: int):
         self.directory, self.rank = directory, rank
         self.path: Path | None = None
         self.step = -1
-        self._buffer: torch.Tensor | None = None
+        self.buffer: torch.Tensor | None = None
+        self._meta: dict = {}
+        self._read_to = 0
+        self._valid = False
+        self._progress = threading.Condition()
+        self._released = threading.Event()
         self._thread = threading.Thread(target=self._read, name="memory-copy-read", daemon=True)
+        files = fmt.list_files(directory)
+        if not files:
+            return
+        try:
+            self._meta = fmt.read_meta(files[-1])
+            size = files[-1].stat().st_size
+            if size != self._meta["bytes"]:
+                raise fmt.InvalidCheckpoint(f"truncated: {size} of {self._meta['bytes']} bytes")
+        except (fmt.InvalidCheckpoint, OSError) as exc:
+            self._skipped(files[-1], exc)
+            return
+        self.path, self.step = files[-1], int(self._meta["step"])
+        self.buffer = torch.empty(size, dtype=torch.uint8)
         self._thread.start()
 
     def _read(self) -> None:
-        files = fmt.list_files(self.directory)
-        if not files:
-            return
-        path = files[-1]
+        buffer = self.buffer  # held here: `release` may drop the attribute while this reads into it
+        checksum, view = fmt.Crc32(), raw_bytes(buffer)
         try:
-            meta = fmt.read_meta(path)
-            size = path.stat().st_size
-            if size != meta["bytes"]:
-                raise fmt.InvalidCheckpoint(f"truncated: {size} of {meta['bytes']} bytes")
-            buffer = torch.empty(size, dtype=torch.uint8)
-            checksum = fmt.Crc32()
-            view = raw_bytes(buffer)
-            with open(path, "rb", buffering=0) as f:
-                for start in range(0, size, _READ_CHUNK):
+            with open(self.path, "rb", buffering=0) as f:
+                for start in range(0, len(view), _READ_CHUNK):
+                    if self._released.is_set():
+                        return
                     chunk = view[start:start + _READ_CHUNK]
                     if f.readinto(chunk) != len(chunk):
                         raise fmt.InvalidCheckpoint("shorter than its size")
                     checksum.update(chunk)
-            if fmt.checksum_name(meta) != checksum.name or checksum.hexdigest() != meta[checksum.name]:
+                    with self._progress:
+                        self._read_to = start + len(chunk)
+                        self._progress.notify_all()
+            if fmt.checksum_name(self._meta) != checksum.name or checksum.hexdigest() != self._meta[checksum.name]:
                 raise fmt.InvalidCheckpoint("checksum mismatch")
-        except (fmt.InvalidCheckpoint, OSError, ValueError) as exc:
-            emit(event="checkpoint_skipped", file=path.name, tier="memory", reason=str(exc), rank=self.rank)
-            return
-        self.path, self.step, self._buffer = path, int(meta["step"]), buffer
+            self._valid = True
+        except (fmt.InvalidCheckpoint, OSError) as exc:
+            self._skipped(self.path, exc)
+        finally:
+            with self._progress:
+                self._read_to = len(view)  # nobody waits for bytes that will not come
+                self._progress.notify_all()
 
-    def wait(self) -> int:
-        """The step of the verified copy, or -1."""
-        self._thread.join()
-        return self.step
+    def _skipped(self, path: Path, exc: Exception) -> None:
+        emit(event="checkpoint_skipped", file=path.name, tier="memory", reason=str(exc), rank=self.rank)
 
-    def take(self) -> torch.Tensor | None:
-        self._thread.join()
-        buffer, self._buffer = self._buffer, None
-        return buffer
+    def read_to(self, end: int) -> None:
+        """Return once the bytes up to `end` are read (or the read ended)."""
+        with self._progress:
+            self._progress.wait_for(lambda: self._read_to >= end)
+
+    def release(self) -> None:
+        """Another rank sends the copy: stop reading this one."""
+        self._released.set()
+        self.buffer = None
+
+    def verified(self) -> bool:
+        """The whole copy was read and its checksum holds."""
+        if self.path is not None:
+            self._thread.join()
+        return self._valid
 
 
 def choose(memory_step: int, volume_step: int) -> tuple[int, int]:
     """(step, holder rank) of the memory copy the group takes, or (-1, -1): the volume's is newer or
-    as new, or no rank has one. Every rank gives its own verified copy's step; rank 0 also the
-    volume's newest valid step (one all-gather, the same on every rank)."""
+    as new, or no rank has one. Every rank gives its own copy's step (committed and whole by size;
+    its checksum is checked as it is sent); rank 0 also the volume's newest valid step (one
+    all-gather, the same on every rank)."""
     if not (dist.is_initialized() and dist.get_world_size() > 1):
         return (memory_step, 0) if memory_step > volume_step else (-1, -1)
     on = _device()
@@ -104,20 +133,30 @@ def choose(memory_step: int, volume_step: int) -> tuple[int, int]:
     return (best, steps.index(best)) if best > volume else (-1, -1)
 
 
-def share(buffer: torch.Tensor | None, holder: int) -> dict:
-    """The state in the holder's `buffer` (a whole checkpoint file's bytes), on every rank."""
+def share(copy: MemoryCopy | None, holder: int) -> dict | None:
+    """The state in the holder's `copy` on every rank, its bytes sent as they are read; None on
+    every rank if the holder found them broken (its checksum: the volume is used instead)."""
+    buffer = copy.buffer if copy is not None else None
     if dist.is_initialized() and dist.get_world_size() > 1:
         on = _device()
         size = torch.tensor([buffer.numel() if buffer is not None else 0], dtype=torch.int64, device=on)
         dist.broadcast(size, src=holder)
         if buffer is None:
             buffer = torch.empty(int(size.item()), dtype=torch.uint8)
-        if on.type == "cpu":
-            dist.broadcast(buffer, src=holder)
-        else:  # NCCL carries device tensors only
-            sent = buffer.to(on)
+        for start in range(0, buffer.numel(), _READ_CHUNK):
+            chunk = buffer[start:start + _READ_CHUNK]
+            if copy is not None:
+                copy.read_to(start + chunk.numel())
+            sent = chunk if on.type == "cpu" else chunk.to(on)  # NCCL carries device tensors only
             dist.broadcast(sent, src=holder)
-            buffer = sent.cpu()
+            if sent is not chunk:
+                chunk.copy_(sent.cpu())
+        whole = torch.tensor([int(copy is not None and copy.verified())], dtype=torch.int64, device=on)
+        dist.broadcast(whole, src=holder)
+        if not int(whole.item()):
+            return None
+    elif not copy.verified():
+        return None
     return torch.load(_BytesReader(raw_bytes(buffer)), weights_only=True, map_location="cpu")
 
 
