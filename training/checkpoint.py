@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import queue
+import resource
 import threading
 import time
 from pathlib import Path
@@ -378,8 +379,9 @@ class FileCheckpoints:
             if copy.path is not None or fmt.list_files(self.memory):
                 memory_tier.drop(self.memory)
             return None
+        # max_rss_mb: the memory tier's cost in this process (the copy's bytes beside the state they load)
         emit(event="checkpoint_memory_loaded", step=step, holder=holder, seconds=time.perf_counter() - began,
-             rank=self.rank)
+             rank=self.rank, max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
         self._prefetch = None
         if self.rank == holder:
             self._promoting = threading.Thread(target=self._promote, args=(copy.path,), name="checkpoint-promote",
