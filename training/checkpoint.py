@@ -42,6 +42,7 @@ import torch.utils.serialization.config as serialization_config
 
 from training import checkpoint_format as fmt
 from training import memory_tier
+from training.nested_state import replace_tensors, tensors
 from training.loop import emit
 
 # Fault injection for tests of the crash window: "crash_before_rename@15" makes the process die
@@ -251,29 +252,7 @@ def load_state(path: Path) -> dict:
 
 def on_cpu(state: dict) -> dict:
     """`state` with every tensor on the CPU (those already there are not copied)."""
-    return _replace_tensors(state, (t.cpu() for t in _tensors(state)))
-
-
-def _tensors(obj) -> list[torch.Tensor]:
-    """Every tensor of a nested state, depth first in insertion order."""
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, dict):
-        return [t for value in obj.values() for t in _tensors(value)]
-    if isinstance(obj, (list, tuple)):
-        return [t for value in obj for t in _tensors(value)]
-    return []
-
-
-def _replace_tensors(obj, replacements):
-    """The same nested state with each tensor taken, in `_tensors` order, from `replacements`."""
-    if isinstance(obj, torch.Tensor):
-        return next(replacements)
-    if isinstance(obj, dict):
-        return {key: _replace_tensors(value, replacements) for key, value in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_replace_tensors(value, replacements) for value in obj)
-    return obj
+    return replace_tensors(state, (t.cpu() for t in tensors(state)))
 
 
 class _Prefetch:
@@ -371,8 +350,6 @@ class FileCheckpoints:
         if copy is None:
             copy = memory_tier.MemoryCopy(self.memory, self.rank)
         step, holder = memory_tier.choose(copy.step, volume_step)
-        if self.rank != holder:
-            copy.release()
         began = time.perf_counter()
         state = memory_tier.share(copy if self.rank == holder else None, holder) if holder >= 0 else None
         if state is None:  # none newer than the volume's, or the holder's was broken: the volume's
@@ -508,12 +485,12 @@ class FileCheckpoints:
     def _stage(self, state: dict) -> dict:
         """`state` with its tensors copied to the CPU (exact resume: later steps cannot change the
         copy; and the file opens without the device that trained)."""
-        live = _tensors(state)
+        live = tensors(state)
         if [(t.shape, t.dtype) for t in live] != [(b.shape, b.dtype) for b in self._buffers]:
             self._buffers = [torch.empty(t.shape, dtype=t.dtype, device="cpu") for t in live]
         for buffer, tensor in zip(self._buffers, live):
             buffer.copy_(tensor)
-        return _replace_tensors(state, iter(self._buffers))
+        return replace_tensors(state, iter(self._buffers))
 
     def _reusable(self, urgent: bool = False) -> Path | None:
         """The checkpoint the save about to be made will prune (the oldest, when `keep` are

@@ -12,10 +12,10 @@ The copy is a checkpoint in the volume's format (data file, sidecar with size an
 one step per job per node: a newer one replaces it. The next group takes it only if it is complete
 and its checksum holds (read whole on a thread while the group forms: `MemoryCopy`) and it is newer
 than the volume's newest valid checkpoint; else the volume is used as before. Its holder (the
-lowest rank that has it) reads it and sends the bytes to the other ranks over the process group,
-as in-memory checkpointing systems restore from a peer's memory (Gemini, SOSP '23): the ranks on
-other nodes cannot see it. The holder then copies it to the volume (`promote`, on a thread, fsynced:
-the durable copy) and removes it.
+lowest rank that has it) loads it and sends the state to the other ranks over the process group,
+each tensor straight into the one the receiver allocated, as in-memory checkpointing systems
+restore from a peer's memory (Gemini, SOSP '23): the ranks on other nodes cannot see it. The holder
+then copies it to the volume (`promote`, on a thread, fsynced: the durable copy) and removes it.
 
 What it may lose: between the survivor's save and the promotion the step lives only in that node's
 memory. If the node goes (or the machine reboots), or no rank of the next group runs on it, the
@@ -35,28 +35,23 @@ import torch
 import torch.distributed as dist
 
 from training import checkpoint_format as fmt
-from training.loop import emit, raw_bytes
-
-_READ_CHUNK = 64 << 20
-
+from training.loop import emit
+from training.nested_state import replace_tensors, tensors
 
 class MemoryCopy:
-    """The newest committed copy in a memory directory (its sidecar read at once: `step`), read
-    into memory and checked against the sidecar's checksum on a thread started before the group
-    forms. The bytes are sent to the other ranks as they are read (`chunks`); whether they were
-    whole is known at the end (`verified`)."""
+    """The newest committed copy in a memory directory (its sidecar read at once: `step`), loaded
+    and, beside that, checked against the sidecar's checksum, on threads started before the group
+    forms (`state` waits for both)."""
 
     def __init__(self, directory: Path, rank: int):
         self.directory, self.rank = directory, rank
         self.path: Path | None = None
         self.step = -1
-        self.buffer: torch.Tensor | None = None
         self._meta: dict = {}
-        self._read_to = 0
+        self._state: dict | None = None
         self._valid = False
-        self._progress = threading.Condition()
-        self._released = threading.Event()
-        self._thread = threading.Thread(target=self._read, name="memory-copy-read", daemon=True)
+        self._threads = [threading.Thread(target=self._load, name="memory-copy-load", daemon=True),
+                         threading.Thread(target=self._check, name="memory-copy-check", daemon=True)]
         files = fmt.list_files(directory)
         if not files:
             return
@@ -69,52 +64,36 @@ class MemoryCopy:
             self._skipped(files[-1], exc)
             return
         self.path, self.step = files[-1], int(self._meta["step"])
-        self.buffer = torch.empty(size, dtype=torch.uint8)
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
 
-    def _read(self) -> None:
-        buffer = self.buffer  # held here: `release` may drop the attribute while this reads into it
-        checksum, view = fmt.Crc32(), raw_bytes(buffer)
-        try:
-            with open(self.path, "rb", buffering=0) as f:
-                for start in range(0, len(view), _READ_CHUNK):
-                    if self._released.is_set():
-                        return
-                    chunk = view[start:start + _READ_CHUNK]
-                    if f.readinto(chunk) != len(chunk):
-                        raise fmt.InvalidCheckpoint("shorter than its size")
-                    checksum.update(chunk)
-                    with self._progress:
-                        self._read_to = start + len(chunk)
-                        self._progress.notify_all()
-            if fmt.checksum_name(self._meta) != checksum.name or checksum.hexdigest() != self._meta[checksum.name]:
-                raise fmt.InvalidCheckpoint("checksum mismatch")
-            self._valid = True
-        except (fmt.InvalidCheckpoint, OSError) as exc:
+    def _load(self) -> None:
+        try:  # read whole, not mapped: see training.checkpoint.load_state
+            self._state = torch.load(self.path, weights_only=True, map_location="cpu")
+        except Exception as exc:  # noqa: BLE001 - a broken file: the volume is used
             self._skipped(self.path, exc)
-        finally:
-            with self._progress:
-                self._read_to = len(view)  # nobody waits for bytes that will not come
-                self._progress.notify_all()
+
+    def _check(self) -> None:
+        name = fmt.checksum_name(self._meta)
+        try:
+            self._valid = fmt.file_checksum(self.path, name) == self._meta[name]
+        except OSError as exc:
+            self._skipped(self.path, exc)
+            return
+        if not self._valid:
+            self._skipped(self.path, fmt.InvalidCheckpoint("checksum mismatch"))
 
     def _skipped(self, path: Path, exc: Exception) -> None:
         emit(event="checkpoint_skipped", file=path.name, tier="memory", reason=str(exc), rank=self.rank)
 
-    def read_to(self, end: int) -> None:
-        """Return once the bytes up to `end` are read (or the read ended)."""
-        with self._progress:
-            self._progress.wait_for(lambda: self._read_to >= end)
-
-    def release(self) -> None:
-        """Another rank sends the copy: stop reading this one."""
-        self._released.set()
-        self.buffer = None
-
-    def verified(self) -> bool:
-        """The whole copy was read and its checksum holds."""
-        if self.path is not None:
-            self._thread.join()
-        return self._valid
+    def state(self) -> dict | None:
+        """The state in the copy if it is whole and its checksum holds, else None."""
+        if self.path is None:
+            return None
+        for thread in self._threads:
+            thread.join()
+        state, self._state = self._state, None
+        return state if self._valid else None
 
 
 def choose(memory_step: int, volume_step: int) -> tuple[int, int]:
@@ -134,63 +113,62 @@ def choose(memory_step: int, volume_step: int) -> tuple[int, int]:
 
 
 def share(copy: MemoryCopy | None, holder: int) -> dict | None:
-    """The state in the holder's `copy` on every rank, its bytes sent as they are read; None on
-    every rank if the holder found them broken (its checksum: the volume is used instead)."""
-    buffer = copy.buffer if copy is not None else None
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        on = _device()
-        size = torch.tensor([buffer.numel() if buffer is not None else 0], dtype=torch.int64, device=on)
-        dist.broadcast(size, src=holder)
-        if buffer is None:
-            buffer = torch.empty(int(size.item()), dtype=torch.uint8)
-        for start in range(0, buffer.numel(), _READ_CHUNK):
-            chunk = buffer[start:start + _READ_CHUNK]
-            if copy is not None:
-                copy.read_to(start + chunk.numel())
-            sent = chunk if on.type == "cpu" else chunk.to(on)  # NCCL carries device tensors only
-            dist.broadcast(sent, src=holder)
-            if sent is not chunk:
-                chunk.copy_(sent.cpu())
-        whole = torch.tensor([int(copy is not None and copy.verified())], dtype=torch.int64, device=on)
-        dist.broadcast(whole, src=holder)
-        if not int(whole.item()):
-            return None
-    elif not copy.verified():
+    """The state in the holder's `copy` on every rank, or None on every rank if the holder found
+    it broken (the volume is used instead). Its shape goes first (the state with each tensor a
+    placeholder naming shape and dtype), then each tensor straight into the one a rank allocated."""
+    state = copy.state() if copy is not None else None
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return state
+    on = _device()
+    shape = b""
+    if state is not None:
+        written = io.BytesIO()
+        torch.save(replace_tensors(state, iter([{_PLACEHOLDER: [list(t.shape), str(t.dtype).removeprefix("torch.")]}
+                                                for t in tensors(state)])), written)
+        shape = written.getvalue()
+    size = torch.tensor([len(shape)], dtype=torch.int64, device=on)
+    dist.broadcast(size, src=holder)
+    if not int(size.item()):
         return None
-    return torch.load(_BytesReader(raw_bytes(buffer)), weights_only=True, map_location="cpu")
+    encoded = torch.frombuffer(bytearray(shape), dtype=torch.uint8) if shape else \
+        torch.empty(int(size.item()), dtype=torch.uint8)
+    _broadcast(encoded, holder, on)
+    if state is None:
+        skeleton = torch.load(io.BytesIO(bytes(encoded.tolist())), weights_only=True)
+        state = _allocated(skeleton)
+    for tensor in tensors(state):
+        _broadcast(tensor, holder, on)
+    return state
+
+
+_PLACEHOLDER = "kfcockpit.memory_tier.tensor"
+
+
+def _allocated(skeleton):
+    """The skeleton with each placeholder an empty tensor of its shape and dtype."""
+    if isinstance(skeleton, dict) and _PLACEHOLDER in skeleton:
+        shape, dtype = skeleton[_PLACEHOLDER]
+        return torch.empty(shape, dtype=getattr(torch, dtype))
+    if isinstance(skeleton, dict):
+        return {key: _allocated(value) for key, value in skeleton.items()}
+    if isinstance(skeleton, (list, tuple)):
+        return type(skeleton)(_allocated(value) for value in skeleton)
+    return skeleton
+
+
+def _broadcast(tensor: torch.Tensor, holder: int, on: torch.device) -> None:
+    if on.type == "cpu":
+        dist.broadcast(tensor, src=holder)
+        return
+    sent = tensor.to(on)  # NCCL carries device tensors only
+    dist.broadcast(sent, src=holder)
+    tensor.copy_(sent.cpu())
 
 
 def _device() -> torch.device:
     if dist.get_backend() == "nccl":
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
-
-
-class _BytesReader(io.RawIOBase):
-    """A file over bytes already in memory, read by torch.load into its tensors (no second copy)."""
-
-    def __init__(self, view: memoryview):
-        self.view, self.pos = view, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        n = max(0, min(len(b), len(self.view) - self.pos))
-        memoryview(b).cast("B")[:n] = self.view[self.pos:self.pos + n]
-        self.pos += n
-        return n
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: len(self.view)}[whence]
-        self.pos = base + offset
-        return self.pos
-
-    def tell(self) -> int:
-        return self.pos
 
 
 def promote(copy: Path, volume: Path, rank: int) -> None:

@@ -93,11 +93,16 @@ def test_the_next_group_loads_the_survivors_step_from_memory_and_promotes_it_to_
     _assert_bitwise_equal(straight, volume)
 
 
-@pytest.mark.parametrize("damage", ["absent", "corrupt", "uncommitted"])
-def test_a_missing_or_broken_memory_copy_leaves_the_volume_to_resume_from(straight, killed, tmp_path, damage):
+@pytest.mark.parametrize("damage", ["absent", "corrupt", "uncommitted", "stale"])
+def test_a_missing_broken_or_stale_memory_copy_leaves_the_volume_to_resume_from(straight, killed, tmp_path, damage):
     volume, memory, step = _case(killed, tmp_path)
     copy = memory / fmt.file_name(step)
-    if damage == "absent":
+    newest_on_volume = int(fmt.NAME_RE.match(fmt.list_files(volume)[-1].name).group(1))
+    if damage == "stale":  # the volume has the same step already: the copy is no newer
+        shutil.copy(copy, volume / copy.name)
+        shutil.copy(fmt.sidecar_path(copy), fmt.sidecar_path(volume / copy.name))
+        newest_on_volume = step
+    elif damage == "absent":
         shutil.rmtree(memory)
     elif damage == "corrupt":  # same size: only the checksum tells
         data = bytearray(copy.read_bytes())
@@ -107,9 +112,9 @@ def test_a_missing_or_broken_memory_copy_leaves_the_volume_to_resume_from(straig
         fmt.sidecar_path(copy).unlink()
     result = _resume(volume, memory)
     assert not result.events("checkpoint_memory_loaded")
-    newest_on_volume = int(fmt.NAME_RE.match(fmt.list_files(killed[0])[-1].name).group(1))
     assert [e["from_step"] for e in result.events("resumed")] == [str(newest_on_volume)] * 2
-    if damage != "absent":
+    assert not memory.exists() or not fmt.list_files(memory)  # a copy not taken is not kept
+    if damage in ("corrupt", "uncommitted"):
         skipped = [e for e in result.events("checkpoint_skipped") if e.get("tier") == "memory"]
         assert skipped and {e["file"] for e in skipped} == {copy.name}
     _assert_bitwise_equal(straight, volume)
