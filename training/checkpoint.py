@@ -432,7 +432,7 @@ class FileCheckpoints:
             return False
         self._superseded.set()
         try:
-            if save_once(self.memory, state, reason, self.rank, tier="memory"):
+            if save_once(self.memory, state, reason, self.rank, reuse=memory_tier.spare(self.memory), tier="memory"):
                 for older in fmt.list_files(self.memory)[:-1]:  # one step per job per node
                     fmt.sidecar_path(older).unlink(missing_ok=True)
                     older.unlink(missing_ok=True)

@@ -173,7 +173,7 @@ def _device() -> torch.device:
 
 def promote(copy: Path, volume: Path, rank: int) -> None:
     """Copy a memory copy to the volume as a checkpoint of the same step (claimed, renamed, its
-    sidecar committed, fsynced), then remove it from memory. Nothing if the volume has the step."""
+    sidecar committed, fsynced), then retire it in memory. Nothing if the volume has the step."""
     started = time.perf_counter()
     step = fmt.NAME_RE.match(copy.name).group(1)
     final = volume / copy.name
@@ -188,7 +188,29 @@ def promote(copy: Path, volume: Path, rank: int) -> None:
              seconds=time.perf_counter() - started, rank=rank)
         with open(final, "rb") as f:
             os.fsync(f.fileno())
-    drop(copy.parent)
+    retire(copy)
+
+
+SPARE = ".spare"  # a retired copy's pages, for the next survivor's save to write over
+
+
+def spare(directory: Path) -> Path | None:
+    path = directory / SPARE
+    return path if path.exists() else None
+
+
+def retire(copy: Path) -> None:
+    """The copy is on the volume: uncommit it and keep its file as the spare the next survivor's
+    save writes over (filling tmpfs pages already there costs a fraction of allocating new ones,
+    and a survivor's save is on the restart's path); anything else in the directory goes."""
+    fmt.sidecar_path(copy).unlink(missing_ok=True)
+    try:
+        os.replace(copy, copy.parent / SPARE)
+    except OSError:
+        pass
+    for name in os.listdir(copy.parent):
+        if name != SPARE:
+            (copy.parent / name).unlink(missing_ok=True)
 
 
 def drop(directory: Path) -> None:

@@ -118,3 +118,25 @@ def test_a_missing_broken_or_stale_memory_copy_leaves_the_volume_to_resume_from(
         skipped = [e for e in result.events("checkpoint_skipped") if e.get("tier") == "memory"]
         assert skipped and {e["file"] for e in skipped} == {copy.name}
     _assert_bitwise_equal(straight, volume)
+
+
+def test_a_promoted_copy_stays_uncommitted_and_the_next_survivors_save_writes_over_it(tmp_path):
+    import torch
+
+    from training import memory_tier
+    from training.checkpoint import save_once
+
+    memory, volume = tmp_path / "memory", tmp_path / "volume"
+    memory.mkdir()
+    volume.mkdir()
+    copy = fmt.write_checkpoint(memory, {"step": 7, "world_size": 2}, b"x" * 4096)
+    memory_tier.promote(copy, volume, rank=0)
+    assert fmt.verify_file(volume / copy.name)["step"] == 7
+    assert fmt.list_files(memory) == [] and memory_tier.spare(memory) is not None  # no copy, a spare
+    spare_inode = memory_tier.spare(memory).stat().st_ino
+
+    state = {"step": 9, "world_size": 2, "loss_history": [0.5], "w": torch.ones(3)}
+    assert save_once(memory, state, "peer_failure", 0, reuse=memory_tier.spare(memory), tier="memory")
+    (saved,) = fmt.list_files(memory)
+    assert fmt.verify_file(saved)["step"] == 9 and saved.stat().st_ino == spare_inode
+    assert memory_tier.spare(memory) is None
