@@ -43,3 +43,12 @@ def test_only_paths_under_dev_shm_are_the_nodes_memory(tmp_path):
     assert (tmp_path / "a" / "b").is_dir()
     with pytest.raises(InvalidResource):
         memory_area.host_directory(tmp_path, "/dev/shm/../etc")
+
+
+def test_a_pod_with_another_host_path_is_refused_at_create():
+    from backend.local.registry.status import ApiError
+
+    client = plane()
+    with pytest.raises(ApiError, match="hostPath under /dev/shm"):
+        _pod(client, "elsewhere", [PY, "-c", "pass"], volumes=[{"name": "v", "hostPath": {"path": "/var/lib/x"}}],
+             container={"volumeMounts": [{"name": "v", "mountPath": "/x"}]})
