@@ -4,13 +4,15 @@ neither the volume's writes nor its reads.
 Where the job gives `--memory-dir` (a directory of a tmpfs the node offers and keeps across the
 group's recreation: backend/local/node/memory_area.py on the embedded cluster, a hostPath under
 /dev/shm elsewhere), a survivor writes the interrupted step there instead of to the shared volume,
-and leaves. On this machine the volume is a disk: a save written moments after a periodic one
-waited on the kernel's writeback of the first (balance_dirty_pages; 8-11 s for a gigabyte, against
-0.5 s into memory), and the group's teardown waits for the survivor to leave.
+and leaves. On this machine the volume is a disk: loaded, a save written moments after a periodic
+one waited on the kernel's writeback of the first (balance_dirty_pages; 6-11 s for a gigabyte,
+against 1-3 s into memory), and the group's teardown waits for the survivor to leave. Quiet, it
+does not pay: sending the state to the other node's rank costs more than reading the volume's copy
+(README gives the figures).
 
 The copy is a checkpoint in the volume's format (data file, sidecar with size and CRC-32, claims),
 one step per job per node: a newer one replaces it. The next group takes it only if it is complete
-and its checksum holds (read whole on a thread while the group forms: `MemoryCopy`) and it is newer
+and its checksum holds (checked on a thread while the group forms: `MemoryCopy`) and it is newer
 than the volume's newest valid checkpoint; else the volume is used as before. Its holder (the
 lowest rank that has it) loads it and sends the state to the other ranks over the process group,
 each tensor straight into the one the receiver allocated, as in-memory checkpointing systems
