@@ -8,7 +8,12 @@ and its parts per configuration and preset:
 
   trainer   the lesson's TrainJob (manifests/trainjob.yaml) on the embedded cluster, through the
             Cluster protocol (apply, stream_logs, kill_pod); the group is torn down (survivors
-            save at SIGTERM) and recreated by the failure policy
+            save at SIGTERM) and recreated by the failure policy. KFCOCKPIT_BENCH_MEMORY_TIER=1
+            adds the node-memory tier (training/memory_tier.py): each worker mounts the node's
+            /dev/shm/kfcockpit (a hostPath) and is given --memory-dir there, so a survivor saves
+            into its node's memory and the next group loads from it, the volume written after.
+            Off by default: measured here (5 kills, 1gb) it cost more than it saved unless the
+            volume's writes queue behind writeback (README, "node's memory")
   torchrun-c10d  torchrun at its best for restarts: as its docs recommend ("Fault tolerant" in
             run.py's docstring) `--nnodes 1 --max-restarts N --rdzv-id ID --rdzv-backend c10d
             --rdzv-endpoint 127.0.0.1:PORT`, plus `--rdzv-conf join_timeout=30,close_timeout=5`
@@ -108,6 +113,8 @@ PRESETS = ("tiny", "1gb")
 C10D_RDZV_CONF = "join_timeout=30,close_timeout=5"
 C10D_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}  # the workers' own store: see torchrun-c10d above
 C10D_MONITOR_INTERVAL = "0.1"  # a dead worker is seen within it (torch 2.13's default, given explicitly)
+# trainer: survivors save into the node's memory (KFCOCKPIT_BENCH_MEMORY_TIER=1), else to the volume
+MEMORY_TIER = os.environ.get("KFCOCKPIT_BENCH_MEMORY_TIER", "0") == "1"
 
 
 @dataclass(frozen=True)
@@ -205,6 +212,13 @@ def trainer_job(name: str, preset: Preset):
     trainer = data["spec"]["trainer"]
     trainer["numNodes"] = WORKERS
     trainer["args"] = [*option_args(preset.options), "--ckpt-dir", f"/checkpoints/{name}"]
+    if MEMORY_TIER:  # the node's memory beside the checkpoint volume, in the same runtime patch
+        pod = data["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+        pod = pod["template"]["spec"]["template"]["spec"]
+        pod["volumes"].append({"name": "node-memory",
+                               "hostPath": {"path": "/dev/shm/kfcockpit", "type": "DirectoryOrCreate"}})
+        pod["containers"][0]["volumeMounts"].append({"name": "node-memory", "mountPath": "/node-memory"})
+        trainer["args"] += ["--memory-dir", f"/node-memory/{name}"]
     trainer["resourcesPerNode"] = {"requests": {"cpu": "1", "memory": preset.memory},
                                    "limits": {"cpu": "1", "memory": preset.memory}}
     return parse_manifests(yaml.safe_dump(data))[0]

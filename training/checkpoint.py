@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import queue
+import resource
 import threading
 import time
 from pathlib import Path
@@ -40,6 +41,8 @@ import torch.distributed as dist
 import torch.utils.serialization.config as serialization_config
 
 from training import checkpoint_format as fmt
+from training import memory_tier
+from training.nested_state import replace_tensors, tensors
 from training.loop import emit
 
 # Fault injection for tests of the crash window: "crash_before_rename@15" makes the process die
@@ -131,7 +134,7 @@ def _take_for_reuse(old: Path | None, tmp: Path) -> bool:
 
 def write_files(directory: Path, state: dict, reason: str, rank: int, durable: bool = True,
                 reuse: Path | None = None, on_commit: Callable[[], None] | None = None,
-                superseded: threading.Event | None = None) -> Path:
+                superseded: threading.Event | None = None, tier: str | None = None) -> Path:
     """torch.save to a temp file (`reuse`'s file, written over, when it can be taken: see
     `_take_for_reuse`), rename, the sidecar that commits it, its `checkpoint_saved` line,
     `on_commit()`, then (if `durable`) the fsync. Once `superseded` is set the write stops
@@ -162,7 +165,7 @@ def write_files(directory: Path, state: dict, reason: str, rank: int, durable: b
     # Said once committed (the sidecar is what a resume takes), before anyone waiting on the commit
     # is told: a survivor that exits right after would otherwise leave a save with no line.
     emit(event="checkpoint_saved", step=step, reason=reason, file=final.name, bytes=summed.size,
-         seconds=time.perf_counter() - started, rank=rank)
+         seconds=time.perf_counter() - started, rank=rank, **({"tier": tier} if tier else {}))
     if on_commit is not None:
         on_commit()
     if durable:
@@ -182,7 +185,8 @@ def _fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def save_once(directory: Path, state: dict, reason: str, rank: int, reuse: Path | None = None) -> bool:
+def save_once(directory: Path, state: dict, reason: str, rank: int, reuse: Path | None = None,
+              tier: str | None = None) -> bool:
     """A survivor's save: write `state` unless its step is committed already or another writer
     still alive claimed it. True if this process wrote it."""
     committed = fmt.sidecar_path(directory / fmt.file_name(int(state["step"]))).exists
@@ -190,7 +194,7 @@ def save_once(directory: Path, state: dict, reason: str, rank: int, reuse: Path 
         return False
     # A claim taken over from a dead holder: it may have committed the step just before dying.
     if fmt.claim(directory, int(state["step"])) and not committed():
-        write_files(directory, state, reason, rank, durable=False, reuse=reuse)  # synced by the next group
+        write_files(directory, state, reason, rank, durable=False, reuse=reuse, tier=tier)  # synced by the next group
         return True
     return False
 
@@ -248,29 +252,7 @@ def load_state(path: Path) -> dict:
 
 def on_cpu(state: dict) -> dict:
     """`state` with every tensor on the CPU (those already there are not copied)."""
-    return _replace_tensors(state, (t.cpu() for t in _tensors(state)))
-
-
-def _tensors(obj) -> list[torch.Tensor]:
-    """Every tensor of a nested state, depth first in insertion order."""
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, dict):
-        return [t for value in obj.values() for t in _tensors(value)]
-    if isinstance(obj, (list, tuple)):
-        return [t for value in obj for t in _tensors(value)]
-    return []
-
-
-def _replace_tensors(obj, replacements):
-    """The same nested state with each tensor taken, in `_tensors` order, from `replacements`."""
-    if isinstance(obj, torch.Tensor):
-        return next(replacements)
-    if isinstance(obj, dict):
-        return {key: _replace_tensors(value, replacements) for key, value in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_replace_tensors(value, replacements) for value in obj)
-    return obj
+    return replace_tensors(state, (t.cpu() for t in tensors(state)))
 
 
 class _Prefetch:
@@ -301,10 +283,15 @@ class _Prefetch:
 
 
 class FileCheckpoints:
-    def __init__(self, directory: Path, keep: int, rank: int):
+    def __init__(self, directory: Path, keep: int, rank: int, memory: Path | None = None):
+        """`memory`: this job's directory in the node's memory, where a survivor saves (see
+        training/memory_tier.py); None: survivors save to `directory`."""
         self.directory = directory
         self.keep = keep
         self.rank = rank
+        self.memory = memory
+        self._memory_copy: memory_tier.MemoryCopy | None = None
+        self._promoting: threading.Thread | None = None
         self._writer: threading.Thread | None = None
         self._failure: BaseException | None = None
         self._staged = threading.Event()
@@ -322,16 +309,32 @@ class FileCheckpoints:
             for stale in directory.iterdir():
                 if fmt.is_leftover(stale.name):
                     stale.unlink(missing_ok=True)
+        if memory is not None:
+            try:
+                memory.mkdir(parents=True, exist_ok=True)
+                for stale in memory.iterdir():  # a survivor killed mid-save: no writer runs while a group starts
+                    if fmt.is_leftover(stale.name):
+                        stale.unlink(missing_ok=True)
+            except OSError as exc:  # the node offers no memory here: survivors save to the volume
+                emit(event="checkpoint_failed", tier="memory", reason=f"no memory directory: {exc}", rank=rank)
+                self.memory = None
 
     def prefetch(self) -> None:
-        """Start reading the checkpoint a resume will most likely take (call before the group forms)."""
+        """Start reading the checkpoint a resume will most likely take, and the memory copy if
+        there is one (call before the group forms)."""
         self._prefetch = _Prefetch(self.directory)
+        if self.memory is not None:
+            self._memory_copy = memory_tier.MemoryCopy(self.memory, self.rank)
 
     def load_latest(self) -> dict | None:
         # Rank 0 chooses (after checking the checksum); the others load the file it names.
         found = newest_valid(self.directory, self.rank, self._checksums) if self.rank == 0 else None
         if found is not None:
             sync_in_background(found)
+        if self.memory is not None:
+            state = self._load_from_memory(int(fmt.NAME_RE.match(found.name).group(1)) if found else -1)
+            if state is not None:
+                return state
         chosen = rank0_choice(found.name if found else "")
         prefetched, self._prefetch = self._prefetch, None
         if not chosen:
@@ -339,11 +342,50 @@ class FileCheckpoints:
         state = prefetched.take(self.directory / chosen) if prefetched is not None else None
         return state if state is not None else load_state(self.directory / chosen)
 
+    def _load_from_memory(self, volume_step: int) -> dict | None:
+        """The group's state from the newest verified memory copy, if one rank has one newer than
+        the volume's `volume_step` (its holder sends it, then promotes it); else None, and a stale
+        or broken copy here is removed. Every rank calls it (one all-gather; a broadcast if taken)."""
+        copy, self._memory_copy = self._memory_copy, None
+        if copy is None:
+            copy = memory_tier.MemoryCopy(self.memory, self.rank)
+        step, holder = memory_tier.choose(copy.step, volume_step)
+        began = time.perf_counter()
+        state = memory_tier.share(copy if self.rank == holder else None, holder) if holder >= 0 else None
+        if state is None:  # none newer than the volume's, or the holder's was broken: the volume's
+            if copy.path is not None or fmt.list_files(self.memory):
+                memory_tier.drop(self.memory)
+            return None
+        # max_rss_mb: the memory tier's cost in this process (the copy's bytes beside the state they load)
+        emit(event="checkpoint_memory_loaded", step=step, holder=holder, seconds=time.perf_counter() - began,
+             rank=self.rank, max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+        self._prefetch = None
+        if self.rank == holder:
+            self._promoting = threading.Thread(target=self._promote, args=(copy.path,), name="checkpoint-promote",
+                                               daemon=True)
+            self._promoting.start()
+        return state
+
+    def _promote(self, copy: Path) -> None:
+        try:
+            memory_tier.promote(copy, self.directory, self.rank)
+        except OSError as exc:  # the copy stays in memory; the next periodic save is on the volume
+            emit(event="checkpoint_failed", tier="memory", reason=f"promotion: {exc}", rank=self.rank)
+
+    def drop_memory(self) -> None:
+        """The job's end: its memory copies go (the volume keeps what it saved)."""
+        if self.memory is not None:
+            memory_tier.drop(self.memory)
+            try:
+                self.memory.rmdir()
+            except OSError:
+                pass
+
     def save(self, state: dict) -> None:
         """A periodic checkpoint (rank 0), written while training goes on."""
         if self.rank != 0:
             return
-        self.wait()
+        self._wait_writer()
         self._staged.clear()
         self._committed.clear()
         self._superseded.clear()
@@ -361,7 +403,10 @@ class FileCheckpoints:
         its file written over: this save supersedes it, and a restart waits for this one (at 1 GB
         the wait for the older one to commit was 0.7 s of a restart). One of the same step is
         waited for until it is committed, not synced: the process may leave during its fsync
-        (see write_files)."""
+        (see write_files). With a memory directory the save goes there, at once (see
+        `_save_to_memory`)."""
+        if self.memory is not None and self._save_to_memory(state, reason):
+            return
         in_flight, step = self._in_flight, int(state["step"])
         if in_flight is not None and in_flight < step:
             self._superseded.set()
@@ -378,13 +423,40 @@ class FileCheckpoints:
         if save_once(self.directory, state, reason, self.rank, reuse=reuse or self._reusable(urgent=True)):
             self._prune()
 
+    def _save_to_memory(self, state: dict, reason: str) -> bool:
+        """The survivor's save into the node's memory, the periodic save in flight given up (this
+        process leaves; the next group cleans its files). False: saved nothing there (the volume
+        has the step, or memory refused it), the volume's save follows."""
+        step = int(state["step"])
+        if fmt.sidecar_path(self.directory / fmt.file_name(step)).exists():
+            return False
+        self._superseded.set()
+        try:
+            if save_once(self.memory, state, reason, self.rank, reuse=memory_tier.spare(self.memory), tier="memory"):
+                for older in fmt.list_files(self.memory)[:-1]:  # one step per job per node
+                    fmt.sidecar_path(older).unlink(missing_ok=True)
+                    older.unlink(missing_ok=True)
+                    fmt.release(self.memory, int(fmt.NAME_RE.match(older.name).group(1)))
+        except OSError as exc:  # a full tmpfs: the volume takes it
+            emit(event="checkpoint_failed", tier="memory", reason=str(exc), rank=self.rank)
+            return False
+        return True
+
     def wait(self) -> None:
-        """Block until the save in flight is on disk; re-raise its error, if any."""
+        """Block until the save in flight and a promotion are on disk; re-raise a save's error."""
+        if self._promoting is not None:
+            self._promoting.join()
+            self._promoting = None
+        self._wait_writer()
+
+    def _wait_writer(self) -> None:
         if self._writer is not None:
             self._writer.join()
             self._writer = None
         if self._failure is not None:
             failure, self._failure = self._failure, None
+            if isinstance(failure, Superseded):  # by a memory save (_save_to_memory): nothing failed
+                return
             raise failure
 
     def _stage_and_write(self, state: dict) -> None:
@@ -413,12 +485,12 @@ class FileCheckpoints:
     def _stage(self, state: dict) -> dict:
         """`state` with its tensors copied to the CPU (exact resume: later steps cannot change the
         copy; and the file opens without the device that trained)."""
-        live = _tensors(state)
+        live = tensors(state)
         if [(t.shape, t.dtype) for t in live] != [(b.shape, b.dtype) for b in self._buffers]:
             self._buffers = [torch.empty(t.shape, dtype=t.dtype, device="cpu") for t in live]
         for buffer, tensor in zip(self._buffers, live):
             buffer.copy_(tensor)
-        return _replace_tensors(state, iter(self._buffers))
+        return replace_tensors(state, iter(self._buffers))
 
     def _reusable(self, urgent: bool = False) -> Path | None:
         """The checkpoint the save about to be made will prune (the oldest, when `keep` are

@@ -41,11 +41,17 @@ EXIT_TERMINATED = 128 + signal.SIGTERM  # as a shell reports a SIGTERM
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = OneLineParser("training.ddp", __doc__)
     p.add_argument("--ckpt-dir", type=Path, help="checkpoint directory, usually on the shared volume")
+    p.add_argument("--memory-dir", type=Path,
+                   help="this job's directory in the node's memory (a tmpfs kept across the group's "
+                        "recreation): a survivor saves there and the next group loads from it "
+                        "(training/memory_tier.py); needs --ckpt-dir")
     add_train_options(p)
     args = p.parse_args(argv)
     check_train_options(p, args)
     if args.ckpt_dir is not None:
         require_writable(p, args.ckpt_dir, "--ckpt-dir")
+    if args.memory_dir is not None and args.ckpt_dir is None:
+        p.error("--memory-dir needs --ckpt-dir: the volume is the durable copy")
     return args
 
 
@@ -142,7 +148,8 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
         sys.stderr.write(f"training.ddp: {placement.note}\n")
     # The store before the group: its newest checkpoint is read while the peers' processes start
     # (RANK is the rank env:// init gives this process).
-    store = FileCheckpoints(args.ckpt_dir, cfg.keep, int(os.environ.get("RANK", "0"))) if args.ckpt_dir else None
+    store = (FileCheckpoints(args.ckpt_dir, cfg.keep, int(os.environ.get("RANK", "0")), memory=args.memory_dir)
+             if args.ckpt_dir else None)
     if store is not None:
         store.prefetch()
     rank, world = _init_process_group(placement.backend, args.collective_timeout)
@@ -178,6 +185,8 @@ def train(args: argparse.Namespace, keep_alive: list) -> int:
     except StopRequested:
         return EXIT_TERMINATED
     keep_alive.append(training)
+    if store is not None:
+        store.drop_memory()
     if rank == 0 and args.ckpt_dir is not None:
         metrics.write_json(args.ckpt_dir / metrics.FILE_NAME, training.final_metrics("torchrun"))
     return 0

@@ -318,11 +318,11 @@ class Training:
         h = hashlib.sha256()
         for name, tensor in sorted(self.module.state_dict().items()):
             h.update(name.encode())
-            h.update(_raw_bytes(tensor.detach().cpu().contiguous()))
+            h.update(raw_bytes(tensor.detach().cpu().contiguous()))
         return h.hexdigest()
 
 
-def _raw_bytes(tensor: torch.Tensor) -> memoryview:
+def raw_bytes(tensor: torch.Tensor) -> memoryview:
     """The memory of a contiguous CPU tensor, not copied (what numpy's tobytes() gives)."""
     size = tensor.numel() * tensor.element_size()
     return memoryview((ctypes.c_char * size).from_address(tensor.data_ptr())).cast("B")

@@ -6,7 +6,8 @@ is its node, and gives each one a pod worker (pod_worker.py). It knows no TrainJ
 pod is a pod. What it does for them:
 
 - prepares a container: the volumes' directories (a claim's, from the storage driver; a
-  ConfigMap's, Secret's or emptyDir's files written for the pod, removed with it), its
+  ConfigMap's, Secret's or emptyDir's files written for the pod, removed with it; a hostPath
+  under /dev/shm, the node's memory: memory_area.py), its
   environment (podspec.py) with the pod's rendezvous address resolved by the node's network
   (network.py), the GPUs it was allocated (devices.py: NVIDIA_VISIBLE_DEVICES; simulated ones
   counted where torchrun's `auto` would count real ones), its cgroups
@@ -40,7 +41,7 @@ from typing import AsyncIterator, Callable
 
 from backend.errors import InvalidResource
 from backend.local.registry.events import Record
-from backend.local.node import podspec
+from backend.local.node import memory_area, podspec
 from backend.local.node import shim
 from backend.local.node.container import Container
 from backend.local.node.devices import RESOURCE as GPU, Devices
@@ -111,6 +112,7 @@ class Kubelet:
         self.confined = confined  # each pod in a mount namespace of its own (confine.py), else paths rewritten
         self.own_pids = confined and own_pids  # and a PID namespace of its own (pidns.py)
         self.cluster_id = podspec.cluster_id(root)
+        self.memory_area = memory_area.root(self.cluster_id, name)  # its /dev/shm, for hostPath volumes there
         self.volume_dir, self.capacity, self.children = volume_dir, capacity, children
         self.allocatable = allocatable or capacity
         self.devices = devices or Devices([], machine_has_gpus=False)
@@ -153,6 +155,7 @@ class Kubelet:
             await asyncio.gather(*tasks, *(w.task for w in self.workers.values() if w.task), return_exceptions=True)
             if self._files is not None:
                 self._files.close()
+            memory_area.remove(self.memory_area)
 
     def _pod_changed(self, event_type: str, pod: Obj, old: Obj | None) -> None:
         meta = pod["metadata"]
@@ -384,6 +387,10 @@ class Kubelet:
                     raise InvalidResource(f"volume {mount['name']!r}: persistentvolumeclaim {claim!r} has no volume "
                                           "on this node")
                 found[mount["mountPath"]] = _sub_path(directory, mount, container, pod, self.lookup(meta["namespace"]))
+                continue
+            host = memory_area.host_directory(self.memory_area, (volume.get("hostPath") or {}).get("path", ""))
+            if host is not None:
+                found[mount["mountPath"]] = _sub_path(host, mount, container, pod, self.lookup(meta["namespace"]))
                 continue
             directory = self.root / "projected" / meta["namespace"] / meta["uid"] / volume["name"]
             source = podspec.projected_source(volume)

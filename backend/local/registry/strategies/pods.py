@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import os
 import time
+from pathlib import PurePosixPath
 from typing import Callable
 
 from backend.local.registry.upstream import jobset
@@ -35,6 +36,7 @@ TOLERATION_SECONDS = 300  # the DefaultTolerationSeconds admission plugin's defa
 NOT_READY, UNREACHABLE = "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"
 _MOUNTED = ("persistentVolumeClaim", "configMap", "secret", "emptyDir", "projected")
 _MUTABLE = ("activeDeadlineSeconds", "tolerations")
+_NODE_MEMORY = PurePosixPath("/dev/shm")  # the one hostPath a node offers: its memory (node/memory_area.py)
 _IMMUTABLE_MESSAGE = ("Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
                       "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
                       "additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set "
@@ -55,11 +57,17 @@ def unrunnable(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
         if spec.get(field):
             problems.append((f"{path}.{field}", "Unsupported value: not run by the embedded cluster"))
     for i, volume in enumerate(spec.get("volumes") or []):
-        if not any(k in volume for k in _MOUNTED):
+        if not any(k in volume for k in _MOUNTED) and not _in_node_memory(volume):
             problems.append((f"{path}.volumes[{i}]", "Unsupported value: the embedded cluster mounts "
                                                      "persistentVolumeClaim, configMap, secret, emptyDir and "
-                                                     "projected volumes"))
+                                                     "projected volumes, and hostPath under /dev/shm"))
     return problems
+
+
+def _in_node_memory(volume: Obj) -> bool:
+    """A hostPath volume under /dev/shm: the node's memory, which the kubelet offers."""
+    wanted = PurePosixPath(str((volume.get("hostPath") or {}).get("path", "")))
+    return "hostPath" in volume and (wanted == _NODE_MEMORY or _NODE_MEMORY in wanted.parents)
 
 
 def spec_problems(spec: Obj, path: str = "spec") -> list[tuple[str, str]]:
