@@ -93,9 +93,8 @@ def test_the_next_group_loads_the_survivors_step_from_memory_and_promotes_it_to_
     _assert_bitwise_equal(straight, volume)
 
 
-@pytest.mark.parametrize("damage", ["absent", "corrupt", "uncommitted", "stale"])
-def test_a_missing_broken_or_stale_memory_copy_leaves_the_volume_to_resume_from(straight, killed, tmp_path, damage):
-    volume, memory, step = _case(killed, tmp_path)
+def _damage(volume: Path, memory: Path, step: int, damage: str) -> int:
+    """Damage the memory copy of `step` as `damage` says; the volume's newest step after it."""
     copy = memory / fmt.file_name(step)
     newest_on_volume = int(fmt.NAME_RE.match(fmt.list_files(volume)[-1].name).group(1))
     if damage == "stale":  # the volume has the same step already: the copy is no newer
@@ -103,20 +102,46 @@ def test_a_missing_broken_or_stale_memory_copy_leaves_the_volume_to_resume_from(
         shutil.copy(fmt.sidecar_path(copy), fmt.sidecar_path(volume / copy.name))
         newest_on_volume = step
     elif damage == "absent":
-        shutil.rmtree(memory)
+        for path in memory.iterdir():
+            path.unlink()
     elif damage == "corrupt":  # same size: only the checksum tells
         data = bytearray(copy.read_bytes())
         data[len(data) // 2] ^= 0xFF
         copy.write_bytes(bytes(data))
     else:  # a survivor killed between the rename and its sidecar
         fmt.sidecar_path(copy).unlink()
+    return newest_on_volume
+
+
+@pytest.mark.parametrize("damage", ["absent", "corrupt", "uncommitted", "stale"])
+def test_a_missing_broken_or_stale_memory_copy_is_not_taken(killed, tmp_path, damage, capsys):
+    """The choice each rank makes before the group loads (in this process: one rank, no group)."""
+    from training import memory_tier
+
+    volume, memory, step = _case(killed, tmp_path)
+    newest_on_volume = _damage(volume, memory, step, damage)
+    copy = memory_tier.MemoryCopy(memory, rank=0)
+    taken, holder = memory_tier.choose(copy.step, newest_on_volume)
+    if damage == "corrupt":  # whole by size and newer: chosen, then refused as it is read
+        assert (taken, holder) == (step, 0) and memory_tier.share(copy, holder) is None
+    else:
+        assert (taken, holder) == (-1, -1)
+    skipped = [parse_line(line) for line in capsys.readouterr().out.splitlines() if "event=checkpoint_skipped" in line]
+    assert {(e["file"], e["tier"]) for e in skipped} == (
+        {(fmt.file_name(step), "memory")} if damage in ("corrupt", "uncommitted") else set())
+
+
+def test_a_broken_memory_copy_leaves_the_volume_to_resume_from_on_every_rank(straight, killed, tmp_path):
+    """Through two ranks: the holder finds the copy broken as it sends it, every rank takes the
+    volume's newest step instead, the copy is not kept, and the run ends bitwise equal."""
+    volume, memory, step = _case(killed, tmp_path)
+    newest_on_volume = _damage(volume, memory, step, "corrupt")
     result = _resume(volume, memory)
     assert not result.events("checkpoint_memory_loaded")
     assert [e["from_step"] for e in result.events("resumed")] == [str(newest_on_volume)] * 2
     assert not memory.exists() or not fmt.list_files(memory)  # a copy not taken is not kept
-    if damage in ("corrupt", "uncommitted"):
-        skipped = [e for e in result.events("checkpoint_skipped") if e.get("tier") == "memory"]
-        assert skipped and {e["file"] for e in skipped} == {copy.name}
+    skipped = [e for e in result.events("checkpoint_skipped") if e.get("tier") == "memory"]
+    assert skipped and {e["file"] for e in skipped} == {fmt.file_name(step)}
     _assert_bitwise_equal(straight, volume)
 
 
