@@ -25,8 +25,33 @@ def test_pods_that_do_not_fit_stay_pending_and_start_nothing(kubectl, embedded):
     allocatable = nodes[0]["status"]["allocatable"]
     name, selector = "sc-full", "jobset.sigs.k8s.io/jobset-name=sc-full"
     kubectl("apply", "-f", "-", input=_job(name, 3, {"cpu": allocatable["cpu"]}))  # each pod wants a node
-    kubectl("wait", "--for=jsonpath={.status.phase}=Running", "pod", "-l", selector,
-            "--field-selector", "spec.nodeName!=", "--timeout=300s")
+    try:
+        _pods_scheduled(kubectl, selector, len(nodes))
+        _seen_pending_and_nothing_started(kubectl, embedded, name, selector, nodes)
+    finally:  # pods holding a node's CPUs would leave the next tests' pods unschedulable
+        kubectl("delete", "trainjob", name, "--ignore-not-found")
+
+
+def _pods_scheduled(kubectl, selector: str, count: int) -> None:
+    """Wait for `count` of the selected pods to be bound and Running. kubectl wait refuses a
+    selector that matches nothing yet ("no matching resources found": the controllers may not
+    have made the pods when it starts), so their binding is watched first."""
+    watch = kubectl.popen("get", "pods", "-l", selector, "--field-selector", "spec.nodeName!=",
+                          "--watch", "-o", "name")
+    try:
+        bound: set[str] = set()
+        for line in watch.stdout:
+            bound.add(line.strip())
+            if len(bound) >= count:
+                break
+    finally:
+        watch.kill()
+        watch.communicate()
+    assert len(bound) >= count, f"only {sorted(bound)} bound"
+    kubectl("wait", "--for=jsonpath={.status.phase}=Running", *sorted(bound), "--timeout=300s")
+
+
+def _seen_pending_and_nothing_started(kubectl, embedded, name: str, selector: str, nodes: list) -> None:
     pods = json.loads(kubectl("get", "pods", "-l", selector, "-o", "json"))["items"]
     placed = sorted(p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName"))
     assert placed == sorted(n["metadata"]["name"] for n in nodes)  # one on each node
@@ -41,7 +66,6 @@ def test_pods_that_do_not_fit_stay_pending_and_start_nothing(kubectl, embedded):
     events = json.loads(kubectl("get", "events", "--field-selector", "reason=FailedScheduling", "-o", "json"))
     assert any(e["involvedObject"]["name"].startswith(name) for e in events["items"])
     assert "Pending" in kubectl("get", "pods", "-l", selector)
-    kubectl("delete", "trainjob", name)
 
 
 def test_more_nodes_than_the_node_has_pod_slots_is_refused(kubectl):
