@@ -5,8 +5,8 @@ not the test's children by the time they are reaped, so `time` and the rusage of
 A cgroup sees them all: each xdist worker moves itself into a cpuacct (v1) or cpu (v2) cgroup of
 its own, which everything it starts inherits, and each test's report carries the CPU seconds the
 cgroup used during it. At the end the controller prints the total against the wall time, and the
-groups (tests/conftest.py's `xdist_group`) that cost the most: where a new real-process test would
-rather share a cluster or a Ray runtime than start its own.
+groups (tests/conftest.py's `xdist_group`) and the tests that cost the most: where a new
+real-process test would rather share a cluster or a Ray runtime than start its own.
 
 Needs a cgroup this process may make (root, or a delegated v2 subtree); where it may not, the
 option says so once and measures nothing.
@@ -70,6 +70,7 @@ class CpuTime:
         self.meter: _Meter | None = None
         self.started = 0.0
         self.by_group: dict[str, float] = defaultdict(float)
+        self.by_test: dict[str, float] = {}
         self.wall_start = time.monotonic()
         self.problem = ""
 
@@ -100,6 +101,7 @@ class CpuTime:
         for key, value in report.user_properties:
             if key == KEY and report.when == "teardown":
                 self.by_group[self.group_of(report.nodeid)] += value
+                self.by_test[report.nodeid.split("@")[0]] = value
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         write = terminalreporter.write_line
@@ -111,3 +113,6 @@ class CpuTime:
               f"({total / wall:.2f} of this machine's {os.cpu_count()} cores)")
         for group, seconds in sorted(self.by_group.items(), key=lambda kv: -kv[1])[:15]:
             write(f"  {seconds:7.1f} s  {group}")
+        write("the costliest tests (a module-scoped fixture counts for the test that made it):")
+        for test, seconds in sorted(self.by_test.items(), key=lambda kv: -kv[1])[:25]:
+            write(f"  {seconds:7.1f} s  {test}")

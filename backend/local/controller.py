@@ -156,6 +156,7 @@ class ControlPlane:
         self.fleet.start()
         tasks = [asyncio.create_task(part.run(), name=type(part).__name__) for part in self.controllers]
         tasks += [asyncio.create_task(informer.run(), name=f"{informer.kind} informer") for informer in self.followed]
+        tasks.append(asyncio.create_task(_watch_stalls(), name="stall watch"))
         log.info("controller %s serving %s", os.getpid(), self.layout.socket)
         self.lifecycle.check_idle()
         if ready_fd is not None:
@@ -253,6 +254,19 @@ class ControlPlane:
         if asyncio.iscoroutine(message):
             message = await message
         return {"ok": True, "message": message}
+
+async def _watch_stalls(every: float = 0.25, told: float = 1.0) -> None:
+    """Say in controller.log when the loop could not run for `told` seconds or more: every
+    kubelet's heartbeat, every watch and controller waited that long (a slow disk's fsync, a
+    starved machine), which a node lifecycle with the lesson's 4 s grace may read as lost nodes."""
+    loop = asyncio.get_running_loop()
+    while True:
+        before = loop.time()
+        await asyncio.sleep(every)
+        late = loop.time() - before - every
+        if late >= told:
+            log.warning("the control plane's loop stalled %.1f s: heartbeats, watches and controllers waited", late)
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="backend.local.controller")

@@ -5,6 +5,7 @@ the end (with every process it started), whatever the test did."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -136,6 +137,14 @@ def kubectl(home: Path, *args: str, timeout: float = WAIT) -> subprocess.Complet
     env = dict(os.environ, KUBECONFIG=str(home / "kubeconfig"))
     return subprocess.run([str(Path(sys.executable).parent / "kubectl"), *args],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def cluster_events(home: Path) -> list[str]:
+    """What the cluster recorded, oldest first, a line each: a failed count or wait names its cause."""
+    items = json.loads(kubectl(home, "get", "events", "-A", "-o", "json").stdout)["items"]
+    items.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+    return [f'{e.get("lastTimestamp")} {e["involvedObject"]["kind"]}/{e["involvedObject"]["name"]} '
+            f'{e["reason"]}: {e.get("message", "")}' for e in items]
 
 
 def cli(home: Path, *args: str, timeout: float = WAIT) -> subprocess.CompletedProcess:

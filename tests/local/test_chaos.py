@@ -13,7 +13,7 @@ import random
 
 from backend.local.embedded import Embedded
 from backend.models import JobPhase, PodPhase
-from tests.local.conftest import WAIT, apply_all, lesson_job, lesson_resources
+from tests.local.conftest import WAIT, apply_all, cluster_events, lesson_job, lesson_resources
 
 COMPLETE = frozenset({JobPhase.COMPLETE})
 AT_STEPS = (12, 30)  # a disruption once a worker of the group then running reaches each
@@ -61,7 +61,7 @@ async def test_random_pod_kills_and_node_failures_end_bitwise_equal(cluster, hom
     assert [what for what, _ in done] == plan, (seed, done)
 
     job = await cluster.wait_job("chaos", COMPLETE, WAIT)
-    assert job.restart_attempt == 2, (seed, done)
+    assert job.restart_attempt == 2, (seed, done, cluster_events(home))
     calm, chaos = _metrics(home, "calm"), _metrics(home, "chaos")
     assert chaos["resumes"] == 2, (seed, done)
     assert chaos["params_sha256"] == calm["params_sha256"], (seed, done)

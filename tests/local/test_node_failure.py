@@ -36,7 +36,7 @@ from pathlib import Path
 
 from backend.local.embedded import Embedded
 from backend.models import JobPhase, PodPhase
-from tests.local.conftest import WAIT, apply_all, kubectl, lesson_job, lesson_resources
+from tests.local.conftest import WAIT, apply_all, cluster_events, kubectl, lesson_job, lesson_resources
 from tui.model.timeline import FailureTimeline
 
 COMPLETE = frozenset({JobPhase.COMPLETE})
@@ -71,7 +71,12 @@ async def test_a_lost_node_restarts_the_group_on_the_node_left_and_ends_bitwise_
                 assert said.startswith(f"node {lost} failed")
         assert lost is not None
         job = await cluster.wait_job("lost", COMPLETE, WAIT)
-        await asyncio.wait_for(narrated(lambda: _told(model)), WAIT)
+        try:
+            await asyncio.wait_for(narrated(lambda: _told(model)), WAIT)
+        except TimeoutError:
+            told = [f"attempt {r.attempt}: " + "; ".join(m.what for m in r.moments) for r in model.restarts()]
+            raise AssertionError("\n".join(["the timeline never told the node's loss:", *told, "events:",
+                                             *cluster_events(home)])) from None
     _narrates_the_node_failure(model, lost, left)
 
     assert job.phase == JobPhase.COMPLETE and job.restart_attempt >= 1
