@@ -46,18 +46,22 @@ run: $(STAMP)
 # measures it. tests/conftest.py keeps tests that share a fixture on one worker and hands out the
 # longest groups first (--no-loadscope-reorder: xdist's own order, by test count, left the lesson
 # walk for last and one worker idle at the end). TEST_WORKERS=0: one process.
+# Bytecode is written while testing, whatever PYTHONDONTWRITEBYTECODE says outside: each xdist
+# worker, controller and Ray driver is a fresh Python that would otherwise compile the project's
+# modules (and pytest rewrite every test module's asserts) from source each time.
 TEST_WORKERS ?= 2
+TEST_ENV := PYTHONDONTWRITEBYTECODE=
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 # The developer's fast loop: the same layers and lint rules, then the tests that start no real
 # process (tests/conftest.py: IN_PROCESS), about a minute here. `make test` stays the whole suite.
 check: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --in-process -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --in-process -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # Catching a test that fails at random: rerun TESTS (files, directories or node ids) N times, each
 # run a fresh pytest process (session fixtures such as an embedded cluster or a Ray run are made

@@ -175,7 +175,11 @@ def sync() -> None:
         requirements.flush()
         uv = Path(sys.executable).parent / "uv"
         if uv.exists():
-            command = [str(uv), "pip", "install", "--quiet", "--python", sys.executable, "--no-deps", *options]
+            # Compiled at install, as pip does: every pod, Ray worker and controller is a fresh
+            # Python, which would otherwise compile each module it imports from source, every time
+            # (with PYTHONDONTWRITEBYTECODE set, none is ever written).
+            command = [str(uv), "pip", "install", "--quiet", "--compile-bytecode", "--python", sys.executable,
+                       "--no-deps", *options]
         else:  # the lock names no uv: pip does it, more slowly
             command = pip + ["--no-deps"]
         _run(command + ["-r", requirements.name, "-e", str(ROOT)], "installing the lock")
