@@ -7,7 +7,23 @@ Every file the cockpit, the embedded cluster or a worker replaces in place goes 
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
+
+_tag: tuple[int, str] | None = None
+
+
+def process_tag() -> str:
+    """This process's mark in the name of a temp file it writes beside others': its pid and a
+    random part. A pid alone is not unique on a shared volume: each pod has a PID namespace of its
+    own, where its worker is PID 2, and another machine's pods write there too. Two pods starting
+    at once both probed `.write-probe-2`, and one's unlink took the other's file. Made again after
+    a fork (warm workers are a zygote's forks)."""
+    global _tag
+    pid = os.getpid()
+    if _tag is None or _tag[0] != pid:
+        _tag = (pid, f"{pid}-{secrets.token_hex(4)}")
+    return _tag[1]
 
 
 def write_atomic(path: Path, data: bytes | str, durable: bool = True, mode: int | None = None) -> None:
@@ -17,7 +33,7 @@ def write_atomic(path: Path, data: bytes | str, durable: bool = True, mode: int 
     write that fails (a full disk) leaves no temporary file behind to keep the disk full."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = path.with_name(f".{path.name}.tmp-{process_tag()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666 if mode is None else mode)
     try:
         if mode is not None:

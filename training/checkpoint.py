@@ -42,6 +42,7 @@ import torch.utils.serialization.config as serialization_config
 
 from training import checkpoint_format as fmt
 from training import memory_tier
+from training.atomic import process_tag
 from training.nested_state import replace_tensors, tensors
 from training.loop import emit
 
@@ -149,7 +150,7 @@ def write_files(directory: Path, state: dict, reason: str, rank: int, durable: b
     started = time.perf_counter()
     step = int(state["step"])
     final = directory / fmt.file_name(step)
-    tmp = directory / fmt.temp_name(step, os.getpid())
+    tmp = directory / fmt.temp_name(step, process_tag())
     with open(tmp, "r+b" if _take_for_reuse(reuse, tmp) else "wb") as f:
         summed = _ChecksummingFile(f, superseded)
         torch.save(on_cpu(state), summed)
@@ -416,7 +417,7 @@ class FileCheckpoints:
             failure, self._failure = self._failure, None
             if isinstance(failure, Superseded):
                 emit(event="checkpoint_superseded", step=in_flight, by=step, rank=self.rank)
-                taken = self.directory / fmt.temp_name(in_flight, os.getpid())
+                taken = self.directory / fmt.temp_name(in_flight, process_tag())
                 reuse = taken if taken.exists() else None
             else:
                 emit(event="checkpoint_failed", reason=str(failure), rank=self.rank)

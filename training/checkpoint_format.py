@@ -16,7 +16,7 @@ against is a torn or lost write, which a CRC catches as zip and gzip rely on, at
 here where sha256 took 0.6 s, on a restart's path (a survivor's save). It proves nothing against
 someone who rewrites the file, who could rewrite the sidecar beside it as well. Sidecars of format
 2 name a sha256 instead; both are read. Both files are written to a temp name
-(`.ckpt-step-000015.pt.tmp-<pid>`) and renamed into place, the sidecar last: the sidecar is the
+(`.ckpt-step-000015.pt.tmp-<pid>-<random>`) and renamed into place, the sidecar last: the sidecar is the
 commit mark, so a data file without one is an unfinished save and never a checkpoint. A periodic
 save is fsynced after its commit (training.checkpoint.write_files says why).
 
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from training import metrics
+from training.atomic import process_tag
 from training.process_start import start_ticks
 
 NAME_RE = re.compile(r"^ckpt-step-(\d{6,})\.pt$")
@@ -74,11 +75,12 @@ def sidecar_path(data: Path) -> Path:
     return data.with_suffix(".json")
 
 
-def temp_name(step: int, pid: int) -> str:
-    return f".{file_name(step)}.tmp-{pid}"
+def temp_name(step: int, writer: str) -> str:
+    """The name a checkpoint of `step` is written under by `writer` (training.atomic.process_tag)."""
+    return f".{file_name(step)}.tmp-{writer}"
 
 
-_TEMP_RE = re.compile(r"^\.ckpt-step-(\d{6,})\.pt\.tmp-\d+$")
+_TEMP_RE = re.compile(r"^\.ckpt-step-(\d{6,})\.pt\.tmp-[0-9a-f-]+$")
 
 
 def claim_name(step: int, generation: int = 0) -> str:
@@ -166,7 +168,7 @@ def _create_exclusive(path: Path, content: bytes) -> bool:
 
     The content goes to a temp file that is then hard-linked to the name: link fails if the name
     exists (on NFS too, unlike O_EXCL on old servers), and a reader never sees a claim half written."""
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    tmp = path.with_name(f"{path.name}.tmp-{process_tag()}")
     tmp.write_bytes(content)
     try:
         os.link(tmp, path)

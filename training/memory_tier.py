@@ -37,6 +37,7 @@ import torch
 import torch.distributed as dist
 
 from training import checkpoint_format as fmt
+from training.atomic import process_tag
 from training.loop import emit
 from training.nested_state import replace_tensors, tensors
 
@@ -181,7 +182,7 @@ def promote(copy: Path, volume: Path, rank: int) -> None:
     final = volume / copy.name
     if not fmt.sidecar_path(final).exists() and fmt.claim(volume, int(step)):
         meta = fmt.read_meta(copy)
-        tmp = volume / fmt.temp_name(int(step), os.getpid())
+        tmp = volume / fmt.temp_name(int(step), process_tag())
         shutil.copyfile(copy, tmp)
         os.replace(tmp, final)
         # Committed, then synced, as a periodic save is (training.checkpoint.write_files says why).

@@ -7,11 +7,11 @@ Every error is one line on stderr and exit 2, not argparse's usage block.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from training.atomic import process_tag
 from training.device import BACKENDS, DEVICES, PRECISIONS
 
 EXIT_USAGE = 2
@@ -141,7 +141,7 @@ def require_writable(parser: argparse.ArgumentParser, directory: Path, option: s
     """Create `directory` if needed and prove a file can be written there, or fail in one line."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / f".write-probe-{os.getpid()}"
+        probe = directory / f".write-probe-{process_tag()}"
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:

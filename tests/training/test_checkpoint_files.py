@@ -3,6 +3,7 @@ unfinished or torn saves never chosen, the newest K kept."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -11,6 +12,7 @@ import torch
 
 from tests.training.conftest import REPO, env, run, torchrun_cmd
 from training import checkpoint_format as fmt
+from training.atomic import process_tag
 from training.checkpoint import FileCheckpoints, newest_valid, write_files
 from training.loop import Training
 from training.options import TrainConfig
@@ -367,3 +369,28 @@ def test_a_claim_holder_that_is_exiting_counts_as_dead(monkeypatch):
         line = stat.format(flags=flags)
         monkeypatch.setattr(process_start.Path, "read_text", lambda self, line=line: line)
         assert process_start.start_ticks(42) == expected
+
+
+def test_a_temp_name_is_this_processes_own_where_pids_repeat():
+    """Every pod's worker is PID 2 in a PID namespace of its own (backend/local/node/pidns.py),
+    and pods share a volume: names made of the pid alone were the same in two pods starting at
+    once, and one's unlink of `.write-probe-2` took the other's probe (its worker exited 2,
+    "cannot write to --ckpt-dir": an extra restart after a lost node). A temp name carries a
+    random part besides the pid, made again in each fork (warm workers are a zygote's forks)."""
+    before = process_tag()
+    assert process_tag() == before and before.startswith(f"{os.getpid()}-")
+    read, write = os.pipe()
+    children = []
+    for _ in range(2):
+        pid = os.fork()
+        if pid == 0:
+            os.write(write, f"{process_tag()}\n".encode())
+            os._exit(0)
+        children.append(pid)
+    for pid in children:
+        os.waitpid(pid, 0)
+    os.close(write)
+    with os.fdopen(read) as got:
+        tags = got.read().split()
+    assert len(tags) == 2 and len({before, *tags}) == 3
+    assert fmt.is_leftover(fmt.temp_name(15, before)) and fmt._TEMP_RE.match(fmt.temp_name(15, before))

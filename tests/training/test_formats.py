@@ -62,5 +62,5 @@ def test_a_checkpoint_of_format_2_is_checked_by_its_sha256(tmp_path):
 def test_one_claim_per_step(tmp_path):
     assert fmt.claim(tmp_path, 17)
     assert not fmt.claim(tmp_path, 17)
-    assert fmt.is_leftover(fmt.claim_name(17)) and fmt.is_leftover(fmt.temp_name(17, 5))
+    assert fmt.is_leftover(fmt.claim_name(17)) and fmt.is_leftover(fmt.temp_name(17, "5-0a1b2c3d"))
     assert not fmt.is_leftover(fmt.file_name(17))
