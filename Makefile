@@ -38,18 +38,17 @@ run: $(STAMP)
 	$(BIN)/kfcockpit $(ARGS)
 
 # The layers and lint rules first (pyproject.toml: [tool.importlinter], [tool.ruff]; seconds),
-# then the suite, which prints its slowest tests. Two pytest-xdist workers on two cores. A test is
-# mostly real processes starting up and waiting on each other: two workers keep the cores 72% busy
-# (1,148 CPU seconds in 794 s), three 88% (1,117-1,186 in 633-719 s), four no more (1,184 in 651 s).
-# Three stay off by default until test_node_failure holds under that load: it failed 2 of 5 runs
-# there (the failure timeline never told the node's loss). `make test PYTEST_ARGS=--cpu-time`
-# measures it. tests/conftest.py keeps tests that share a fixture on one worker and hands out the
-# longest groups first (--no-loadscope-reorder: xdist's own order, by test count, left the lesson
-# walk for last and one worker idle at the end). TEST_WORKERS=0: one process.
+# then the suite, which prints its slowest tests. Three pytest-xdist workers on two cores: a test is
+# mostly real processes starting up and waiting on each other, and two workers kept the cores 72%
+# busy (1,148 CPU seconds in 794 s), three 81-89% (1,113-1,245 in 627-688 s), four no more (651 s).
+# `make test PYTEST_ARGS=--cpu-time` measures it. tests/conftest.py keeps tests that share a fixture
+# on one worker and hands out the longest groups first (--no-loadscope-reorder: xdist's own order,
+# by test count, left the lesson walk for last and one worker idle at the end). TEST_WORKERS=0: one
+# process.
 # Bytecode is written while testing, whatever PYTHONDONTWRITEBYTECODE says outside: each xdist
 # worker, controller and Ray driver is a fresh Python that would otherwise compile the project's
 # modules (and pytest rewrite every test module's asserts) from source each time.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 TEST_ENV := PYTHONDONTWRITEBYTECODE=
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache

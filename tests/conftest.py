@@ -1,4 +1,4 @@
-"""How `make test` splits the suite between pytest-xdist workers (`--dist loadgroup`; two here).
+"""How `make test` splits the suite between pytest-xdist workers (`--dist loadgroup`; three here).
 
 A module- or session-scoped fixture is made once per worker that runs a test using it, so tests
 sharing one go to one worker: every module is a group of its own, except the directories whose
@@ -28,7 +28,7 @@ SESSION_SHARED = ("conformance", "ray")
 # longest first; every other group follows in collection order, the short ones filling the end.
 HEAVIEST_FIRST = ("lesson/test_lesson_in_cockpit.py", "ray", "local/test_rayjobs.py", "local/test_controller.py",
                   "training/test_ddp_processes.py", "conformance", "local/test_jobs.py", "local/test_chaos.py",
-                  "e2e/test_pipelines.py", "local/test_node_failure.py", "tui/test_snapshots.py")
+                  "local/test_node_failure.py", "tui/test_snapshots.py")
 
 
 # `make check`: about a minute here. Directories whole, then modules of mixed directories.

@@ -297,3 +297,67 @@ async def test_step_1_fails_when_the_task_log_lacks_an_input(walked, tmp_path):
     record.write_text(json.dumps(run))
     evidence = await Lesson(None, settings).verify("1")
     assert not evidence.ok and evidence.seen == "the task log lacks input workers=2"
+
+
+# ---------------------------------------------------------------- step 12's run, as the e2e suite reads one
+# tests/e2e/test_pipelines.py checks the committed pipeline on a real cluster; on the embedded one
+# step 12's run above is that pipeline, on a clean cluster, and serves it: one run of its two
+# TrainJobs and its Ray Train task, not two.
+
+
+def _warm_started(log: Path) -> float:
+    """When the clean cluster's zygote began importing torch (epoch seconds), from controller.log's
+    "warm workers ready (zygote pid P, imports took S s)" line and its local-time stamp."""
+    import time
+
+    for text in log.read_text().splitlines():
+        found = re.match(r"(\S+ \S+),(\d+) .* warm workers ready \(zygote pid \d+, imports took ([\d.]+)s\)", text)
+        if found:
+            stamp = time.mktime(time.strptime(found.group(1), "%Y-%m-%d %H:%M:%S")) + int(found.group(2)) / 1000
+            return stamp - float(found.group(3))
+    raise AssertionError(f"no warm workers in {log}")
+
+
+async def test_step_12s_committed_pipeline_trained_two_workers_and_left_checkpoints_snapshots_and_ray(walked):
+    from backend.connect import connect
+    from backend.lesson.definition_steps import CLEAN_HOME
+    from backend.local.embedded import Embedded
+    from backend.models import PodPhase
+    from backend.pipelines.images import BASE_IMAGE
+    from backend.pipelines.results import PipelineRunResult, TaskState
+
+    run_dir = walked.settings.workspace / "runs" / "step-12"
+    result = PipelineRunResult.model_validate_json((run_dir / "pipeline-run.json").read_text())
+    assert result.ok and all(task.state == TaskState.SUCCEEDED for task in result.tasks), result.tasks
+    train = result.task("train-job").outputs
+    assert train["world_size"] == 2 and train["run"] == "ddp-2w"
+    # the run warmed the workers as it began, not when its task applied the job
+    clean = Embedded(run_dir / CLEAN_HOME)
+    assert _warm_started(clean.layout.controller_log) < result.task("train-job").started
+    # Two snapshots, compared side by side: the two-worker and the one-worker run.
+    first, second = result.output("snapshot-volume"), result.output("snapshot-volume-2")
+    rows = json.loads(result.output("compare-runs"))
+    assert [(r["run"], r["world_size"], r["snapshot"]) for r in rows] == [
+        ("ddp-2w", 2, first), ("ddp-1w", 1, second)]
+    # Ray Train in its task: two workers, each reporting its metrics.
+    ray = result.task("ray-train")
+    assert ray.outputs["world_size"] == 2
+    assert {line.split("rank=")[1].split()[0] for line in ray.logs
+            if line.startswith("event=reported") and "rank=" in line} == {"0", "1"}
+    # Progress arrived while the run went on: the workers' lines in the step's stream.
+    assert any("step=40 loss=" in line and "rank=1" in line for line in walked.outputs["12"])
+
+    await clean.up(warm=False)  # stopped after the step; read back without warm workers
+    cluster = await asyncio.to_thread(connect, walked.settings.model_copy(update={"home": clean.layout.home}))
+    try:
+        pods = await cluster.list_pods(train["job"])  # two worker pods on the pinned image, both finished
+        assert sorted(p.rank for p in pods) == [0, 1]
+        assert all(p.phase == PodPhase.SUCCEEDED and p.image == BASE_IMAGE for p in pods)
+        volume = result.task("create-volume").outputs["name"]  # read back by a reader pod, not the workers
+        checkpoints = [c for c in await cluster.checkpoints(volume) if c.run == "ddp-2w"]
+        assert [c.step for c in checkpoints if c.valid] == [30, 35, 40] and all(c.world_size == 2 for c in checkpoints)
+        assert result.task("list-checkpoints").outputs["newest_step"] >= 40
+        assert {first, second} <= {s.name for s in await cluster.snapshots()}
+    finally:
+        await cluster.close()
+        await clean.down()
