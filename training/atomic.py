@@ -26,6 +26,18 @@ def process_tag() -> str:
     return _tag[1]
 
 
+def fsync_path(path: Path) -> None:
+    """fsync a file by name; nothing to do if it is gone (pruned meanwhile)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: Path, data: bytes | str, durable: bool = True, mode: int | None = None) -> None:
     """Write a temp file beside `path`, fsync it (unless `durable` is False: state that is
     rebuilt anyway after a crash), rename it over `path`. `mode`: the file's permissions from

@@ -42,7 +42,7 @@ import torch.utils.serialization.config as serialization_config
 
 from training import checkpoint_format as fmt
 from training import memory_tier
-from training.atomic import process_tag
+from training.atomic import fsync_path, process_tag
 from training.nested_state import replace_tensors, tensors
 from training.loop import emit
 
@@ -170,20 +170,8 @@ def write_files(directory: Path, state: dict, reason: str, rank: int, durable: b
     if on_commit is not None:
         on_commit()
     if durable:
-        _fsync_path(final)
+        fsync_path(final)
     return final
-
-
-def _fsync_path(path: Path) -> None:
-    """fsync a file by name; nothing to do if it is gone (pruned meanwhile)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def save_once(directory: Path, state: dict, reason: str, rank: int, reuse: Path | None = None,
@@ -206,7 +194,7 @@ def sync_in_background(path: Path) -> None:
 
     def sync() -> None:
         for file in (path, fmt.sidecar_path(path)):
-            _fsync_path(file)
+            fsync_path(file)
 
     threading.Thread(target=sync, name="checkpoint-sync", daemon=True).start()
 

@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 
 from training import checkpoint_format as fmt
-from training.atomic import process_tag
+from training.atomic import fsync_path, process_tag
 from training.loop import emit
 from training.nested_state import replace_tensors, tensors
 
@@ -189,8 +189,7 @@ def promote(copy: Path, volume: Path, rank: int) -> None:
         fmt.write_sidecar(final, {k: v for k, v in meta.items() if k not in ("format", "file")})
         emit(event="checkpoint_promoted", step=int(step), file=final.name, bytes=meta["bytes"],
              seconds=time.perf_counter() - started, rank=rank)
-        with open(final, "rb") as f:
-            os.fsync(f.fileno())
+        fsync_path(final)
     retire(copy)
 
 
