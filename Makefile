@@ -40,7 +40,7 @@ run: $(STAMP)
 # The layers and lint rules first (pyproject.toml: [tool.importlinter], [tool.ruff]; seconds),
 # then the suite, which prints its slowest tests. Three pytest-xdist workers on two cores: a test is
 # mostly real processes starting up and waiting on each other, and two workers kept the cores 72%
-# busy (1,148 CPU seconds in 794 s), three 81-89% (1,113-1,245 in 627-688 s), four no more (651 s).
+# busy (1,148 CPU seconds in 794 s), three 89-90% (1,113-1,283 in 627-714 s), four no more (651 s).
 # `make test PYTEST_ARGS=--cpu-time` measures it. tests/conftest.py keeps tests that share a fixture
 # on one worker and hands out the longest groups first (--no-loadscope-reorder: xdist's own order,
 # by test count, left the lesson walk for last and one worker idle at the end). TEST_WORKERS=0: one
