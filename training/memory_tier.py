@@ -41,6 +41,7 @@ from training.atomic import fsync_path, process_tag
 from training.loop import emit
 from training.nested_state import replace_tensors, tensors
 
+
 class MemoryCopy:
     """The newest committed copy in a memory directory (its sidecar read at once: `step`), loaded
     and, beside that, checked against the sidecar's checksum, on threads started before the group
@@ -117,8 +118,9 @@ def choose(memory_step: int, volume_step: int) -> tuple[int, int]:
 
 def share(copy: MemoryCopy | None, holder: int) -> dict | None:
     """The state in the holder's `copy` on every rank, or None on every rank if the holder found
-    it broken (the volume is used instead). Its shape goes first (the state with each tensor a
-    placeholder naming shape and dtype), then each tensor straight into the one a rank allocated."""
+    it broken (the volume is used instead). Its shape goes first (the state with each tensor on the
+    meta device: shape and dtype, no data), then each tensor straight into the one a rank
+    allocated."""
     state = copy.state() if copy is not None else None
     if not (dist.is_initialized() and dist.get_world_size() > 1):
         return state
@@ -126,8 +128,8 @@ def share(copy: MemoryCopy | None, holder: int) -> dict | None:
     shape = b""
     if state is not None:
         written = io.BytesIO()
-        torch.save(replace_tensors(state, iter([{_PLACEHOLDER: [list(t.shape), str(t.dtype).removeprefix("torch.")]}
-                                                for t in tensors(state)])), written)
+        torch.save(replace_tensors(state, (torch.empty(t.shape, dtype=t.dtype, device="meta")
+                                           for t in tensors(state))), written)
         shape = written.getvalue()
     size = torch.tensor([len(shape)], dtype=torch.int64, device=on)
     dist.broadcast(size, src=holder)
@@ -138,25 +140,10 @@ def share(copy: MemoryCopy | None, holder: int) -> dict | None:
     _broadcast(encoded, holder, on)
     if state is None:
         skeleton = torch.load(io.BytesIO(bytes(encoded.tolist())), weights_only=True)
-        state = _allocated(skeleton)
+        state = replace_tensors(skeleton, (torch.empty_like(t, device="cpu") for t in tensors(skeleton)))
     for tensor in tensors(state):
         _broadcast(tensor, holder, on)
     return state
-
-
-_PLACEHOLDER = "kfcockpit.memory_tier.tensor"
-
-
-def _allocated(skeleton):
-    """The skeleton with each placeholder an empty tensor of its shape and dtype."""
-    if isinstance(skeleton, dict) and _PLACEHOLDER in skeleton:
-        shape, dtype = skeleton[_PLACEHOLDER]
-        return torch.empty(shape, dtype=getattr(torch, dtype))
-    if isinstance(skeleton, dict):
-        return {key: _allocated(value) for key, value in skeleton.items()}
-    if isinstance(skeleton, (list, tuple)):
-        return type(skeleton)(_allocated(value) for value in skeleton)
-    return skeleton
 
 
 def _broadcast(tensor: torch.Tensor, holder: int, on: torch.device) -> None:
