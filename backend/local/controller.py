@@ -255,6 +255,7 @@ class ControlPlane:
             message = await message
         return {"ok": True, "message": message}
 
+
 async def _watch_stalls(every: float = 0.25, told: float = 1.0) -> None:
     """Say in controller.log when the loop could not run for `told` seconds or more: every
     kubelet's heartbeat, every watch and controller waited that long (a slow disk's fsync, a

@@ -18,6 +18,7 @@ import asyncio
 import json
 import re
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -308,8 +309,6 @@ async def test_step_1_fails_when_the_task_log_lacks_an_input(walked, tmp_path):
 def _warm_started(log: Path) -> float:
     """When the clean cluster's zygote began importing torch (epoch seconds), from controller.log's
     "warm workers ready (zygote pid P, imports took S s)" line and its local-time stamp."""
-    import time
-
     for text in log.read_text().splitlines():
         found = re.match(r"(\S+ \S+),(\d+) .* warm workers ready \(zygote pid \d+, imports took ([\d.]+)s\)", text)
         if found:
