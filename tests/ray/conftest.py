@@ -1,8 +1,9 @@
 """Real Ray, started once per test session: a Ray run costs about a minute of CPU on two cores
 (every Ray Train actor is a process importing ray.train, pandas and, for the workers, torch), so
 one measured comparison (a TrainJob and a RayJob on the embedded cluster, each with a worker pod
-killed) serves many assertions, the Ray survivor's among them. An uninterrupted torchrun run of the
-same loop, started beside it, is the bitwise reference."""
+killed) serves many assertions: the Ray survivor's, and the RayJob's life on the cluster as its
+pods and summaries showed it (rayjob_record.py), up to its delete. An uninterrupted torchrun run of
+the same loop, started beside it, is the bitwise reference."""
 
 from __future__ import annotations
 
@@ -19,11 +20,14 @@ from pathlib import Path
 import pytest
 
 from backend.compare import Comparison, ComparisonPlan, run_comparison
+from backend.compare.resources import ray_job
+from backend.connect import connect
 from backend.local.embedded import Embedded
 from backend.local.node.podspec import cluster_marker
 from backend.processes import sweep
 from backend.models import LogLine
 from backend.settings import Settings
+from tests.ray.rayjob_record import RayJobRecord, after_the_run, recording
 from tests.training.conftest import env, torchrun_cmd
 from training.options import option_args
 
@@ -43,6 +47,7 @@ class Measured:
     comparison: Comparison
     ray_lines: list[LogLine]  # every line of the job, as the Cluster protocol streams them
     trainer_lines: list[LogLine]
+    rayjob: RayJobRecord  # the Ray side's job as the cluster showed it, then deleted
 
     @property
     def ray(self):
@@ -92,10 +97,19 @@ def measured(state_root: Path, straight: subprocess.Popen) -> Measured:
     async def measure() -> Measured:
         # Lines as they streamed: a killed pod is deleted, and its log with it, as on any cluster.
         streamed: dict[str, list[LogLine]] = {}
-        comparison = await run_comparison(settings, PLAN,
-                                          on_lines=lambda job, batch: streamed.setdefault(job, []).extend(batch))
+        cluster = await asyncio.to_thread(connect, settings)  # starts the embedded cluster
+        record = RayJobRecord()
+        try:
+            async with recording(cluster, record):
+                comparison = await run_comparison(
+                    settings, PLAN, on_lines=lambda job, batch: streamed.setdefault(job, []).extend(batch))
+            assert record.job == comparison.side("ray").job
+            applied, _ = ray_job(record.job, PLAN, record.job.removesuffix("-ray"))  # as measure_ray made it
+            await after_the_run(cluster, record, applied)
+        finally:
+            await cluster.close()
         return Measured(settings, comparison, streamed[comparison.side("ray").job],
-                        streamed[comparison.side("trainer").job])
+                        streamed[comparison.side("trainer").job], record)
 
     return asyncio.run(measure())
 

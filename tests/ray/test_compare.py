@@ -44,11 +44,11 @@ def test_both_sides_ran_as_jobs_on_the_embedded_cluster(measured):
     cluster = connect(measured.settings)
 
     async def look():
-        jobs = {m.side: await cluster.get_job(m.job) for m in measured.comparison.sides}
         volume = measured.trainer.run_dir.split("/")[0]
-        return jobs, {m.run: m for m in await cluster.read_metrics(volume)}, await cluster.volumes()
+        return {m.run: m for m in await cluster.read_metrics(volume)}, await cluster.volumes()
 
-    jobs, metrics, volumes = asyncio.run(look())
+    metrics, volumes = asyncio.run(look())
+    jobs = {m.side: measured.rayjob.jobs[m.job] for m in measured.comparison.sides}  # read before the RayJob's delete
     assert (jobs["trainer"].launcher, jobs["ray"].launcher) == ("torchrun", "ray")
     for side, job in jobs.items():
         m = measured.comparison.side(side)

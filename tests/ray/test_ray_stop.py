@@ -1,7 +1,8 @@
 """training.ray_train stopped mid-run (what deleting its RayJob does to the driver pod): the driver
 shuts its Ray down on SIGTERM, says so in its log, and every process of the run exits by itself.
 The run's processes are told apart by an env marker they all inherit, as pods' processes are
-(backend/processes.py)."""
+(backend/processes.py). One Ray Train worker: the shutdown is Ray's, whatever the group's size, and
+a worker more is a process more importing torch."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def test_sigterm_mid_run_shuts_ray_down_and_leaves_no_process(state_root: Path):
     run = "stop-mid-run"
     temp_dir = ray_temp_dir(state_root)
     temp_dir.mkdir(parents=True, exist_ok=True)
-    argv = ray_train_argv(sys.executable, num_workers=2, storage=str(state_root / "stop-volume"), name=run,
+    argv = ray_train_argv(sys.executable, num_workers=1, storage=str(state_root / "stop-volume"), name=run,
                           temp_dir=str(temp_dir), options={"steps": 500, "step_delay": 0.1})
     env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", RAY_TMPDIR=str(temp_dir), **{MARKER: run})
 
@@ -50,7 +51,7 @@ def test_sigterm_mid_run_shuts_ray_down_and_leaves_no_process(state_root: Path):
         lines, code, running, left = asyncio.run(stop_after_first_step())
     finally:
         sweep({MARKER: run})
-    assert len(running) > 5, "expected the driver, Ray's processes and two workers"
+    assert len(running) > 4, "expected the driver, Ray's processes and the worker"
     assert code == 143
     assert [f["reason"] for f in lines if f.get("event") == "stopped"] == ["SIGTERM"]
     assert max(int(f["step"]) for f in lines if "step" in f and "loss" in f) < 500
