@@ -124,8 +124,12 @@ def test_goodput_after_a_restart_at_160x45(home, snap_compare):
         # machine once took the picture with the curve still at step 8 and no restart mark)
         await wait_until(screen, lambda: chart.series.get(chart.live_run) and max(chart.series[chart.live_run]) == 15
                          and chart.restarts.get(chart.live_run), "the whole curve and its restart in the chart")
+        await pilot.pause()  # laid out as it is now
+        # drawn at that size now, not at their next ticks (4 workers on two cores: 0.6 s of waiting
+        # for those once took the chart drawn before its layout, with one x tick)
         chart.redraw()
-        await pilot.pause(0.6)  # the timeline's next redraw
+        screen.timeline.redraw()
+        await pilot.pause()
 
     assert snap_compare(app, terminal_size=(160, 45), run_before=restarted)
 

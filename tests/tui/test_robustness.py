@@ -72,20 +72,23 @@ async def test_a_lost_cluster_shows_disconnected_then_reconnects(home):
     job bar says disconnected and the cockpit keeps retrying; once the directory is back, it
     reconnects by itself."""
     app = make_app(home)
+    app.NOTIFICATION_TIMEOUT = 600  # read after the fact: a loaded machine once took the 5 s a toast lasts
+    state, away = home / "cluster", home / "cluster.away"
     async with app.run_test(size=(100, 30)) as pilot:
         screen = app.screen
         await connected(screen)
         pid = (await Embedded(home).status())["pid"]
-        state = home / "cluster"
-        state.rename(home / "cluster.away")
+        state.rename(away)
         state.write_text("not a directory\n")
-        await kill_and_wait(pid)
-        await wait_until(screen, lambda: screen.job_bar.connection.startswith("retry"),
-                         "the job bar to say the cluster is gone")
-        assert any(t == "cluster unreachable" for t, _, _ in notes(app))
-        await pilot.press("n")  # the cockpit still answers keys
-        assert screen.checklist.step_id == "setup-2"
-        state.unlink()
-        (home / "cluster.away").rename(state)
+        try:
+            await kill_and_wait(pid)
+            await wait_until(screen, lambda: screen.job_bar.connection.startswith("retry"),
+                             "the job bar to say the cluster is gone")
+            assert any(t == "cluster unreachable" for t, _, _ in notes(app))
+            await pilot.press("n")  # the cockpit still answers keys
+            assert screen.checklist.step_id == "setup-2"
+        finally:  # the state directory back, for the reconnection and for the fixture's `down`
+            state.unlink()
+            away.rename(state)
         await wait_until(screen, lambda: screen.job_bar.connection == "connected", "the reconnection")
         assert any("connected to the cluster again" in m for _, m, _ in notes(app))

@@ -86,6 +86,7 @@ class LossChart(Vertical, can_focus=True):
         self._dirty = False
         self._legend: list = []
         self._thinned_for = 0  # the plot width the drawn curves were thinned for (0: none thinned)
+        self._drawn_for = (0, 0)  # the size the ticks and the legend were laid out for
 
     def compose(self) -> ComposeResult:
         yield Static("no loss yet: run a training step", id="loss-empty")
@@ -190,8 +191,10 @@ class LossChart(Vertical, can_focus=True):
     # ------------------------------------------------------------------ drawing
 
     def on_resize(self) -> None:
-        # A curve thinned for a narrower plot would be drawn coarse at the new width (a zoom).
-        if self._thinned_for and self.size.width != self._thinned_for:
+        # Ticks and legend rows drawn for another size (a zoom, or a draw before the first layout:
+        # one tick at width 0), a curve thinned for a narrower plot: drawn again at this size.
+        if self._drawn_for != (self.size.width, self.size.height) or (
+                self._thinned_for and self.size.width != self._thinned_for):
             self._dirty = True
 
     def _redraw_if_needed(self) -> None:
@@ -211,6 +214,7 @@ class LossChart(Vertical, can_focus=True):
         others = sorted((r for r in runs if r != self.live_run), key=lambda r: self.written.get(r, 0.0),
                         reverse=True)
         width = self.size.width  # the plot's, laid out or not yet (it is hidden until it has data)
+        self._drawn_for = (width, self.size.height)
         restarts = sorted(self.restarts.get(self.live_run, ())) if followed else []
         # As many runs as the legend can name whole in its rows: a run drawn is a run named.
         shown = others[:OTHER_RUNS + (0 if followed else 1)]
