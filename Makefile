@@ -38,9 +38,10 @@ run: $(STAMP)
 	$(BIN)/kfcockpit $(ARGS)
 
 # The layers and lint rules first (pyproject.toml: [tool.importlinter], [tool.ruff]; seconds),
-# then the suite, which prints its slowest tests. Three pytest-xdist workers on two cores: a test is
-# mostly real processes starting up and waiting on each other, and two workers kept the cores 72%
-# busy (1,148 CPU seconds in 794 s), three 89-90% (1,113-1,283 in 627-714 s), four no more (651 s).
+# then the suite, which prints its slowest tests. Four pytest-xdist workers on two cores: a test is
+# mostly real processes starting up and waiting on each other (Ray, node-loss grace periods, paced
+# steps), and more workers fill more of those waits. Fresh-clone runs here: two workers kept the
+# cores 72% busy (1,148 CPU seconds in 794 s), three 89% (1,072 in 606 s), four 92% (1,075 in 585 s).
 # `make test PYTEST_ARGS=--cpu-time` measures it. tests/conftest.py keeps tests that share a fixture
 # on one worker and hands out the longest groups first (--no-loadscope-reorder: xdist's own order,
 # by test count, left the lesson walk for last and one worker idle at the end). TEST_WORKERS=0: one
@@ -48,7 +49,7 @@ run: $(STAMP)
 # Bytecode is written while testing, whatever PYTHONDONTWRITEBYTECODE says outside: each xdist
 # worker, controller and Ray driver is a fresh Python that would otherwise compile the project's
 # modules (and pytest rewrite every test module's asserts) from source each time.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 TEST_ENV := PYTHONDONTWRITEBYTECODE=
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
@@ -56,11 +57,13 @@ test: $(STAMP)
 	$(TEST_ENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 # The developer's fast loop: the same layers and lint rules, then the tests that start no real
-# process (tests/conftest.py: IN_PROCESS), about a minute here. `make test` stays the whole suite.
+# process (tests/conftest.py: IN_PROCESS), about 40 s here. `make test` stays the whole suite.
+# These tests only compute: a worker per core and one more (each worker collects the suite first).
+CHECK_WORKERS ?= 3
 check: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff check .
-	$(TEST_ENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --in-process -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/python -m pytest -n $(CHECK_WORKERS) --in-process -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # Catching a test that fails at random: rerun TESTS (files, directories or node ids) N times, each
 # run a fresh pytest process (session fixtures such as an embedded cluster or a Ray run are made
