@@ -1,4 +1,4 @@
-"""How `make test` splits the suite between pytest-xdist workers (`--dist loadgroup`; three here).
+"""How `make test` splits the suite between pytest-xdist workers (`--dist loadgroup`; four here).
 
 A module- or session-scoped fixture is made once per worker that runs a test using it, so tests
 sharing one go to one worker: every module is a group of its own, except the directories whose
