@@ -23,10 +23,10 @@ import pytest
 from backend.cluster import NotFound
 from backend.kube.cluster import KubeCluster
 from backend.local.embedded import Embedded
-from backend.local.node.podspec import ENV_POD
-from backend.processes import marked_processes, wait_gone_async
+from backend.processes import wait_gone_async
 from backend.models import DRIVER_RANK, JobPhase, PodPhase, parse_manifests
 from tests.local.conftest import MANIFESTS, WAIT, embedded_cluster, wait_for_pods
+from tests.ray.rayjob_record import driver_processes, driver_uid
 
 JOB = "lesson-ray"
 
@@ -50,16 +50,6 @@ async def short_cluster() -> AsyncIterator[tuple[KubeCluster, Embedded]]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-async def driver_uid(cluster: KubeCluster, driver: str) -> str:
-    return (await cluster.resources.get("Pod", driver))["metadata"]["uid"]
-
-
-def ray_processes(uid: str) -> list[int]:
-    """Live processes of a driver pod (by its uid, the node's marker): the driver, Ray's own
-    processes, its workers."""
-    return list(marked_processes({ENV_POD: uid}))
-
-
 async def apply_lesson_rayjob(cluster: KubeCluster) -> str:
     results = []
     for name in ("volume.yaml", "rayjob.yaml"):
@@ -80,7 +70,7 @@ async def ray_running(cluster: KubeCluster) -> tuple[str, list[int]]:
     pods = await asyncio.wait_for(wait_for_pods(cluster, JOB, lambda pods: sum(
         p.rank != DRIVER_RANK and p.phase == PodPhase.RUNNING for p in pods.values()) >= 2), WAIT)
     driver = await driver_uid(cluster, next(p for p in pods if p.rank == DRIVER_RANK).name)
-    running = ray_processes(driver)
+    running = driver_processes(driver)
     assert len(running) > 5, "expected the driver, Ray's own processes and two workers"
     return driver, running
 
@@ -90,7 +80,7 @@ async def test_cluster_down_mid_run_leaves_no_ray_process_and_the_job_ends_lost(
         driver, running = await ray_running(cluster)
         assert await embedded.down() is not None
         assert await wait_gone_async(running, WAIT) == []
-        assert ray_processes(driver) == []
+        assert driver_processes(driver) == []
         await embedded.up()  # a RayJob does not survive its driver: not run again, Failed
         job = await cluster.get_job(JOB)
         assert (job.phase, job.reason) == (JobPhase.FAILED, "AppFailed")  # KubeRay's reason; ours (DriverLost) is told:

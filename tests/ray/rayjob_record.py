@@ -16,8 +16,7 @@ from backend.cluster import Cluster, NotFound
 from backend.local.node.podspec import ENV_POD
 from backend.models import DRIVER_RANK, JobSummary, Pod, PodEvent, PodEventType, RayJob
 from backend.processes import marked_processes
-
-WAIT = 300.0
+from tests.local.conftest import WAIT
 
 
 @dataclass
@@ -49,8 +48,13 @@ class RayJobRecord:
         return seen
 
 
+async def driver_uid(cluster: Cluster, driver: str) -> str:
+    return (await cluster.resources.get("Pod", driver))["metadata"]["uid"]
+
+
 def driver_processes(uid: str) -> list[int]:
-    """Live processes of a driver pod (by its uid, the node's marker): Ray's and its workers'."""
+    """Live processes of a driver pod (by its uid, the node's marker): the driver, Ray's own
+    processes, its workers."""
     return list(marked_processes({ENV_POD: uid}))
 
 
@@ -97,8 +101,7 @@ async def recording(cluster: Cluster, record: RayJobRecord) -> AsyncIterator[Non
 async def after_the_run(cluster: Cluster, record: RayJobRecord, applied: RayJob) -> None:
     """The finished RayJob read, applied again as it was, then deleted while a pod watch is open."""
     record.final_pods = await cluster.list_pods(record.job)
-    uid = (await cluster.resources.get("Pod", record.driver().name))["metadata"]["uid"]
-    record.left_running = driver_processes(uid)
+    record.left_running = driver_processes(await driver_uid(cluster, record.driver().name))
     record.status = (await cluster.resources.get("RayJob", record.job))["status"]
     record.jobs = {job.name: job for job in await cluster.list_jobs()}
     record.applied_again = await cluster.apply(applied)
