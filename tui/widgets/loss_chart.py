@@ -85,8 +85,7 @@ class LossChart(Vertical, can_focus=True):
         self._last: dict[str, tuple[float, int]] = {}  # run → (time, step) of its newest rank-0 line
         self._dirty = False
         self._legend: list = []
-        self._thinned_for = 0  # the plot width the drawn curves were thinned for (0: none thinned)
-        self._drawn_for = (0, 0)  # the size the ticks and the legend were laid out for
+        self._drawn_for = (0, 0)  # the size the ticks, the legend and any thinned curve were drawn for
 
     def compose(self) -> ComposeResult:
         yield Static("no loss yet: run a training step", id="loss-empty")
@@ -191,10 +190,9 @@ class LossChart(Vertical, can_focus=True):
     # ------------------------------------------------------------------ drawing
 
     def on_resize(self) -> None:
-        # Ticks and legend rows drawn for another size (a zoom, or a draw before the first layout:
-        # one tick at width 0), a curve thinned for a narrower plot: drawn again at this size.
-        if self._drawn_for != (self.size.width, self.size.height) or (
-                self._thinned_for and self.size.width != self._thinned_for):
+        # Ticks, legend rows and thinned curves drawn for another size (a zoom, or a draw before the
+        # first layout: one tick at width 0) are drawn again at this size.
+        if self._drawn_for != (self.size.width, self.size.height):
             self._dirty = True
 
     def _redraw_if_needed(self) -> None:
@@ -226,7 +224,6 @@ class LossChart(Vertical, can_focus=True):
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
-        self._thinned_for = 0
         lo = hi = None
         for i, run in enumerate(followed + shown):
             points = runs[run]
@@ -235,7 +232,6 @@ class LossChart(Vertical, can_focus=True):
             lo, hi = min(steps[0], lo if lo is not None else steps[0]), max(steps[-1], hi or steps[-1])
             if width and len(steps) > POINTS_PER_COLUMN * width:
                 steps, losses = thinned(steps, losses, PIXELS_PER_CELL * width)
-                self._thinned_for = width
             plt.plot(steps, losses, marker=MARKERS[i % len(MARKERS)], color=self._colour(i, run, followed))
         for step in restarts:
             plt.vline(step)
