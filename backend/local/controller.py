@@ -118,7 +118,8 @@ class ControlPlane:
         self.ca_cert = ""
         self.lifecycle = Lifecycle(layout, self._busy, self._status, self.prewarm, self._stop, ops={
             "node-fail": lambda request: self._node(self.fleet.fail, request),
-            "node-restore": lambda request: self._node(self.fleet.restore, request)})
+            "node-restore": lambda request: self._node(self.fleet.restore, request),
+            "warmed": lambda _request: self._warmed()})
         self._stopping = asyncio.Event()
 
     def _status_server(self) -> StatusServer | None:
@@ -227,6 +228,13 @@ class ControlPlane:
                     env.update({e["name"]: str(e["value"]) for e in container.get("env") or []
                                 if isinstance(e, dict) and e.get("value") is not None})
         self.zygotes.get(podspec.zygote_key(env))
+
+    async def _warmed(self) -> dict:
+        """Start the warm workers (as `up` does) and answer once they are ready to fork pods."""
+        self.prewarm()
+        if self.zygotes is not None:
+            await self.zygotes.settled()
+        return self._status()
 
     def _busy(self) -> bool:
         if self.server.open_streams:

@@ -132,6 +132,12 @@ class Embedded:
         except (Unavailable, FileNotFoundError):  # none runs, or no state root yet
             pass
 
+    async def warmed(self) -> dict:
+        """Start the warm workers and return once they can fork pods (a zygote has imported
+        torch, seconds after `up`): what a node that has run a while offers its first job. The
+        controller's status."""
+        return await self.client.call("warmed", explicit=True)
+
     async def down(self) -> int | None:
         """Stop the controller and every pod, for good until `up`; the pid that stopped."""
         return await self.client.shutdown()

@@ -219,6 +219,16 @@ async def test_a_state_root_deeper_than_a_socket_path_allows(tmp_path):
         assert await Embedded(deep).down() is not None
 
 
+async def test_warmed_answers_once_the_warm_workers_can_fork_pods(tmp_path):
+    """`Embedded.warmed` (bench/goodput.py's, before its first timed job): a controller that runs
+    no warm worker yet starts one and answers only once it has imported torch."""
+    async with embedded_cluster(tmp_path / "state"):
+        embedded = Embedded(tmp_path / "state")
+        assert (await embedded.up(warm=False))["warm"] == []
+        status = await embedded.warmed()
+        assert status["warm"] and all(worker["ready"] for worker in status["warm"])
+
+
 async def test_losing_the_warm_zygote_ends_no_worker_and_a_new_one_serves_the_next_pods(cluster, home):
     """A warm worker's parent is its shim, not the zygote that forked it (as a container's is
     containerd's shim, not containerd): the zygote's loss ends no pod."""

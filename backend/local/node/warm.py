@@ -123,6 +123,11 @@ class ZygotePool:
         return [{"pid": z.pid, "ready": z.usable, "problem": z.problem}
                 for z in self._zygotes.values()]
 
+    async def settled(self) -> list[dict]:
+        """`status()` once every zygote started so far is ready or found unfit."""
+        await asyncio.gather(*(asyncio.shield(z.ready) for z in self._zygotes.values()))
+        return self.status()
+
     def stop(self) -> None:
         for zygote in self._zygotes.values():
             zygote.stop()
