@@ -150,7 +150,8 @@ class Checkpoints(Protocol):
     - `before_update()`: block until a save in flight no longer needs the live tensors (run()
       calls it before each optimizer update, so a save copies while the next step computes);
     - `save_now(state, reason)`: a synchronous save by whichever rank is still alive, before
-      it exits (a survivor's save after a peer failure, or at SIGTERM)."""
+      it exits (a survivor's save after a peer failure, or at SIGTERM);
+    - `save_final(state)`: `save` of the last step, after which no update changes the state."""
 
     def load_latest(self) -> dict | None: ...
 
@@ -412,7 +413,9 @@ def run(
             waited[0], saved = 0.0, False
             began = time.perf_counter()
             if checkpoints is not None and (step % cfg.ckpt_every == 0 or step == cfg.steps):
-                checkpoints.save(training.state())
+                # The last step's: nothing changes the state after it (a store may skip its copy)
+                final = getattr(checkpoints, "save_final", None) if step == cfg.steps else None
+                (final or checkpoints.save)(training.state())
                 saved = True
             if on_step is not None:  # Ray's report, a barrier that carries the checkpoint
                 on_step(training, loss)

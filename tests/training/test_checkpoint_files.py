@@ -394,3 +394,26 @@ def test_a_temp_name_is_this_processes_own_where_pids_repeat():
         tags = got.read().split()
     assert len(tags) == 2 and len({before, *tags}) == 3
     assert fmt.is_leftover(fmt.temp_name(15, before)) and fmt._TEMP_RE.match(fmt.temp_name(15, before))
+
+
+def test_the_last_save_is_written_from_the_live_tensors_and_a_survivor_frees_the_copy(tmp_path, capsys):
+    """A periodic save copies the state first (the next step's update would change it while it is
+    written); the loop's last save has no update after it, so it is written as it is. A survivor's
+    save lets the periodic saves' copy go: the process leaves after it."""
+    from training.loop import run
+
+    if not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("gloo", store=torch.distributed.HashStore(), rank=0, world_size=1)
+    store = FileCheckpoints(tmp_path, keep=3, rank=0)
+    training = run(TrainConfig(steps=5, ckpt_every=4), 0, 1, store)
+    assert [fmt.verify_file(p)["step"] for p in fmt.list_files(tmp_path)] == [4, 5]
+    step4, step5 = (torch.load(p, weights_only=True)["model"] for p in fmt.list_files(tmp_path))
+    assert all(torch.equal(step5[name], t) for name, t in training.module.state_dict().items())
+    first = next(iter(step4))
+    copied = store._buffers[0]  # the copy holds what was copied last: step 4's, not step 5's
+    assert torch.equal(copied, step4[first]) and not torch.equal(copied, step5[first])
+
+    training.train_step()
+    store.save_now(training.state(), "peer_failure")
+    assert store._buffers == []
+    assert fmt.verify_file(fmt.list_files(tmp_path)[-1])["step"] == 6
