@@ -56,7 +56,10 @@ figure's median and range, and the verdict compares medians (bench/goodput_runs.
 
 Presets: tiny (the lesson's model, paced with --step-delay 0.05 so a step lasts what a small
 real model's would; the pause counts as step time for every launcher alike) and 1gb (~1 GB of
-parameters + Adam state, no pacing). A throwaway state root is used and its cluster stopped.
+parameters + Adam state, no pacing). A throwaway state root is used and its cluster stopped; the
+trainer rows start timing once its warm workers are ready, as a cluster whose runtime is
+installed has them (ray-warm's Ray is likewise up first; the torchrun rows start Python cold,
+as torchrun does).
 
     .venv/bin/python bench/goodput.py --quick          # three runs of five configurations: 20 min or more
     .venv/bin/python bench/goodput.py                  # tiny and 1gb, five kills each: long
