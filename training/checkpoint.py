@@ -70,7 +70,7 @@ _WRITE_CHUNK = 64 << 20  # a superseded save stops within one of these (~20 ms h
 
 class _ChecksummingFile:
     """What torch.save writes through: the file, with the checksum and size taken on the way. The
-    checksum runs on a thread of its own beside the writes (zlib and write both let go of the GIL
+    checksum runs on a thread of its own beside the writes (the CRC and write both let go of the GIL
     on large buffers): a restart waits for a survivor's save. torch.save hands over its headers
     in buffers it reuses (copied here) and a tensor's data as a view of its storage, which does
     not change until torch.save returns (read in place)."""

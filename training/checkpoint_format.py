@@ -13,11 +13,10 @@ torch, and its size and checksum tell a complete data file from a torn or corrup
 the writer's ("cpu", "cuda:0"); the tensors in the file are on the CPU whatever it says (a sidecar
 without it predates GPU training: "cpu"). The checksum is a CRC-32 (format 3): what it guards
 against is a torn or lost write, which a CRC catches as zip and gzip rely on, on a restart's path
-(a survivor's save). zlib-ng computes it (0.05 s per GB here, with the CPU's carry-less multiply);
-the standard library's zlib gives the same value at 0.26-0.33 s per GB where zlib-ng is missing
-(sha256 took 0.6 s). It proves nothing against
-someone who rewrites the file, who could rewrite the sidecar beside it as well. Sidecars of format
-2 name a sha256 instead; both are read. Both files are written to a temp name
+(a survivor's save). zlib-ng computes it, 0.05 s per GB here; the standard library's zlib gives
+the same value at 0.26-0.33 s per GB where zlib-ng is missing (sha256 took 0.6 s). It proves
+nothing against someone who rewrites the file, who could rewrite the sidecar beside it as well.
+Sidecars of format 2 name a sha256 instead; both are read. Both files are written to a temp name
 (`.ckpt-step-000015.pt.tmp-<pid>-<random>`) and renamed into place, the sidecar last: the sidecar is the
 commit mark, so a data file without one is an unfinished save and never a checkpoint. A periodic
 save is fsynced after its commit (training.checkpoint.write_files says why).
